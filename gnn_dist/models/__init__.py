@@ -1,0 +1,7 @@
+"""Built-in multi-layer GNNs (GCN, GraphSAGE, GAT, GIN) that run on one rank's part."""
+
+from __future__ import annotations
+
+from .basic_gnn import GAT, GCN, GIN, MODELS, BasicGNN, FullGraph, GraphSAGE, PartLike, build_model
+
+__all__ = ["BasicGNN", "GCN", "GraphSAGE", "GAT", "GIN", "MODELS", "build_model", "FullGraph", "PartLike"]

@@ -1,0 +1,31 @@
+"""Layers that run on a rank's local bipartite block (no collectives in this package).
+
+Each layer's ``forward(block, x_src)`` maps source rows ``[S, F_in]`` (inner rows, then halo rows)
+to destination rows ``[D, F_out]`` and equals the PyG layer of the same name on the whole graph.
+"""
+
+from __future__ import annotations
+
+from .block import Block, BlockError
+from .dropout import DropoutKey, hash_bits, hash_dropout, hash_edge_dropout
+from .gat_conv import GATConv
+from .gcn_conv import GCNConv, gcn_norm
+from .gin_conv import GINConv
+from .sage_conv import SAGEConv
+from .sparse import sddmm, spmm
+
+__all__ = [
+    "Block",
+    "BlockError",
+    "spmm",
+    "sddmm",
+    "GCNConv",
+    "gcn_norm",
+    "SAGEConv",
+    "GATConv",
+    "GINConv",
+    "DropoutKey",
+    "hash_dropout",
+    "hash_edge_dropout",
+    "hash_bits",
+]

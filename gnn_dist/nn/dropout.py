@@ -1,0 +1,159 @@
+"""Partition-independent dropout: masks from a counter-based hash, not from an RNG stream.
+
+An RNG stream hands out numbers in the order rows are visited, so the mask a node gets depends
+on which rank holds it and what else is on that rank. Here the keep/drop decision for one element
+is a pure function of ``(seed, step, layer, original node id, feature)`` (or, for attention,
+``(seed, step, layer, original source id, original destination id, head)``): a splitmix64-style
+hash compared with ``p``. The same node gets the same mask on any rank of any partitioning, so
+``P`` ranks compute exactly what one device computes, dropout included.
+
+The hash works in int64 torch ops on any device (int64 multiplication wraps modulo ``2**64``;
+logical right shifts are emulated with a mask), with no host synchronisation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["DropoutKey", "hash_dropout", "hash_edge_dropout", "hash_bits"]
+
+_GOLDEN = 0x9E3779B97F4A7C15 - (1 << 64)
+_MUL1 = 0xBF58476D1CE4E5B9 - (1 << 64)
+_MUL2 = 0x94D049BB133111EB - (1 << 64)
+_NODE_DOMAIN = 0x6E6F6465  # "node": feature dropout
+_EDGE_DOMAIN = 0x65646765  # "edge": attention dropout
+_CHUNK_ELEMENTS = 1 << 22
+"""Elements whose hash is computed at once (bounds the int64 temporaries)."""
+
+IntLike = int | torch.Tensor
+
+
+@dataclass(frozen=True, slots=True)
+class DropoutKey:
+    """What a layer's dropout mask is keyed by, besides the node/edge ids and the feature/head."""
+
+    seed: int
+    """The model's dropout seed."""
+    step: IntLike
+    """The training step (a 0-dim int64 tensor buffer in the models, so no host sync)."""
+    layer: int
+    """The layer index inside the model."""
+
+
+def _srl(x: torch.Tensor, k: int) -> torch.Tensor:
+    """Logical right shift of int64 ``x`` by ``k`` (torch's ``>>`` is arithmetic)."""
+    return (x >> k) & ((1 << (64 - k)) - 1)
+
+
+def _mix(z: torch.Tensor) -> torch.Tensor:
+    """The splitmix64 finaliser: a bijection of 64-bit words with full avalanche."""
+    z = (z ^ _srl(z, 30)) * _MUL1
+    z = (z ^ _srl(z, 27)) * _MUL2
+    return z ^ _srl(z, 31)
+
+
+def _absorb(h: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Fold the word(s) ``v`` into the hash state(s) ``h`` (broadcasting)."""
+    return _mix(h + _mix(v + _GOLDEN))
+
+
+def hash_bits(*words: IntLike, device: torch.device | str | None = None) -> torch.Tensor:
+    """A 64-bit hash (int64) of a sequence of int64 words or tensors (broadcast together).
+
+    ``hash_bits(a, b, c)`` is ``absorb(absorb(absorb(0, a), b), c)``; equal inputs give equal
+    outputs on every device.
+    """
+    h = torch.zeros((), dtype=torch.long, device=device)
+    for w in words:
+        h = _absorb(h, torch.as_tensor(w, dtype=torch.long, device=h.device))
+    return h
+
+
+def _keep(bits: torch.Tensor, threshold: int) -> torch.Tensor:
+    """True where the top 32 bits of ``bits`` are ``>= threshold`` (probability ``1 - threshold / 2**32``)."""
+    return _srl(bits, 32) >= threshold
+
+
+def _check_p(p: float, who: str) -> float:
+    p = float(p)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{who}: dropout probability p must be in [0, 1], got {p}")
+    return p
+
+
+def hash_dropout(x: torch.Tensor, p: float, *, seed: int, step: IntLike, layer: int,
+                 row_ids: torch.Tensor, training: bool = True) -> torch.Tensor:
+    r"""Dropout whose mask depends only on ``(seed, step, layer, row_ids[i], j)``.
+
+    .. math::
+        \mathrm{out}_{ij} = \frac{m_{ij}}{1 - p} x_{ij}, \qquad
+        m_{ij} = [\, h(\mathrm{seed}, \mathrm{step}, \mathrm{layer}, \mathrm{id}_i, j) \ge p \cdot 2^{32} \,]
+
+    with :math:`h` the top 32 bits of a splitmix64-style hash. A row's mask does not depend on
+    its position or on the other rows, so any partition of the rows gets the same masks.
+
+    Args:
+        x (torch.Tensor): ``[N, F]`` features.
+        p (float): drop probability in ``[0, 1]``.
+        seed (int): the model's seed.
+        step (int or torch.Tensor): training step (0-dim int64 tensor allowed, no host sync).
+        layer (int): layer index.
+        row_ids (torch.Tensor): int64 ``[N]``: the original (partition-independent) id of each row.
+        training (bool): identity when False. (default: :obj:`True`)
+
+    Returns:
+        torch.Tensor: ``[N, F]``, ``x`` itself when ``p == 0`` or not training.
+    """
+    p = _check_p(p, "hash_dropout")
+    if not training or p == 0.0:
+        return x
+    if x.dim() != 2 or row_ids.shape != (x.shape[0],):
+        raise ValueError(f"hash_dropout: x must be [N, F] with row_ids [N], got x {list(x.shape)} "
+                         f"and row_ids {list(row_ids.shape)}")
+    if p == 1.0:
+        return x * 0.0
+    base = hash_bits(_NODE_DOMAIN, seed, step, layer, device=x.device)
+    threshold = int(p * (1 << 32))
+    cols = _mix(torch.arange(x.shape[1], dtype=torch.long, device=x.device) + _GOLDEN)
+    ids = row_ids.to(device=x.device, dtype=torch.long)
+    mask = torch.empty(x.shape, dtype=torch.bool, device=x.device)
+    rows_per_chunk = max(1, _CHUNK_ELEMENTS // max(1, x.shape[1]))
+    for lo in range(0, x.shape[0], rows_per_chunk):
+        hi = min(x.shape[0], lo + rows_per_chunk)
+        row_h = _absorb(base, ids[lo:hi]).unsqueeze(1)
+        mask[lo:hi] = _keep(_mix(row_h + cols), threshold)
+    return x * (mask.to(x.dtype) * (1.0 / (1.0 - p)))
+
+
+def hash_edge_dropout(values: torch.Tensor, p: float, *, key: DropoutKey, src_ids: torch.Tensor,
+                      dst_ids: torch.Tensor, training: bool = True) -> torch.Tensor:
+    r"""Dropout of per-edge, per-head values ``[E, H]`` keyed by ``(key, src_ids[e], dst_ids[e], head)``.
+
+    Used for attention coefficients. ``src_ids``/``dst_ids`` (int64 ``[E]``) are original node
+    ids, so an edge gets the same mask on whichever rank holds it. Parallel (duplicate) edges
+    share a mask.
+
+    Returns:
+        torch.Tensor: ``[E, H]``, ``values`` itself when ``p == 0`` or not training.
+    """
+    p = _check_p(p, "hash_edge_dropout")
+    if not training or p == 0.0:
+        return values
+    if values.dim() != 2 or src_ids.shape != (values.shape[0],) or dst_ids.shape != (values.shape[0],):
+        raise ValueError(f"hash_edge_dropout: values must be [E, H] with src_ids and dst_ids [E], got "
+                         f"{list(values.shape)}, {list(src_ids.shape)}, {list(dst_ids.shape)}")
+    if p == 1.0:
+        return values * 0.0
+    dev = values.device
+    base = hash_bits(_EDGE_DOMAIN, key.seed, key.step, key.layer, device=dev)
+    threshold = int(p * (1 << 32))
+    heads = _mix(torch.arange(values.shape[1], dtype=torch.long, device=dev) + _GOLDEN)
+    mask = torch.empty(values.shape, dtype=torch.bool, device=dev)
+    step = max(1, _CHUNK_ELEMENTS // max(1, values.shape[1]))
+    for lo in range(0, values.shape[0], step):
+        hi = min(values.shape[0], lo + step)
+        h = _absorb(_absorb(base, src_ids[lo:hi].to(dev, torch.long)), dst_ids[lo:hi].to(dev, torch.long))
+        mask[lo:hi] = _keep(_mix(h.unsqueeze(1) + heads), threshold)
+    return values * (mask.to(values.dtype) * (1.0 / (1.0 - p)))

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Train across machines with torchrun's c10d rendezvous. Run the same command on every node:
+#   NNODES=2 NPROC_PER_NODE=4 RDZV_HOST=node0 launch/multi_node.sh DATA_DIR [train options...]
+# The world size (NNODES * NPROC_PER_NODE) must equal the folder's num_parts, and DATA_DIR must
+# be readable on every node (a shared filesystem, or a copy of the same folder: each rank only
+# reads partition.json and its own part-XXXXX/).
+set -euo pipefail
+DATA=${1:?usage: launch/multi_node.sh DATA_DIR [train options...]}
+shift
+: "${NNODES:?set NNODES}" "${NPROC_PER_NODE:?set NPROC_PER_NODE}" "${RDZV_HOST:?set RDZV_HOST (node running the rendezvous)}"
+RDZV_PORT=${RDZV_PORT:-29400}
+RDZV_ID=${RDZV_ID:-gnn-dist-$(basename "$DATA")}
+exec torchrun --nnodes "$NNODES" --nproc-per-node "$NPROC_PER_NODE" \
+  --rdzv-backend c10d --rdzv-endpoint "$RDZV_HOST:$RDZV_PORT" --rdzv-id "$RDZV_ID" \
+  -m gnn_dist.train --data "$DATA" "$@"

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Train on one machine: one rank per part of the partition folder.
+#   launch/single_node.sh DATA_DIR [gnn_dist.train options...]
+# NPROC defaults to the folder's num_parts. On GPUs each rank takes the GPU of its LOCAL_RANK.
+set -euo pipefail
+DATA=${1:?usage: launch/single_node.sh DATA_DIR [train options...]}
+shift
+NPROC=${NPROC:-$(python3 -c "import json,sys; print(json.load(open(sys.argv[1] + '/partition.json'))['num_parts'])" "$DATA")}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( $(nproc) / NPROC > 0 ? $(nproc) / NPROC : 1 ))}
+exec torchrun --standalone --nproc-per-node "$NPROC" -m gnn_dist.train --data "$DATA" "$@"

@@ -1,0 +1,176 @@
+"""Per-part consistency rules of format v1, shared by the reader and the verifier.
+
+Each function returns a list of ``(file_name, message)`` problems instead of raising, so
+:func:`~partitioners.format.reader.load_part` can raise on the first one and
+:func:`~partitioners.format.verify.verify_partition` can report them all.
+
+Legend: ``ni`` = num_inner, ``nh`` = num_halo, ``P`` = num_parts, ``N`` = num_nodes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .layout import (EDGE_WEIGHT, FEATURES, GLOBAL_IDS, HALO_OFFSETS, HOTNESS, IN_DEGREE, INDICES,
+                     INDPTR, LABELS, MASKS, ORIGINAL_IDS, OUT_DEGREE, SELF_LOOPS,
+                     SEND_INDEX, SEND_OFFSETS, local_index_dtype)
+from .meta import PartitionMeta, PartMeta
+
+__all__ = ["Problem", "expected_layout", "layout_problems", "structure_problems", "value_problems"]
+
+Problem = tuple[str, str]
+"""``(file name, message)``."""
+
+Shape = tuple[int | None, ...]
+
+
+def expected_layout(meta: PartitionMeta, pm: PartMeta) -> dict[str, tuple[str, Shape]]:
+    """dtype name and shape (None = any length) that format v1 requires of each file of part ``pm``."""
+    ni, nl, ne, p1 = pm.num_inner, pm.num_local, pm.num_local_edges, meta.num_parts + 1
+    out: dict[str, tuple[str, Shape]] = {
+        INDPTR: ("int64", (ni + 1,)),
+        INDICES: (local_index_dtype(nl).name, (ne,)),
+        HALO_OFFSETS: ("int64", (p1,)),
+        SEND_INDEX: ("int64", (None,)),
+        SEND_OFFSETS: ("int64", (p1,)),
+        GLOBAL_IDS: ("int64", (nl,)),
+        ORIGINAL_IDS: ("int64", (nl,)),
+        IN_DEGREE: ("int64", (nl,)),
+        OUT_DEGREE: ("int64", (nl,)),
+        SELF_LOOPS: ("int64", (nl,)),
+        HOTNESS: ("int64", (ni,)),
+    }
+    if meta.weighted:
+        out[EDGE_WEIGHT] = ("float32", (ne,))
+    if meta.feature_dim:
+        out[FEATURES] = (str(meta.feature_dtype), (ni, meta.feature_dim))
+    if meta.label_kind == "class":
+        out[LABELS] = ("int64", (ni,))
+    elif meta.label_kind == "multilabel":
+        out[LABELS] = ("uint8", (ni, meta.num_classes))
+    for m in MASKS:
+        out[m] = ("bool", (ni,))
+    return out
+
+
+def layout_problems(meta: PartitionMeta, pm: PartMeta) -> list[Problem]:
+    """Entries of ``partition.json`` whose dtype/shape differ from what the format requires."""
+    problems: list[Problem] = []
+    want = expected_layout(meta, pm)
+    for name, entry in pm.files.items():
+        dtype, shape = want[name]
+        ok_shape = len(shape) == len(entry.shape) and all(s is None or s == e for s, e in zip(shape, entry.shape))
+        if entry.dtype != dtype or not ok_shape:
+            shown = [("any" if s is None else s) for s in shape]
+            problems.append((name, f"is {entry.dtype}{list(entry.shape)} but format v1 requires "
+                                   f"{dtype}{shown} for this part"))
+    return problems
+
+
+def _offsets_problems(name: str, off: np.ndarray, total: int, own: int) -> list[Problem]:
+    if off[0] != 0 or off[-1] != total:
+        return [(name, f"must run from 0 to {total}, got {int(off[0])} .. {int(off[-1])}")]
+    if np.any(np.diff(off) < 0):
+        return [(name, "must be non-decreasing")]
+    if off[own + 1] != off[own]:
+        return [(name, f"has {int(off[own + 1] - off[own])} rows for the part itself (must be 0)")]
+    return []
+
+
+def structure_problems(meta: PartitionMeta, pm: PartMeta, a: dict[str, np.ndarray]) -> list[Problem]:
+    """O(P) checks of a loaded part: CSR and offset endpoints."""
+    problems: list[Problem] = []
+    indptr = a[INDPTR]
+    if indptr[0] != 0 or indptr[-1] != pm.num_local_edges:
+        problems.append((INDPTR, f"must run from 0 to num_local_edges = {pm.num_local_edges}, "
+                                 f"got {int(indptr[0])} .. {int(indptr[-1])}"))
+    p = pm.part_id
+    problems += _offsets_problems(HALO_OFFSETS, a[HALO_OFFSETS], pm.num_halo, p)
+    problems += _offsets_problems(SEND_OFFSETS, a[SEND_OFFSETS], int(a[SEND_INDEX].shape[0]), p)
+    return problems
+
+
+def value_problems(meta: PartitionMeta, pm: PartMeta, a: dict[str, np.ndarray]) -> list[Problem]:
+    """O(edges) checks of one part's values: id ranges, halo order, degrees, hotness, labels.
+
+    Assumes :func:`structure_problems` found nothing.
+    """
+    problems: list[Problem] = []
+    ni, nh, nl = pm.num_inner, pm.num_halo, pm.num_local
+    n, p = meta.num_nodes, pm.part_id
+    starts = meta.part_starts()
+    indptr = np.asarray(a[INDPTR])
+    indices = np.asarray(a[INDICES])
+    row_len = np.diff(indptr)
+    if np.any(row_len < 0):
+        problems.append((INDPTR, "must be non-decreasing"))
+        return problems
+    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= nl):
+        problems.append((INDICES, f"local source ids must be in [0, num_inner + num_halo = {nl}), "
+                                  f"got [{int(indices.min())}, {int(indices.max())}]"))
+        return problems
+
+    gids = np.asarray(a[GLOBAL_IDS])
+    lo, hi = pm.global_id_range
+    if not np.array_equal(gids[:ni], np.arange(lo, hi, dtype=np.int64)):
+        problems.append((GLOBAL_IDS, f"inner rows must have global ids {lo}, {lo}+1, ..., {hi}-1"))
+    halo = gids[ni:]
+    if nh and (np.any(np.diff(halo) <= 0) or halo[0] < 0 or halo[-1] >= n):
+        problems.append((GLOBAL_IDS, f"halo global ids must be strictly ascending in [0, {n})"))
+    elif not np.array_equal(np.searchsorted(halo, starts), a[HALO_OFFSETS]):
+        problems.append((HALO_OFFSETS, "halo rows are not grouped by the part that owns them "
+                                       "(halo_offsets disagrees with the halo global ids)"))
+    orig = np.asarray(a[ORIGINAL_IDS])
+    if nl and (int(orig.min()) < 0 or int(orig.max()) >= n):
+        problems.append((ORIGINAL_IDS, f"original ids must be in [0, num_nodes = {n})"))
+
+    send = np.asarray(a[SEND_INDEX])
+    send_off = np.asarray(a[SEND_OFFSETS])
+    if send.size and (int(send.min()) < 0 or int(send.max()) >= ni):
+        problems.append((SEND_INDEX, f"send rows must be inner local ids in [0, {ni})"))
+        return problems
+    step = np.diff(send)
+    if send.size > 1:
+        boundary = np.zeros(send.size - 1, dtype=bool)
+        cuts = send_off[1:-1]
+        boundary[cuts[(cuts > 0) & (cuts < send.size)] - 1] = True
+        if np.any((step <= 0) & ~boundary):
+            problems.append((SEND_INDEX, "rows sent to one part must be strictly ascending (that part's halo order)"))
+
+    src_inner = indices[indices < ni].astype(np.int64)
+    used_halo = np.bincount(indices[indices >= ni].astype(np.int64) - ni, minlength=nh)
+    if nh and np.any(used_halo == 0):
+        problems.append((GLOBAL_IDS, f"{int(np.sum(used_halo == 0))} halo rows are not the source of any "
+                                     f"local edge"))
+    if not np.array_equal(np.asarray(a[IN_DEGREE])[:ni], row_len):
+        problems.append((IN_DEGREE, "in_degree of inner rows differs from their CSR row lengths"))
+    rows = np.repeat(np.arange(ni, dtype=np.int64), row_len)
+    loops = np.bincount(rows[indices.astype(np.int64) == rows], minlength=ni)
+    if not np.array_equal(np.asarray(a[SELF_LOOPS])[:ni], loops):
+        problems.append((SELF_LOOPS, "self_loops of inner rows differ from the self-loop edges in the CSR"))
+    del rows
+    hot = np.bincount(src_inner, minlength=ni) + np.bincount(send, minlength=ni)
+    hotness = np.asarray(a[HOTNESS])
+    if not np.array_equal(hotness, hot):
+        problems.append((HOTNESS, "hotness differs from (local out-edges + peers the row is sent to)"))
+    elif ni > 1:
+        dh = np.diff(hotness)
+        if np.any((dh > 0) | ((dh == 0) & (np.diff(orig[:ni]) <= 0))):
+            problems.append((HOTNESS, "inner rows are not in hotness order (descending hotness, "
+                                      "ties by ascending original id)"))
+    for name in (IN_DEGREE, OUT_DEGREE, SELF_LOOPS):
+        if nl and int(np.asarray(a[name]).min()) < 0:
+            problems.append((name, "must be non-negative"))
+
+    if LABELS in a:
+        y = np.asarray(a[LABELS])
+        if meta.label_kind == "class" and y.size and (int(y.min()) < 0 or int(y.max()) >= meta.num_classes):
+            problems.append((LABELS, f"class ids must be in [0, num_classes = {meta.num_classes})"))
+        if meta.label_kind == "multilabel" and y.size and int(y.max()) > 1:
+            problems.append((LABELS, "a multi-label matrix holds only 0 and 1"))
+    train = a.get(MASKS[0])
+    if train is not None and int(np.count_nonzero(train)) != pm.num_train:
+        problems.append((MASKS[0], f"num_train is {pm.num_train} in partition.json but the mask has "
+                                   f"{int(np.count_nonzero(train))} training rows"))
+    return problems
+

@@ -1,0 +1,60 @@
+"""Names, version and per-file dtype rules of the partition folder, format version 1.
+
+See ``docs/format.md``: this module is its machine-readable half (file names, which files are
+required, and what dtype each must have). Torch-free.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "FORMAT_NAME", "FORMAT_VERSION", "TOOL_NAME", "META_FILE", "NODE_MAP_FILE",
+    "INDPTR", "INDICES", "EDGE_WEIGHT", "HALO_OFFSETS", "SEND_INDEX", "SEND_OFFSETS",
+    "GLOBAL_IDS", "ORIGINAL_IDS", "IN_DEGREE", "OUT_DEGREE", "SELF_LOOPS", "HOTNESS",
+    "FEATURES", "LABELS", "MASKS", "REQUIRED_PART_FILES", "OPTIONAL_PART_FILES",
+    "LABEL_KINDS", "part_dir_name", "local_index_dtype",
+]
+
+FORMAT_NAME = "gnn-dist-partition"
+"""Value of ``partition.json``'s ``format`` field."""
+FORMAT_VERSION = 1
+"""The one major version this code writes and reads."""
+TOOL_NAME = "gnn-dist"
+
+META_FILE = "partition.json"
+NODE_MAP_FILE = "node_map.npy"
+
+INDPTR = "indptr.npy"
+INDICES = "indices.npy"
+EDGE_WEIGHT = "edge_weight.npy"
+HALO_OFFSETS = "halo_offsets.npy"
+SEND_INDEX = "send_index.npy"
+SEND_OFFSETS = "send_offsets.npy"
+GLOBAL_IDS = "global_ids.npy"
+ORIGINAL_IDS = "original_ids.npy"
+IN_DEGREE = "in_degree.npy"
+OUT_DEGREE = "out_degree.npy"
+SELF_LOOPS = "self_loops.npy"
+HOTNESS = "hotness.npy"
+FEATURES = "features.npy"
+LABELS = "labels.npy"
+MASKS = ("train_mask.npy", "val_mask.npy", "test_mask.npy")
+
+REQUIRED_PART_FILES = (INDPTR, INDICES, HALO_OFFSETS, SEND_INDEX, SEND_OFFSETS, GLOBAL_IDS,
+                       ORIGINAL_IDS, IN_DEGREE, OUT_DEGREE, SELF_LOOPS, HOTNESS)
+"""Files every part folder has (an empty part included)."""
+OPTIONAL_PART_FILES = (EDGE_WEIGHT, FEATURES, LABELS, *MASKS)
+"""Files a part folder has when the graph has that data (then every part has them)."""
+
+LABEL_KINDS = ("class", "multilabel", None)
+
+
+def part_dir_name(part_id: int) -> str:
+    """Folder of part ``part_id`` inside the partition folder: ``part-00000``, ``part-00001``, ..."""
+    return f"part-{part_id:05d}"
+
+
+def local_index_dtype(num_local_rows: int) -> np.dtype:
+    """dtype of ``indices.npy`` for a part with ``num_inner + num_halo`` rows (int32 when it fits)."""
+    return np.dtype(np.int32) if num_local_rows < 2**31 - 1 else np.dtype(np.int64)

@@ -1,0 +1,278 @@
+"""Typed view of ``partition.json`` (format v1) and its validation.
+
+:func:`parse_meta` turns the JSON object into a :class:`PartitionMeta` and checks every field a
+reader relies on (types, counts, contiguous id ranges, file lists), raising
+:class:`~partitioners.errors.PartitionFormatError` that names ``partition.json`` and the field.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import numpy as np
+
+from ..errors import PartitionFormatError
+from .layout import (EDGE_WEIGHT, FEATURES, FORMAT_NAME, FORMAT_VERSION, LABEL_KINDS, LABELS,
+                     MASKS, META_FILE, NODE_MAP_FILE, OPTIONAL_PART_FILES, REQUIRED_PART_FILES,
+                     part_dir_name)
+
+__all__ = ["FileEntry", "PartMeta", "PartitionMeta", "read_meta_json", "parse_meta"]
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class FileEntry:
+    """One array file as ``partition.json`` records it."""
+
+    path: str
+    """Path relative to the partition folder, POSIX separators (``part-00000/indptr.npy``)."""
+    size: int
+    """File size in bytes."""
+    sha256: str
+    """Hex sha256 of the whole file."""
+    dtype: str
+    """numpy dtype name of the array (``int64``, ``float32``, ``bool``, ...)."""
+    shape: tuple[int, ...]
+    """Shape of the array."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "size": self.size, "sha256": self.sha256, "dtype": self.dtype,
+                "shape": list(self.shape)}
+
+
+@dataclass(kw_only=True, slots=True)
+class PartMeta:
+    """What ``partition.json`` says about one part."""
+
+    part_id: int
+    num_inner: int
+    """Rows the part owns (local ids ``[0, num_inner)``)."""
+    num_halo: int
+    """Rows it holds from other parts (local ids ``[num_inner, num_inner + num_halo)``)."""
+    num_local_edges: int
+    """Edges stored in the part: all in-edges of its inner nodes."""
+    global_id_range: tuple[int, int]
+    """``[start, end)`` of new global ids the part owns (``end - start == num_inner``)."""
+    num_train: int
+    """Training nodes among the inner rows (0 without a train mask)."""
+    files: dict[str, FileEntry]
+    """File name (``indptr.npy``) -> entry."""
+
+    @property
+    def num_local(self) -> int:
+        """``num_inner + num_halo``: rows of the part's local feature matrix."""
+        return self.num_inner + self.num_halo
+
+
+@dataclass(kw_only=True, slots=True)
+class PartitionMeta:
+    """Typed ``partition.json``; :attr:`raw` is the JSON object itself."""
+
+    path: str
+    """The partition folder."""
+    version: int
+    num_parts: int
+    num_nodes: int
+    num_edges: int
+    feature_dim: int
+    """0 without features."""
+    feature_dtype: str | None
+    """``float32``/``float16``, or None without features."""
+    num_classes: int
+    label_kind: str | None
+    """``"class"``, ``"multilabel"`` or None (unlabelled)."""
+    weighted: bool
+    directed: bool
+    method: str
+    method_params: dict[str, Any]
+    seed: int | None
+    name: str
+    quality: dict[str, Any] | None
+    files: dict[str, FileEntry]
+    """Top-level files (``node_map.npy``)."""
+    parts: list[PartMeta]
+    raw: dict[str, Any] = field(repr=False)
+
+    @property
+    def masks(self) -> tuple[str, ...]:
+        """Mask files every part has (``train_mask.npy``, ...), possibly none."""
+        return tuple(m for m in MASKS if self.parts and m in self.parts[0].files)
+
+    def part_starts(self) -> np.ndarray:
+        """int64 ``[P + 1]``: part ``p`` owns new global ids ``[starts[p], starts[p+1])``."""
+        starts = np.zeros(self.num_parts + 1, dtype=np.int64)
+        starts[1:] = [pm.global_id_range[1] for pm in self.parts]
+        return starts
+
+
+def _err(meta_path: Path, msg: str, **kw: Any) -> PartitionFormatError:
+    return PartitionFormatError(msg, path=str(meta_path), **kw)
+
+
+def read_meta_json(folder: str | Path) -> tuple[Path, dict[str, Any]]:
+    """Read and parse ``folder/partition.json``; check ``format`` and ``version``.
+
+    Returns ``(meta_path, raw)``. Raises :class:`PartitionFormatError` naming the file when it is
+    missing, not JSON, not a gnn-dist partition, or of another major version.
+    """
+    folder = Path(folder)
+    meta_path = folder / META_FILE
+    if not folder.is_dir():
+        raise PartitionFormatError("no such partition folder", path=str(folder))
+    if not meta_path.is_file():
+        raise _err(meta_path, f"missing {META_FILE}: {folder} is not a partition folder, or its "
+                              f"writing did not finish (partition.json is written last)")
+    try:
+        raw = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _err(meta_path, f"not valid JSON ({exc})") from exc
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT_NAME:
+        found = raw.get("format") if isinstance(raw, dict) else type(raw).__name__
+        raise _err(meta_path, f"not a gnn-dist partition: format is {found!r}, expected {FORMAT_NAME!r}")
+    version = raw.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version != FORMAT_VERSION:
+        raise _err(meta_path, f"unknown format version {version!r}: this reader supports version "
+                              f"{FORMAT_VERSION} only (re-partition the graph with this gnn-dist, or "
+                              f"use the gnn-dist that wrote it)", found=version, expected=FORMAT_VERSION)
+    return meta_path, raw
+
+
+def _int(d: dict[str, Any], key: str, where: str, meta_path: Path, *, minimum: int = 0) -> int:
+    v = d.get(key)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _err(meta_path, f"field {where}{key} must be an integer, got {v!r}")
+    if v < minimum:
+        raise _err(meta_path, f"field {where}{key} = {v} must be >= {minimum}")
+    return v
+
+
+def _file_entry(name: str, d: Any, expected_path: str, where: str, meta_path: Path) -> FileEntry:
+    if not isinstance(d, dict):
+        raise _err(meta_path, f"field {where}files[{name!r}] must be an object, got {d!r}")
+    w = f"{where}files[{name!r}]."
+    path = d.get("path", expected_path)
+    if not isinstance(path, str) or PurePosixPath(path) != PurePosixPath(expected_path):
+        raise _err(meta_path, f"field {w}path = {path!r}: expected {expected_path!r}")
+    sha = d.get("sha256")
+    if not isinstance(sha, str) or len(sha) != 64:
+        raise _err(meta_path, f"field {w}sha256 must be a 64-character hex string, got {sha!r}")
+    dtype = d.get("dtype")
+    if not isinstance(dtype, str):
+        raise _err(meta_path, f"field {w}dtype must be a dtype name, got {dtype!r}")
+    shape = d.get("shape")
+    if (not isinstance(shape, list)
+            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape)):
+        raise _err(meta_path, f"field {w}shape must be a list of non-negative integers, got {shape!r}")
+    return FileEntry(path=expected_path, size=_int(d, "size", w, meta_path), sha256=sha, dtype=dtype,
+                     shape=tuple(shape))
+
+
+def _part_meta(d: Any, p: int, meta: dict[str, Any], meta_path: Path) -> PartMeta:
+    where = f"parts[{p}]."
+    if not isinstance(d, dict):
+        raise _err(meta_path, f"field parts[{p}] must be an object, got {type(d).__name__}")
+    if d.get("part_id") != p:
+        raise _err(meta_path, f"field {where}part_id = {d.get('part_id')!r}: expected {p} (parts are listed in order)")
+    rng = d.get("global_id_range")
+    if (not isinstance(rng, list) or len(rng) != 2
+            or not all(isinstance(r, int) and not isinstance(r, bool) for r in rng)):
+        raise _err(meta_path, f"field {where}global_id_range must be [start, end], got {rng!r}")
+    files_raw = d.get("files")
+    if not isinstance(files_raw, dict):
+        raise _err(meta_path, f"field {where}files must be an object, got {files_raw!r}")
+    known = set(REQUIRED_PART_FILES) | set(OPTIONAL_PART_FILES)
+    for name in files_raw:
+        if name not in known:
+            raise _err(meta_path, f"field {where}files lists unknown file {name!r}; format v1 knows "
+                                  f"{sorted(known)}")
+    for name in REQUIRED_PART_FILES:
+        if name not in files_raw:
+            raise _err(meta_path, f"field {where}files lacks required file {name!r}")
+    wanted = {EDGE_WEIGHT: bool(meta["weighted"]), FEATURES: meta["feature_dim"] > 0,
+              LABELS: meta["label_kind"] is not None}
+    for name, want in wanted.items():
+        if (name in files_raw) != want:
+            raise _err(meta_path, f"field {where}files {'lacks' if want else 'has'} {name!r} but "
+                                  f"weighted/feature_dim/label_kind say it {'should' if want else 'should not'}")
+    pdir = part_dir_name(p)
+    files = {name: _file_entry(name, e, f"{pdir}/{name}", where, meta_path) for name, e in files_raw.items()}
+    return PartMeta(part_id=p, num_inner=_int(d, "num_inner", where, meta_path),
+                    num_halo=_int(d, "num_halo", where, meta_path),
+                    num_local_edges=_int(d, "num_local_edges", where, meta_path),
+                    global_id_range=(int(rng[0]), int(rng[1])),
+                    num_train=_int(d, "num_train", where, meta_path), files=files)
+
+
+def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> PartitionMeta:
+    """Validate the fields of a format/version-checked ``partition.json`` and type them."""
+    num_parts = _int(raw, "num_parts", "", meta_path, minimum=1)
+    num_nodes = _int(raw, "num_nodes", "", meta_path, minimum=1)
+    num_edges = _int(raw, "num_edges", "", meta_path)
+    feature_dim = _int(raw, "feature_dim", "", meta_path)
+    num_classes = _int(raw, "num_classes", "", meta_path)
+    feature_dtype = raw.get("feature_dtype")
+    if feature_dim > 0 and feature_dtype not in ("float32", "float16"):
+        raise _err(meta_path, f"field feature_dtype = {feature_dtype!r}: expected 'float32' or 'float16'")
+    if feature_dim == 0 and feature_dtype is not None:
+        raise _err(meta_path, f"field feature_dtype = {feature_dtype!r} but feature_dim is 0 (expected null)")
+    label_kind = raw.get("label_kind")
+    if label_kind not in LABEL_KINDS:
+        raise _err(meta_path, f"field label_kind = {label_kind!r}: expected one of {list(LABEL_KINDS)}")
+    for key in ("weighted", "directed"):
+        if not isinstance(raw.get(key), bool):
+            raise _err(meta_path, f"field {key} must be true or false, got {raw.get(key)!r}")
+    method = raw.get("method")
+    if not isinstance(method, str):
+        raise _err(meta_path, f"field method must be a string, got {method!r}")
+    method_params = raw.get("method_params") or {}
+    if not isinstance(method_params, dict):
+        raise _err(meta_path, f"field method_params must be an object, got {method_params!r}")
+    seed = raw.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise _err(meta_path, f"field seed must be an integer or null, got {seed!r}")
+    quality = raw.get("quality")
+    if quality is not None and not isinstance(quality, dict):
+        raise _err(meta_path, f"field quality must be an object or null, got {type(quality).__name__}")
+    parts_raw = raw.get("parts")
+    if not isinstance(parts_raw, list) or len(parts_raw) != num_parts:
+        n = len(parts_raw) if isinstance(parts_raw, list) else parts_raw
+        raise _err(meta_path, f"field parts must list num_parts = {num_parts} parts, got {n!r}")
+    checked = {"weighted": raw["weighted"], "feature_dim": feature_dim, "label_kind": label_kind}
+    parts = [_part_meta(d, p, checked, meta_path) for p, d in enumerate(parts_raw)]
+
+    start = 0
+    for pm in parts:
+        lo, hi = pm.global_id_range
+        if lo != start or hi - lo != pm.num_inner:
+            raise _err(meta_path, f"field parts[{pm.part_id}].global_id_range = [{lo}, {hi}]: expected "
+                                  f"[{start}, {start + pm.num_inner}] (ranges are contiguous and hold num_inner ids)")
+        start = hi
+    if start != num_nodes:
+        raise _err(meta_path, f"the parts own {start} nodes but num_nodes is {num_nodes}")
+    total_edges = sum(pm.num_local_edges for pm in parts)
+    if total_edges != num_edges:
+        raise _err(meta_path, f"the parts store {total_edges} edges but num_edges is {num_edges}")
+    for pm in parts:
+        if MASKS[0] not in pm.files and pm.num_train != 0:
+            raise _err(meta_path, f"field parts[{pm.part_id}].num_train = {pm.num_train} but the part "
+                                  f"has no train mask (expected 0)")
+    mask_sets = {tuple(m for m in MASKS if m in pm.files) for pm in parts}
+    if len(mask_sets) > 1:
+        raise _err(meta_path, f"parts disagree on which masks they have: {sorted(mask_sets)}")
+
+    files_raw = raw.get("files")
+    if not isinstance(files_raw, dict) or NODE_MAP_FILE not in files_raw:
+        raise _err(meta_path, f"field files must list {NODE_MAP_FILE!r}")
+    if set(files_raw) != {NODE_MAP_FILE}:
+        raise _err(meta_path, f"field files lists unknown files {sorted(set(files_raw) - {NODE_MAP_FILE})}")
+    files = {NODE_MAP_FILE: _file_entry(NODE_MAP_FILE, files_raw[NODE_MAP_FILE], NODE_MAP_FILE, "",
+                                        meta_path)}
+    name = raw.get("name") or ""
+    return PartitionMeta(path=str(folder), version=raw["version"], num_parts=num_parts,
+                         num_nodes=num_nodes, num_edges=num_edges, feature_dim=feature_dim,
+                         feature_dtype=feature_dtype, num_classes=num_classes, label_kind=label_kind,
+                         weighted=raw["weighted"], directed=raw["directed"], method=method,
+                         method_params=method_params, seed=seed, name=str(name), quality=quality,
+                         files=files, parts=parts, raw=raw)

@@ -1,0 +1,130 @@
+"""Check a whole partition folder: every part as the reader does, plus cross-part consistency.
+
+Cross-part rules (format v1): what part q sends to part p (``send_index`` slice p of q, as
+global ids) is exactly p's halo rows from q, in order; ``node_map`` is a permutation of
+``[0, N)`` that maps every row's ``original_ids`` to its ``global_ids``; a halo row carries the
+same original id, in-degree and self-loop count as its owner's row; every row's out-degree is
+the number of stored edges with that source, over all parts.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import PartitionFormatError
+from .checks import layout_problems, structure_problems, value_problems
+from .layout import (GLOBAL_IDS, HALO_OFFSETS, IN_DEGREE, INDICES, NODE_MAP_FILE, ORIGINAL_IDS,
+                     OUT_DEGREE, SELF_LOOPS, SEND_INDEX, SEND_OFFSETS, part_dir_name)
+from .meta import PartitionMeta
+from .npyio import load_array
+from .reader import load_partition_meta
+
+__all__ = ["verify_partition"]
+
+Arrays = dict[str, np.ndarray]
+
+
+def _load_parts(root: Path, meta: PartitionMeta, check_hashes: bool,
+                problems: list[str]) -> list[Arrays | None]:
+    loaded: list[Arrays | None] = []
+    for pm in meta.parts:
+        found = [f"{root / pm.files[name].path}: partition.json entry {msg}"
+                 for name, msg in layout_problems(meta, pm)]
+        arrays: Arrays = {}
+        if not found:
+            for name, entry in pm.files.items():
+                try:
+                    arrays[name] = load_array(root, entry, mmap=True, check_hash=check_hashes)
+                except PartitionFormatError as exc:
+                    found.append(str(exc))
+        if not found:
+            checks = structure_problems(meta, pm, arrays) or value_problems(meta, pm, arrays)
+            found = [f"{root / pm.files[name].path}: {msg}" for name, msg in checks]
+        problems += found
+        loaded.append(None if found else arrays)
+    return loaded
+
+
+def _cross_problems(root: Path, meta: PartitionMeta, parts: list[Arrays],
+                    node_map: np.ndarray | None) -> list[str]:
+    problems: list[str] = []
+    n, num_parts = meta.num_nodes, meta.num_parts
+    starts = meta.part_starts()
+    ni = [pm.num_inner for pm in meta.parts]
+
+    def where(p: int, name: str) -> str:
+        return str(root / part_dir_name(p) / name)
+
+    for p in range(num_parts):
+        gids_p, hoff_p = parts[p][GLOBAL_IDS], parts[p][HALO_OFFSETS]
+        for q in range(num_parts):
+            if q == p:
+                continue
+            soff_q = parts[q][SEND_OFFSETS]
+            sent = np.asarray(parts[q][SEND_INDEX][soff_q[p]:soff_q[p + 1]]) + starts[q]
+            halo = np.asarray(gids_p[ni[p] + hoff_p[q]:ni[p] + hoff_p[q + 1]])
+            if not np.array_equal(sent, halo):
+                problems.append(f"{where(q, SEND_INDEX)}: the {sent.size} rows part {q} sends to part {p} "
+                                f"are not part {p}'s {halo.size} halo rows from part {q} (in order)")
+
+    orig_of = np.empty(n, dtype=np.int64)
+    in_of = np.empty(n, dtype=np.int64)
+    loops_of = np.empty(n, dtype=np.int64)
+    out_count = np.zeros(n, dtype=np.int64)
+    for p, a in enumerate(parts):
+        s, e = starts[p], starts[p + 1]
+        orig_of[s:e] = a[ORIGINAL_IDS][:ni[p]]
+        in_of[s:e] = a[IN_DEGREE][:ni[p]]
+        loops_of[s:e] = a[SELF_LOOPS][:ni[p]]
+        gids = np.asarray(a[GLOBAL_IDS])
+        out_count += np.bincount(gids[np.asarray(a[INDICES])], minlength=n)
+    for p, a in enumerate(parts):
+        gids = np.asarray(a[GLOBAL_IDS])
+        for name, ref in ((ORIGINAL_IDS, orig_of), (IN_DEGREE, in_of), (SELF_LOOPS, loops_of)):
+            if not np.array_equal(np.asarray(a[name])[ni[p]:], ref[gids[ni[p]:]]):
+                problems.append(f"{where(p, name)}: halo rows disagree with their owners' rows")
+        if not np.array_equal(np.asarray(a[OUT_DEGREE]), out_count[gids]):
+            problems.append(f"{where(p, OUT_DEGREE)}: out_degree differs from the number of stored "
+                            f"edges each row is the source of (over all parts)")
+
+    if node_map is not None:
+        nm_path = root / NODE_MAP_FILE
+        nm = np.asarray(node_map)
+        if nm.dtype != np.int64 or nm.shape != (n,):
+            problems.append(f"{nm_path}: must be int64[{n}], got {nm.dtype}{list(nm.shape)}")
+        elif nm.size and (int(nm.min()) < 0 or int(nm.max()) >= n
+                          or not np.all(np.bincount(nm, minlength=n) == 1)):
+            problems.append(f"{nm_path}: is not a permutation of [0, {n})")
+        else:
+            for p, a in enumerate(parts):
+                if not np.array_equal(nm[np.asarray(a[ORIGINAL_IDS])], np.asarray(a[GLOBAL_IDS])):
+                    problems.append(f"{where(p, ORIGINAL_IDS)}: node_map[original_ids] != global_ids")
+    return problems
+
+
+def verify_partition(path: str | os.PathLike[str], *, check_hashes: bool = True) -> list[str]:
+    """All problems found in the partition folder ``path`` (an empty list means it is valid).
+
+    Each problem starts with the path of the file it concerns. ``check_hashes=False`` skips the
+    sha256 of the files (sizes, dtypes, shapes and values are still checked).
+    """
+    root = Path(path)
+    try:
+        meta = load_partition_meta(root)
+    except PartitionFormatError as exc:
+        return [str(exc)]
+    problems: list[str] = []
+    node_map = None
+    try:
+        node_map = load_array(root, meta.files[NODE_MAP_FILE], mmap=True, check_hash=check_hashes)
+    except PartitionFormatError as exc:
+        problems.append(str(exc))
+    parts = _load_parts(root, meta, check_hashes, problems)
+    if all(a is not None for a in parts):
+        problems += _cross_problems(root, meta, [a for a in parts if a is not None], node_map)
+    else:
+        problems.append(f"{root}: cross-part checks skipped because some parts have problems")
+    return problems

@@ -1,0 +1,305 @@
+"""Write a partition folder, format version 1 (``docs/format.md``), atomically.
+
+::
+
+    OUT/
+      partition.json          written last; the only entry point
+      node_map.npy            int64[N]: original id -> new global id
+      part-00000/
+        indptr.npy indices.npy [edge_weight.npy] halo_offsets.npy send_index.npy send_offsets.npy
+        global_ids.npy original_ids.npy in_degree.npy out_degree.npy self_loops.npy hotness.npy
+        [features.npy] [labels.npy] [train_mask.npy] [val_mask.npy] [test_mask.npy]
+      part-00001/ ...
+
+Everything is built in a sibling temporary folder ``.OUT.tmp-<pid>-<random>`` that is renamed
+into place at the end, so a crash leaves no ``OUT/partition.json`` describing partial data (and
+the temporary folder is removed on any exception).
+
+Memory: the graph, O(N) id arrays, the halo lists, and the arrays of one part at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import resource
+import secrets
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ..graph import Graph
+from . import npyio
+from .layout import (EDGE_WEIGHT, FEATURES, FORMAT_NAME, FORMAT_VERSION, GLOBAL_IDS, HALO_OFFSETS,
+                     HOTNESS, IN_DEGREE, INDICES, INDPTR, LABELS, MASKS, META_FILE, NODE_MAP_FILE,
+                     ORIGINAL_IDS, OUT_DEGREE, SELF_LOOPS, SEND_INDEX, SEND_OFFSETS, TOOL_NAME,
+                     local_index_dtype, part_dir_name)
+from .meta import FileEntry
+from .relabel import Relabeling, check_assignment, edge_positions, out_degree, relabel
+
+__all__ = ["write_partition", "check_out_dir", "peak_rss_bytes"]
+
+log = logging.getLogger(__name__)
+
+_RESERVED_KEYS = frozenset({
+    "format", "version", "created_by", "num_parts", "num_nodes", "num_edges", "method",
+    "method_params", "seed", "feature_dim", "feature_dtype", "num_classes", "label_kind",
+    "weighted", "quality", "files", "parts"})
+"""Keys of partition.json that ``extra_meta`` may not set (they describe the data)."""
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set size of this process so far, in bytes (``ru_maxrss``)."""
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def check_out_dir(out_dir: str | os.PathLike[str], overwrite: bool) -> Path:
+    """Check that ``out_dir`` may be (re)written; return it as a Path.
+
+    A missing or empty folder is fine. A folder holding a partition (``partition.json``) is
+    replaced only with ``overwrite``. Anything else (a file, a non-empty folder without
+    ``partition.json``) is never deleted, even with ``overwrite``. Raises ``FileExistsError``.
+    """
+    out = Path(out_dir)
+    if not out.exists() and not out.is_symlink():
+        return out
+    if not out.is_dir() or out.is_symlink():
+        raise FileExistsError(f"{out} exists and is not a folder (or is a symlink); choose another output folder")
+    if not any(out.iterdir()):
+        return out
+    if not (out / META_FILE).is_file():
+        raise FileExistsError(f"{out} is a non-empty folder without {META_FILE} (not a partition "
+                              f"folder); refusing to replace it even with overwrite (--overwrite): "
+                              f"choose another output folder or empty it yourself")
+    if not overwrite:
+        raise FileExistsError(f"{out} already holds a partition; pass overwrite=True "
+                              f"(CLI: --overwrite) to replace it")
+    return out
+
+
+def _jsonable(obj: Any) -> Any:
+    """numpy scalars/arrays -> Python; non-finite floats -> None (strict JSON)."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def _fsync_dir(path: Path) -> None:
+    if not npyio.FSYNC:
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _install(tmp: Path, out: Path, overwrite: bool) -> None:
+    """Rename the finished ``tmp`` folder to ``out``, moving an old partition aside first."""
+    check_out_dir(out, overwrite)
+    if out.exists() and any(out.iterdir()):
+        aside = out.parent / f".{out.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
+        os.rename(out, aside)
+        try:
+            os.rename(tmp, out)
+        except BaseException:
+            os.rename(aside, out)
+            raise
+        shutil.rmtree(aside, ignore_errors=True)
+    else:
+        if out.exists():
+            out.rmdir()  # empty folder
+        os.rename(tmp, out)
+    _fsync_dir(out.parent)
+
+
+def _default_quality(graph: Graph, assignment: np.ndarray, num_parts: int) -> dict[str, Any]:
+    from ..quality import partition_quality
+
+    return dict(partition_quality(graph, assignment, num_parts))
+
+
+def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_all: np.ndarray,
+                in_degree: np.ndarray, out_degree: np.ndarray, local_of: np.ndarray) -> dict[str, Any]:
+    """Write ``part-XXXXX/`` for part ``p``; return its ``parts[p]`` entry of partition.json.
+
+    ``halo_offsets_all[q]`` is part q's halo_offsets; ``local_of`` is an all ``-1`` scratch
+    ``[N]`` array, left all ``-1`` again.
+    """
+    num_parts = rl.num_parts
+    s, e = int(rl.starts[p]), int(rl.starts[p + 1])
+    ni = e - s
+    inner = rl.order[s:e]
+    halo_gid = rl.halos[p]
+    nh = int(halo_gid.size)
+    rows = np.concatenate([inner, rl.order[halo_gid]])  # original id of every local row
+    pdir = part_dir_name(p)
+    (tmp / pdir).mkdir()
+    files: dict[str, FileEntry] = {}
+
+    def save(name: str, arr: np.ndarray) -> None:
+        files[name] = npyio.save_array(tmp, f"{pdir}/{name}", arr)
+
+    indptr = np.zeros(ni + 1, dtype=np.int64)
+    np.cumsum(in_degree[inner], out=indptr[1:])
+    save(INDPTR, indptr)
+    num_local_edges = int(indptr[-1])
+    del indptr
+
+    local_of[rows] = np.arange(ni + nh, dtype=local_of.dtype)
+    pos = edge_positions(graph.indptr, inner)
+    indices = local_of[graph.indices[pos]]
+    local_of[rows] = -1
+    assert indices.size == 0 or int(indices.min()) >= 0, "an edge source is neither inner nor halo"
+    save(INDICES, indices.astype(local_index_dtype(ni + nh), copy=False))
+    del indices
+    if graph.edge_weight is not None:
+        save(EDGE_WEIGHT, graph.edge_weight[pos])
+    del pos
+
+    save(HALO_OFFSETS, halo_offsets_all[p])
+    # rows part q holds from p, in q's halo order (ascending global id); local id = gid - s
+    sends = [rl.halos[q][halo_offsets_all[q, p]:halo_offsets_all[q, p + 1]].astype(np.int64) - s
+             for q in range(num_parts)]
+    send_offsets = np.zeros(num_parts + 1, dtype=np.int64)
+    np.cumsum([x.size for x in sends], out=send_offsets[1:])
+    save(SEND_INDEX, np.concatenate(sends) if sends else np.zeros(0, np.int64))
+    save(SEND_OFFSETS, send_offsets)
+    del sends
+
+    save(GLOBAL_IDS, np.concatenate([np.arange(s, e, dtype=np.int64), halo_gid.astype(np.int64)]))
+    save(ORIGINAL_IDS, rows.astype(np.int64, copy=False))
+    save(IN_DEGREE, in_degree[rows])
+    save(OUT_DEGREE, out_degree[rows])
+    save(SELF_LOOPS, rl.self_loops[rows])
+    save(HOTNESS, rl.hotness[inner])
+    if graph.x is not None:
+        save(FEATURES, graph.x[inner])
+    if graph.y is not None:
+        save(LABELS, graph.y[inner])
+    num_train = 0
+    for name in MASKS:
+        mask = getattr(graph, name.removesuffix(".npy"))
+        if mask is not None:
+            save(name, mask[inner])
+            if name == MASKS[0]:
+                num_train = int(np.count_nonzero(mask[inner]))
+    return {"part_id": p, "num_inner": ni, "num_halo": nh, "num_local_edges": num_local_edges,
+            "global_id_range": [s, e], "num_train": num_train,
+            "files": {name: entry.to_json() for name, entry in files.items()}}
+
+
+def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str | os.PathLike[str], *,
+                    method: str, method_params: dict[str, Any] | None, seed: int | None,
+                    quality: dict[str, Any] | None = None, overwrite: bool = False,
+                    progress: bool = False, extra_meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write ``graph`` split by ``assignment`` (part id per node, int ``[N]``) to ``out_dir``.
+
+    Args:
+        graph: the graph (CSR by destination) with its optional node data.
+        assignment: int ``[N]`` in ``[0, num_parts)``; parts may be empty.
+        num_parts: ``P``.
+        out_dir: the partition folder to create (see :func:`check_out_dir` for an existing one).
+        method, method_params, seed: how ``assignment`` was made (recorded in partition.json).
+        quality: the quality report to record; None computes it with
+            :func:`partitioners.quality.partition_quality`. The writer adds ``time_s.write``
+            and ``peak_rss_bytes``.
+        overwrite: replace an existing partition folder.
+        progress: tqdm bars, one step per part.
+        extra_meta: more top-level keys for partition.json (not the ones describing the data).
+
+    Returns:
+        The content of ``partition.json``.
+
+    Raises:
+        FileExistsError: ``out_dir`` exists and may not be replaced.
+        ValueError: bad ``assignment``/``num_parts``/``extra_meta``.
+    """
+    t0 = time.perf_counter()
+    if not isinstance(graph, Graph):
+        raise TypeError(f"write_partition expects a partitioners.Graph, got {type(graph).__name__}")
+    a = check_assignment(assignment, graph.num_nodes, num_parts)
+    num_parts = int(num_parts)
+    if not isinstance(method, str) or not method:
+        raise ValueError(f"method must be a non-empty string naming how the assignment was made, got {method!r}")
+    extra = dict(extra_meta or {})
+    clash = sorted(set(extra) & _RESERVED_KEYS)
+    if clash:
+        raise ValueError(f"extra_meta may not set {clash}: the writer records those from the data")
+    out = check_out_dir(out_dir, overwrite)
+    if quality is None:
+        quality = _default_quality(graph, a, num_parts)
+    quality = _jsonable(dict(quality))
+    method_params = _jsonable(dict(method_params or {}))
+
+    parent = out.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = parent / f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    tmp.mkdir()
+    try:
+        rl = relabel(graph, a, num_parts, progress=progress)
+        del a
+        node_map_entry = npyio.save_array(tmp, NODE_MAP_FILE, rl.node_map)
+        rl.node_map = np.zeros(0, dtype=np.int64)  # not needed any more
+        halo_offsets_all = np.stack([np.searchsorted(h, rl.starts) for h in rl.halos]).astype(np.int64)
+        in_degree = graph.in_degree()
+        out_deg = out_degree(graph)
+        local_of = np.full(graph.num_nodes, -1, dtype=local_index_dtype(graph.num_nodes))
+        parts = []
+        for p in tqdm(range(num_parts), desc="write parts", unit="part", disable=not progress):
+            parts.append(_write_part(graph, rl, p, tmp, halo_offsets_all, in_degree, out_deg, local_of))
+        del rl, local_of, in_degree, out_deg
+        _fsync_dir(tmp)
+
+        from .. import __version__
+
+        time_s = dict(quality.get("time_s") or {})
+        time_s["write"] = round(time.perf_counter() - t0, 6)
+        quality["time_s"] = time_s
+        quality["peak_rss_bytes"] = max(int(quality.get("peak_rss_bytes") or 0), peak_rss_bytes())
+        meta: dict[str, Any] = {
+            "format": FORMAT_NAME, "version": FORMAT_VERSION,
+            "created_by": {"tool": TOOL_NAME, "version": __version__},
+            "num_parts": num_parts, "num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
+            "method": method, "method_params": method_params, "seed": seed,
+            "directed": not graph.symmetric,
+            "symmetrized": "symmetrize_added" in graph.preprocessing,
+            "preprocessing": _jsonable(dict(graph.preprocessing)),
+            "feature_dim": graph.feature_dim,
+            "feature_dtype": None if graph.x is None else graph.x.dtype.name,
+            "num_classes": int(graph.num_classes) if graph.y is not None else 0,
+            "label_kind": None if graph.y is None else ("multilabel" if graph.multilabel else "class"),
+            "weighted": graph.edge_weight is not None, "name": graph.name,
+        }
+        meta.update(_jsonable(extra))
+        meta["quality"] = quality
+        meta["files"] = {NODE_MAP_FILE: node_map_entry.to_json()}
+        meta["parts"] = parts
+        meta_path = tmp / META_FILE
+        with open(meta_path, "w", encoding="utf-8") as f:
+            f.write(json.dumps(meta, indent=1, allow_nan=False) + "\n")
+            f.flush()
+            if npyio.FSYNC:
+                os.fsync(f.fileno())
+        _fsync_dir(tmp)
+        _install(tmp, out, overwrite)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    log.info("wrote %s: %d parts, %d nodes, %d edges in %.2fs", out, num_parts, graph.num_nodes,
+             graph.num_edges, time.perf_counter() - t0)
+    return meta

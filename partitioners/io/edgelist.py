@@ -1,0 +1,140 @@
+"""Read a text edge list (CSV, TSV or whitespace-separated; optionally gzipped) into a Graph.
+
+One edge per line, ``src dst`` or ``src dst weight``: the ids in the file are the node ids (no
+relabelling), so ``num_nodes`` is ``max(id) + 1`` unless given. Comments (``#``/``%``), blank
+lines and one header line are skipped (see :mod:`partitioners.io._text`). The file is parsed in
+blocks of ``chunk_bytes``; ids are kept as int32 while they fit, so the parsed edges take
+``8 * E`` bytes (``12 * E`` weighted) and the text is never held whole.
+
+This module is torch-free.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import GraphError
+from ..graph import Graph
+from ._common import build_graph, existing_path
+from ._text import DEFAULT_CHUNK_BYTES, TableLayout, TextChunk, detect_layout, iter_chunks
+
+__all__ = ["read_edgelist", "read_edge_arrays"]
+
+logger = logging.getLogger(__name__)
+
+_INT32_MAX = np.iinfo(np.int32).max
+
+
+def _narrow(ids: np.ndarray) -> np.ndarray:
+    """``ids`` as int32 when every value fits (halves what the chunks hold), else int64."""
+    if ids.size == 0 or int(ids.max()) <= _INT32_MAX:
+        return ids.astype(np.int32)
+    return ids.astype(np.int64, copy=False)
+
+
+def _check_chunk_ids(chunk: TextChunk, ids: np.ndarray, column: str, num_nodes: int | None) -> None:
+    if ids.size == 0:
+        return
+    if int(ids.min()) < 0:
+        row = int(np.flatnonzero(ids < 0)[0])
+        raise chunk.fail(row, f"{column} id {int(ids[row])} is negative; node ids must be >= 0")
+    if num_nodes is not None and int(ids.max()) >= num_nodes:
+        row = int(np.flatnonzero(ids >= num_nodes)[0])
+        raise chunk.fail(row, f"{column} id {int(ids[row])} is out of range: num_nodes is {num_nodes}")
+
+
+def _edge_dtype(ncols: int) -> np.dtype:
+    return np.dtype([("src", np.int64), ("dst", np.int64)]
+                    + [(f"col{j + 1}", np.float64) for j in range(2, ncols)])
+
+
+def read_edge_arrays(path: str | Path, *, delimiter: str | None = "auto", header: bool | None = None,
+                     weighted: bool = False, num_nodes: int | None = None,
+                     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, TableLayout]:
+    """Parse an edge list into ``(src [E], dst [E], weight float32[E] | None, layout)``.
+
+    Ids are int32 when every id in the file fits, else int64.
+
+    Ids are checked per block (negative, or ``>= num_nodes`` when given) so an error names the
+    file and line. ``weighted`` reads column 3 as the edge weight (finite float32).
+    """
+    path = existing_path(path)
+    layout = detect_layout(path, delimiter=delimiter, header=header)
+    if layout.ncols == 0:
+        empty = np.zeros(0, np.int32)
+        return empty, empty.copy(), (np.zeros(0, np.float32) if weighted else None), layout
+    first = layout.where(layout.first_data_line)
+    if layout.ncols < 2:
+        raise GraphError(f"{first}: an edge line needs 2 fields (src dst), found {layout.ncols}: "
+                         f"{layout.first_data_text!r}")
+    if weighted and layout.ncols < 3:
+        raise GraphError(f"{first}: weighted=True needs a third field (the edge weight), found "
+                         f"{layout.ncols} fields: {layout.first_data_text!r}")
+    if layout.ncols > 3 or (layout.ncols == 3 and not weighted):
+        used = 3 if weighted else 2
+        logger.warning("%s: lines have %d fields; only the first %d are used%s", path, layout.ncols,
+                       used, "" if weighted else " (pass weighted=True to read field 3 as the edge weight)")
+    srcs: list[np.ndarray] = []
+    dsts: list[np.ndarray] = []
+    weights: list[np.ndarray] = []
+    for chunk in iter_chunks(layout, _edge_dtype(layout.ncols), chunk_bytes=chunk_bytes):
+        rows = chunk.rows
+        _check_chunk_ids(chunk, rows["src"], "source", num_nodes)
+        _check_chunk_ids(chunk, rows["dst"], "destination", num_nodes)
+        srcs.append(_narrow(rows["src"]))
+        dsts.append(_narrow(rows["dst"]))
+        if weighted:
+            w = rows["col3"].astype(np.float32)
+            bad = ~np.isfinite(w)
+            if bad.any():
+                row = int(np.flatnonzero(bad)[0])
+                raise chunk.fail(row, f"edge weight {rows['col3'][row]} is not finite (or overflows float32)")
+            weights.append(w)
+        del chunk, rows
+    src = np.concatenate(srcs) if srcs else np.zeros(0, np.int32)
+    srcs.clear()
+    dst = np.concatenate(dsts) if dsts else np.zeros(0, np.int32)
+    dsts.clear()
+    weight = None
+    if weighted:
+        weight = np.concatenate(weights) if weights else np.zeros(0, np.float32)
+    return src, dst, weight, layout
+
+
+def read_edgelist(path: str | Path, *, delimiter: str | None = "auto", header: bool | None = None,
+                  weighted: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                  **graph_options: Any) -> Graph:
+    """Read a text edge list (plain or gzipped) into a :class:`Graph`.
+
+    Args:
+        path: the file; gzip is detected from its first bytes.
+        delimiter: ``"auto"`` (comma if the first data line has one, else whitespace), or the
+            separator; ``" "`` or None mean any whitespace. (default: ``"auto"``)
+        header: None detects a header line (first non-comment line with no numeric field);
+            True/False force it. (default: None)
+        weighted: read field 3 as the edge weight. (default: False)
+        chunk_bytes: bytes of text parsed at a time. (default: 32 MiB)
+        **graph_options: passed to :meth:`Graph.from_edges` (``num_nodes``, ``symmetrize``,
+            ``remove_self_loops``, ``remove_duplicates``, ``num_classes``, ``name``; the name
+            defaults to the file name without its extensions).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        GraphError: a malformed line (the message names the file, line number and text), a
+            negative id, an id ``>= num_nodes``, a non-finite weight, or a file with no edge
+            when ``num_nodes`` is not given.
+    """
+    num_nodes = graph_options.get("num_nodes")
+    src, dst, weight, layout = read_edge_arrays(path, delimiter=delimiter, header=header,
+                                                weighted=weighted, num_nodes=num_nodes,
+                                                chunk_bytes=chunk_bytes)
+    if src.size == 0 and num_nodes is None:
+        raise GraphError(f"{layout.path}: no edges found (only blank, comment or header lines); "
+                         f"pass num_nodes= to read an edgeless graph")
+    logger.info("%s: read %d edges", layout.path, src.size)
+    return build_graph(layout.path, src, dst, edge_weight=weight, **graph_options)

@@ -1,0 +1,83 @@
+"""``read_graph``: one entry point that picks the reader from ``fmt`` or from the path.
+
+This module is torch-free.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from ..graph import Graph
+from ._common import GRAPH_OPTIONS, NODE_DATA_OPTIONS, existing_path
+from .arrays import npz_kind, read_npy, read_npz, read_scipy_npz
+from .edgelist import read_edgelist
+from .ogb import is_ogb_dir, read_ogb
+
+__all__ = ["FORMATS", "infer_format", "read_graph"]
+
+_READERS: dict[str, tuple[Callable[..., Graph], frozenset[str]]] = {
+    "edgelist": (read_edgelist, frozenset({"delimiter", "header", "weighted", "chunk_bytes"}) | NODE_DATA_OPTIONS),
+    "npz": (read_npz, frozenset()),
+    "npy": (read_npy, NODE_DATA_OPTIONS),
+    "scipy": (read_scipy_npz, frozenset({"weighted"}) | NODE_DATA_OPTIONS),
+    "ogb": (read_ogb, frozenset({"split", "chunk_bytes"})),
+}
+FORMATS: tuple[str, ...] = tuple(_READERS)
+"""The formats :func:`read_graph` reads."""
+
+_EDGELIST_SUFFIXES = (".csv", ".tsv", ".txt", ".edgelist", ".edges", ".el")
+
+
+def infer_format(path: str | Path) -> str:
+    """The format of ``path``: ``ogb`` for a folder with ``raw/edge.csv.gz``; ``npz`` or ``scipy``
+    for ``.npz`` (from its keys); ``npy``; ``edgelist`` for ``.csv/.tsv/.txt/.edgelist/.edges/.el``,
+    optionally followed by ``.gz``. A ValueError says when it cannot tell.
+    """
+    p = existing_path(path)
+    if p.is_dir():
+        if is_ogb_dir(p):
+            return "ogb"
+        raise ValueError(f"{p}: a folder is read only as an OGB dataset, but it has no raw/edge.csv.gz; "
+                         f"pass fmt= one of {list(FORMATS)}")
+    name = p.name.lower()
+    if name.endswith(".npz"):
+        return npz_kind(p)
+    if name.endswith(".npy"):
+        return "npy"
+    if name.endswith(".gz"):
+        name = name[:-3]
+    if name.endswith(_EDGELIST_SUFFIXES):
+        return "edgelist"
+    raise ValueError(f"{p}: cannot tell the format from the name; pass fmt= one of {list(FORMATS)}")
+
+
+def read_graph(path: str | Path, fmt: str | None = None, **options: Any) -> Graph:
+    """Read a graph file or dataset folder into a :class:`Graph`.
+
+    Args:
+        path: the file or folder.
+        fmt: one of :data:`FORMATS` (``edgelist``, ``npz``, ``npy``, ``scipy``, ``ogb``); None
+            infers it with :func:`infer_format`. (default: None)
+        **options: the reader's own options (edgelist: ``delimiter``, ``header``, ``weighted``,
+            ``chunk_bytes``; scipy: ``weighted``; ogb: ``split``, ``chunk_bytes``) and the
+            :meth:`Graph.from_edges` options ``num_nodes``, ``symmetrize``,
+            ``remove_self_loops``, ``remove_duplicates``, ``num_classes``, ``name``. Formats with
+            no node data (edgelist, npy, scipy) also take ``features``, ``labels`` and masks.
+
+    Raises:
+        ValueError: an unknown ``fmt``, an option the format does not take, or a path whose
+            format cannot be inferred.
+        FileNotFoundError: ``path`` does not exist.
+        GraphError: the file's content is malformed (see each reader).
+    """
+    if fmt is not None and fmt not in _READERS:
+        raise ValueError(f"unknown graph format fmt={fmt!r}; valid formats: {list(FORMATS)}")
+    p = existing_path(path)
+    fmt = fmt or infer_format(p)
+    reader, own = _READERS[fmt]
+    unknown = sorted(set(options) - own - GRAPH_OPTIONS)
+    if unknown:
+        raise ValueError(f"read_graph(fmt={fmt!r}) does not take option(s) {unknown}; "
+                         f"valid options: {sorted(own | GRAPH_OPTIONS)}")
+    return reader(p, **options)

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import pytest
+import torch
+import torch_geometric.nn as pyg
+
+from gnn_dist.nn import Block, SAGEConv
+
+
+def test_repr_and_parameters():
+    conv = SAGEConv(16, 32)
+    assert repr(conv) == "SAGEConv(16, 32, aggr=mean)"
+    assert {n for n, _ in conv.named_parameters()} == {n for n, _ in pyg.SAGEConv(16, 32).named_parameters()}
+
+
+def test_four_node_graph_matches_pyg(kit):
+    block = Block.from_graph(*kit.four_node())
+    x = torch.randn(4, 16)
+    conv = SAGEConv(16, 32)
+    assert conv(block, x).shape == (4, 32)
+    kit.assert_matches_pyg(conv, pyg.SAGEConv(16, 32), block, x)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize(("in_channels", "out_channels", "bias"), [(8, 5, True), (5, 8, True), (8, 5, False)])
+def test_random_graph_matches_pyg(kit, seed, in_channels, out_channels, bias):
+    # out < in takes the linear-first path, out >= in the aggregate-first one
+    torch.manual_seed(seed)
+    block = Block.from_graph(*kit.random_graph(seed))
+    kit.assert_matches_pyg(SAGEConv(in_channels, out_channels, bias=bias),
+                           pyg.SAGEConv(in_channels, out_channels, bias=bias), block,
+                           torch.randn(block.num_src, in_channels))
+
+
+@pytest.mark.parametrize(("num_parts", "in_channels", "out_channels"), [(2, 8, 4), (3, 4, 8)])
+def test_split_with_halo_equals_whole_graph(kit, num_parts, in_channels, out_channels):
+    torch.manual_seed(0)
+    indptr, indices = kit.random_graph(7)
+    kit.assert_split_equals_global(SAGEConv(in_channels, out_channels), indptr, indices,
+                                   torch.randn(indptr.numel() - 1, in_channels), num_parts)
+
+
+def test_bad_shapes(kit):
+    block = Block.from_graph(*kit.four_node())
+    with pytest.raises(ValueError, match=r"SAGEConv\(16, 32, aggr=mean\): x_src has 8 features per row"):
+        SAGEConv(16, 32)(block, torch.randn(4, 8))
+    with pytest.raises(ValueError, match=r"x_src has 5 rows but the block has num_src = 4"):
+        SAGEConv(16, 32)(block, torch.randn(5, 16))

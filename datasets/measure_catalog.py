@@ -1,0 +1,139 @@
+"""Measure the built-in datasets: size, generation time, peak RSS, structure and baselines.
+
+Usage: ``python datasets/measure_catalog.py [NAME ...] [--seed S] [--no-baselines] [--json OUT]``
+(default: every dataset except the ``*-large`` ones). Each dataset is generated once in a fresh
+child process, so its peak RSS (``VmHWM``, interpreter and numpy included) is the
+generator's alone; the baselines are then computed in this process on a second generation.
+
+Baselines (test-mask accuracy, fitted on the train mask only):
+  * ``nc``: nearest class centroid (class means of the train rows);
+  * ``lr``: multinomial logistic regression (L-BFGS, L2 1e-4 per train row);
+each on raw features ``X``, on ``A_hat X`` and on ``A_hat^2 X`` with
+``A_hat = D^-1/2 (A + I) D^-1/2`` (the GCN propagation matrix, no learned weights).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from partitioners.catalog import list_datasets, load_dataset  # noqa: E402
+
+
+def _peak_rss_mib() -> int:
+    """This process's peak resident set (``VmHWM``; ``ru_maxrss`` survives exec on Linux)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024)
+    except OSError:
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+def _generate_child(name: str, seed: int) -> dict:
+    t0 = time.perf_counter()
+    g = load_dataset(name, seed=seed)
+    elapsed = time.perf_counter() - t0
+    deg = g.in_degree()
+    src, dst = g.edges()
+    return {"name": name, "seed": seed, "num_nodes": g.num_nodes, "num_edges": g.num_edges,
+            "gen_time_s": round(elapsed, 2),
+            "peak_rss_mib": _peak_rss_mib(),
+            "max_degree": int(deg.max()), "mean_degree": round(float(deg.mean()), 2),
+            "isolated_frac": round(float((deg == 0).mean()), 4),
+            "homophily": round(float((g.y[src] == g.y[dst]).mean()), 4),
+            "preprocessing": g.preprocessing}
+
+
+def _nearest_centroid(x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray,
+                      k: int) -> float:
+    mu = np.stack([x[train & (y == c)].mean(0) for c in range(k)])
+    xt = x[test]
+    dist = (mu ** 2).sum(1)[None, :] - 2 * xt @ mu.T
+    return float((dist.argmin(1) == y[test]).mean())
+
+
+def _logistic(x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray, k: int,
+              l2: float = 1e-4) -> float:
+    from scipy.optimize import minimize
+
+    xtr = np.hstack([x[train], np.ones((int(train.sum()), 1))])
+    ytr = y[train]
+    n, f = xtr.shape
+    onehot = np.eye(k)[ytr]
+
+    def loss(w_flat: np.ndarray) -> tuple[float, np.ndarray]:
+        w = w_flat.reshape(f, k)
+        z = xtr @ w
+        z -= z.max(1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(1, keepdims=True)
+        val = -np.log(p[np.arange(n), ytr] + 1e-30).mean() + l2 * (w[:-1] ** 2).sum()
+        grad = xtr.T @ (p - onehot) / n
+        grad[:-1] += 2 * l2 * w[:-1]
+        return val, grad.ravel()
+
+    w = minimize(loss, np.zeros(f * k), jac=True, method="L-BFGS-B",
+                 options={"maxiter": 500}).x.reshape(f, k)
+    xte = np.hstack([x[test], np.ones((int(test.sum()), 1))])
+    return float(((xte @ w).argmax(1) == y[test]).mean())
+
+
+def _baselines(name: str, seed: int) -> dict:
+    import scipy.sparse as sp
+
+    g = load_dataset(name, seed=seed)
+    a = g.to_scipy().astype(np.float64) + sp.identity(g.num_nodes, format="csr")
+    dinv = sp.diags(1.0 / np.sqrt(np.asarray(a.sum(1)).ravel()))
+    a_hat = (dinv @ a @ dinv).tocsr()
+    x0 = g.x.astype(np.float64)
+    x1 = a_hat @ x0
+    x2 = a_hat @ x1
+    out = {}
+    for tag, x in (("X", x0), ("AX", x1), ("A2X", x2)):
+        out[f"nc_{tag}"] = round(_nearest_centroid(x, g.y, g.train_mask, g.test_mask, g.num_classes), 4)
+        out[f"lr_{tag}"] = round(_logistic(x, g.y, g.train_mask, g.test_mask, g.num_classes), 4)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("names", nargs="*")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-baselines", action="store_true")
+    p.add_argument("--json", type=Path, default=None, help="write the results here")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        sys.stdout.write(json.dumps(_generate_child(args.names[0], args.seed)) + "\n")
+        return 0
+    names = args.names or [d.name for d in list_datasets() if not d.name.endswith("-large")]
+    results = []
+    for name in names:
+        proc = subprocess.run([sys.executable, __file__, name, "--seed", str(args.seed), "--child"],
+                              check=True, capture_output=True, text=True)
+        row = json.loads(proc.stdout)
+        if not args.no_baselines:
+            row["baselines"] = _baselines(name, args.seed)
+        results.append(row)
+        sys.stdout.write(json.dumps(row) + "\n")
+        sys.stdout.flush()
+    if args.json is not None:
+        tmp = args.json.with_suffix(args.json.suffix + ".tmp")
+        tmp.write_text(json.dumps(results, indent=2) + "\n")
+        tmp.replace(args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

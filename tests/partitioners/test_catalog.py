@@ -1,0 +1,110 @@
+"""Tests of the dataset catalog (partitioners.catalog)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from partitioners.catalog import DatasetInfo, dataset_info, list_datasets, load_dataset
+
+SIZES = ("tiny", "small", "medium", "large")
+FAST = [f"{fam}-{size}" for fam in ("sbm", "rmat") for size in ("tiny", "small")]
+
+
+def test_catalog_lists_both_families_at_four_sizes() -> None:
+    infos = list_datasets()
+    assert [d.name for d in infos] == [f"{fam}-{s}" for fam in ("sbm", "rmat") for s in SIZES]
+    for d in infos:
+        assert isinstance(d, DatasetInfo)
+        assert d.family == d.name.split("-")[0]
+        assert dataset_info(d.name) is d
+        assert d.description and d.feature_dim > 0 and d.num_classes >= 2
+    # advertised size ranges
+    by_size = {s: [d for d in infos if d.name.endswith(s)] for s in SIZES}
+    assert all(d.num_nodes <= 1_000 for d in by_size["tiny"])
+    assert all(5_000 <= d.num_nodes <= 20_000 for d in by_size["small"])
+    assert all(150_000 <= d.num_nodes <= 300_000 and 3e6 <= d.num_edges <= 5e6 for d in by_size["medium"])
+    assert all(1.5e6 <= d.num_nodes <= 3e6 and 3e7 <= d.num_edges <= 5e7 for d in by_size["large"])
+
+
+def test_catalog_entries_are_frozen_and_json_ready() -> None:
+    d = dataset_info("sbm-small")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        d.num_nodes = 5  # type: ignore[misc]
+    row = json.loads(json.dumps(dataclasses.asdict(d)))
+    assert row["name"] == "sbm-small" and row["params"]["num_nodes"] == d.num_nodes
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_load_matches_its_entry(name: str) -> None:
+    info = dataset_info(name)
+    g = load_dataset(name)
+    assert g.name == name
+    assert g.num_nodes == info.num_nodes
+    assert abs(g.num_edges - info.num_edges) <= 0.01 * info.num_edges  # rounded seed-0 count
+    assert g.feature_dim == info.feature_dim and g.x.dtype == np.float32
+    assert g.num_classes == info.num_classes
+    assert g.y.min() >= 0 and g.y.max() < info.num_classes
+    a = g.to_scipy()
+    assert (a != a.T).nnz == 0 and a.diagonal().sum() == 0
+    masks = (g.train_mask, g.val_mask, g.test_mask)
+    assert all(m.any() for m in masks)
+    assert int(sum(m.astype(np.int64) for m in masks).max()) == 1
+    other = load_dataset(name, seed=1)  # another seed: a few percent off the advertised count
+    assert abs(other.num_edges - info.num_edges) <= 0.1 * info.num_edges
+
+
+def test_load_is_deterministic_per_seed() -> None:
+    a, b, c = load_dataset("sbm-tiny", seed=3), load_dataset("sbm-tiny", seed=3), load_dataset("sbm-tiny", seed=4)
+    for name in ("indptr", "indices", "x", "y", "train_mask"):
+        assert getattr(a, name).tobytes() == getattr(b, name).tobytes(), name
+    assert a.indices.tobytes() != c.indices.tobytes()
+    r1, r2 = load_dataset("rmat-tiny", seed=3), load_dataset("rmat-tiny", seed=3)
+    assert r1.indices.tobytes() == r2.indices.tobytes() and r1.x.tobytes() == r2.x.tobytes()
+
+
+def test_sbm_entries_are_homophilous_and_rmat_skewed() -> None:
+    for name in ("sbm-tiny", "sbm-small"):
+        g = load_dataset(name)
+        src, dst = g.edges()
+        assert (g.y[src] == g.y[dst]).mean() > 0.5, name
+    for name in ("rmat-tiny", "rmat-small"):
+        deg = load_dataset(name).in_degree()
+        assert deg.max() > 10 * deg.mean(), name
+
+
+def test_large_entries_are_parameterised_to_their_advertised_size() -> None:
+    """Checked from the parameters without generating (the README has the measurements)."""
+    for d in list_datasets():
+        p = d.params
+        assert p["num_nodes"] == d.num_nodes and p["feature_dim"] == d.feature_dim
+        assert p["num_classes"] == d.num_classes
+        if d.family == "sbm":  # stored edges are a little under avg_degree * N
+            assert 0.9 * p["avg_degree"] * d.num_nodes <= d.num_edges <= p["avg_degree"] * d.num_nodes
+        else:  # each draw gives at most two stored edges
+            assert d.num_edges <= 2 * p["num_edges"]
+
+
+@pytest.mark.parametrize("bad", ["sbm-huge", "", "SBM-TINY", None])
+def test_unknown_name_lists_the_valid_ones(bad: object) -> None:
+    with pytest.raises(ValueError, match=r"unknown dataset .*; choose one of: sbm-tiny, sbm-small, .*rmat-large"):
+        dataset_info(bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"unknown dataset"):
+        load_dataset(bad)  # type: ignore[arg-type]
+
+
+def test_bad_seed_is_named() -> None:
+    with pytest.raises(ValueError, match=r"seed must be a non-negative integer, got -2"):
+        load_dataset("rmat-tiny", seed=-2)
+
+
+def test_catalog_does_not_import_torch() -> None:
+    code = ("import sys, partitioners.catalog, partitioners.synthetic; "
+            "bad = [m for m in sys.modules if m == 'torch' or m.startswith('torch.')]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

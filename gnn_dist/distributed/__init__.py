@@ -1,0 +1,55 @@
+"""The distributed layer: process-group lifecycle, collectives, and the halo exchange.
+
+Imports nothing from ``gnn_dist.nn`` or ``gnn_dist.models``.
+"""
+
+from __future__ import annotations
+
+from .collectives import (
+    all_reduce_grads,
+    all_reduce_max,
+    all_reduce_mean,
+    all_reduce_min,
+    all_reduce_scalar,
+    all_reduce_sum,
+    barrier,
+    broadcast_module,
+)
+from .env import LaunchEnv, read_launch_env
+from .errors import DistributedConfigError, HaloSpecError
+from .halo import HaloExchange, HaloExchanger
+from .keepalive import keep_alive
+from .process_group import (
+    DEFAULT_TIMEOUT,
+    DistContext,
+    get_rank,
+    get_world_size,
+    init_distributed,
+    is_distributed,
+    shutdown_process_group,
+)
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "DistContext",
+    "DistributedConfigError",
+    "HaloExchange",
+    "HaloExchanger",
+    "HaloSpecError",
+    "LaunchEnv",
+    "all_reduce_grads",
+    "all_reduce_max",
+    "all_reduce_mean",
+    "all_reduce_min",
+    "all_reduce_scalar",
+    "all_reduce_sum",
+    "barrier",
+    "broadcast_module",
+    "get_rank",
+    "get_world_size",
+    "init_distributed",
+    "is_distributed",
+    "keep_alive",
+    "read_launch_env",
+    "shutdown_process_group",
+]

@@ -1,0 +1,212 @@
+"""Collectives the trainer uses, with the world-size-1 no-op path and buffer keep-alive.
+
+Every function here is a no-op (returns its input unchanged) when no process group exists or
+the group has one rank, so single-process code needs no branches. Every buffer that crosses
+the wire is passed to :func:`~.keepalive.keep_alive` (see that module for why). Collectives are
+synchronous and time out after the group's timeout.
+
+Shapes: any; the reductions work in place and return the same tensor.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from .keepalive import keep_alive
+from .process_group import get_world_size, is_distributed
+
+__all__ = [
+    "all_reduce_sum",
+    "all_reduce_max",
+    "all_reduce_min",
+    "all_reduce_mean",
+    "all_reduce_scalar",
+    "barrier",
+    "broadcast_module",
+    "all_reduce_grads",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BUCKET_BYTES = 25 * 2**20
+"""Gradient bucket size for :func:`all_reduce_grads` (as DDP's default)."""
+
+
+def _all_reduce(tensor: torch.Tensor, op: dist.ReduceOp.RedOpType,
+                group: dist.ProcessGroup | None) -> torch.Tensor:
+    if not is_distributed(group):
+        return tensor
+    if tensor.is_contiguous():
+        dist.all_reduce(tensor, op=op, group=group)
+        keep_alive(tensor)
+        return tensor
+    buffer = tensor.contiguous()
+    dist.all_reduce(buffer, op=op, group=group)
+    keep_alive(buffer)
+    tensor.copy_(buffer)
+    return tensor
+
+
+def all_reduce_sum(tensor: torch.Tensor, group: dist.ProcessGroup | None = None) -> torch.Tensor:
+    """Sum ``tensor`` over ranks, in place; returns it."""
+    return _all_reduce(tensor, dist.ReduceOp.SUM, group)
+
+
+def all_reduce_max(tensor: torch.Tensor, group: dist.ProcessGroup | None = None) -> torch.Tensor:
+    """Element-wise maximum over ranks, in place; returns it."""
+    return _all_reduce(tensor, dist.ReduceOp.MAX, group)
+
+
+def all_reduce_min(tensor: torch.Tensor, group: dist.ProcessGroup | None = None) -> torch.Tensor:
+    """Element-wise minimum over ranks, in place; returns it."""
+    return _all_reduce(tensor, dist.ReduceOp.MIN, group)
+
+
+def all_reduce_mean(tensor: torch.Tensor, group: dist.ProcessGroup | None = None) -> torch.Tensor:
+    """Mean over ranks, in place (floating tensors only); returns it."""
+    if not tensor.is_floating_point():
+        raise TypeError(f"all_reduce_mean needs a floating tensor, got dtype {tensor.dtype}")
+    _all_reduce(tensor, dist.ReduceOp.SUM, group)
+    if is_distributed(group):
+        tensor.div_(get_world_size(group))
+    return tensor
+
+
+def all_reduce_scalar(value: float, op: str = "sum", *,
+                      group: dist.ProcessGroup | None = None) -> float:
+    """Reduce one Python number over ranks (``op``: ``"sum"``, ``"max"``, ``"min"``,
+    ``"mean"``), in float64 on CPU (on NCCL, on the current CUDA device)."""
+    ops = {"sum": all_reduce_sum, "max": all_reduce_max, "min": all_reduce_min,
+           "mean": all_reduce_mean}
+    if op not in ops:
+        raise ValueError(f"op={op!r} is not one of {sorted(ops)}")
+    device = torch.device("cpu")
+    if is_distributed(group) and dist.get_backend(group) == "nccl":
+        device = torch.device("cuda", torch.cuda.current_device())
+    t = torch.tensor([float(value)], dtype=torch.float64, device=device)
+    return float(ops[op](t, group).item())
+
+
+def barrier(group: dist.ProcessGroup | None = None) -> None:
+    """Wait for every rank (no-op without a multi-rank group)."""
+    if is_distributed(group):
+        dist.barrier(group=group)
+
+
+def _module_tensors(module: nn.Module) -> list[tuple[str, torch.Tensor]]:
+    named = [(f"parameter {n}", p) for n, p in module.named_parameters()]
+    named += [(f"buffer {n}", b) for n, b in module.named_buffers()]
+    return named
+
+
+def _flat_broadcast(tensors: list[torch.Tensor], src: int, group: dist.ProcessGroup | None) -> None:
+    """Broadcast same-dtype, same-device tensors as one flat buffer and copy back."""
+    flat = torch.cat([t.detach().reshape(-1) for t in tensors])
+    dist.broadcast(flat, src=src, group=group)
+    keep_alive(flat)
+    offset = 0
+    with torch.no_grad():
+        for t in tensors:
+            n = t.numel()
+            t.copy_(flat[offset:offset + n].view_as(t))
+            offset += n
+
+
+def broadcast_module(module: nn.Module, src: int = 0, *,
+                     group: dist.ProcessGroup | None = None) -> nn.Module:
+    """Copy every parameter **and buffer** of ``module`` from rank ``src`` to all ranks.
+
+    Before any tensor moves, the ranks compare the list of names, shapes and dtypes; a module
+    that differs from ``src``'s raises ``ValueError`` on every rank, naming the first
+    difference (instead of silently mixing tensors). Tensors are sent in one flat buffer per
+    (dtype, device). No-op without a multi-rank group. Returns ``module``.
+    """
+    if not is_distributed(group):
+        return module
+    world = dist.get_world_size(group)
+    if not 0 <= src < world:
+        raise ValueError(f"src={src} is not a rank of the group (world size {world})")
+    named = _module_tensors(module)
+    spec = [(name, tuple(t.shape), str(t.dtype)) for name, t in named]
+    box: list[object] = [spec]
+    dist.broadcast_object_list(box, src=src, group=group)
+    src_spec = box[0]
+    assert isinstance(src_spec, list)
+    mismatch = ""
+    if src_spec != spec:
+        for mine, theirs in zip(spec, src_spec):
+            if mine != theirs:
+                mismatch = f"this rank has {mine}, rank {src} has {theirs}"
+                break
+        else:
+            mismatch = f"this rank has {len(spec)} tensors, rank {src} has {len(src_spec)}"
+    gathered: list[object] = [None] * world
+    dist.all_gather_object(gathered, mismatch, group=group)
+    bad = [(r, m) for r, m in enumerate(gathered) if m]
+    if bad:
+        r, m = bad[0]
+        raise ValueError(f"broadcast_module: the module on rank {r} differs from rank {src}'s: "
+                         f"{m} (build the same model on every rank)")
+    buckets: dict[tuple[torch.dtype, torch.device], list[torch.Tensor]] = {}
+    for _, t in named:
+        buckets.setdefault((t.dtype, t.device), []).append(t)
+    for key in sorted(buckets, key=lambda k: (str(k[0]), str(k[1]))):
+        _flat_broadcast(buckets[key], src, group)
+    return module
+
+
+def all_reduce_grads(parameters: Iterable[nn.Parameter], *, average: bool = False,
+                     bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+                     group: dist.ProcessGroup | None = None) -> None:
+    """Sum (or average) the ``.grad`` of ``parameters`` over ranks, in buckets of at most
+    ``bucket_bytes`` per (dtype, device); a parameter without ``.grad`` counts as zeros (its
+    ``.grad`` is created), so every rank runs the same collectives. No-op without a
+    multi-rank group.
+
+    Every rank must pass the same parameters in the same order (the model's
+    ``parameters()``).
+    """
+    if bucket_bytes <= 0:
+        raise ValueError(f"bucket_bytes must be positive, got {bucket_bytes}")
+    if not is_distributed(group):
+        return
+    params = [p for p in parameters if p.requires_grad]
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    groups: dict[tuple[torch.dtype, torch.device], list[torch.Tensor]] = {}
+    for p in params:
+        assert p.grad is not None
+        groups.setdefault((p.grad.dtype, p.grad.device), []).append(p.grad)
+    world = dist.get_world_size(group)
+    for key in sorted(groups, key=lambda k: (str(k[0]), str(k[1]))):
+        for bucket in _buckets(groups[key], bucket_bytes):
+            flat = torch.cat([g.reshape(-1) for g in bucket])
+            dist.all_reduce(flat, group=group)
+            keep_alive(flat)
+            if average:
+                flat.div_(world)
+            offset = 0
+            for g in bucket:
+                g.copy_(flat[offset:offset + g.numel()].view_as(g))
+                offset += g.numel()
+
+
+def _buckets(tensors: list[torch.Tensor], cap_bytes: int) -> Iterator[list[torch.Tensor]]:
+    """Consecutive runs of ``tensors`` of at most ``cap_bytes`` (a larger tensor goes alone)."""
+    bucket: list[torch.Tensor] = []
+    size = 0
+    for t in tensors:
+        nbytes = t.numel() * t.element_size()
+        if bucket and size + nbytes > cap_bytes:
+            yield bucket
+            bucket, size = [], 0
+        bucket.append(t)
+        size += nbytes
+    if bucket:
+        yield bucket

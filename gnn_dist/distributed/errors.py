@@ -1,0 +1,21 @@
+"""Exception types of the distributed layer (``ValueError`` subclasses: bad user input)."""
+
+from __future__ import annotations
+
+__all__ = ["DistributedConfigError", "HaloSpecError"]
+
+
+class DistributedConfigError(ValueError):
+    """The launch environment or an ``init_distributed`` argument is invalid.
+
+    ``variable`` names the environment variable (or argument) that is wrong, when there is one.
+    """
+
+    def __init__(self, message: str, *, variable: str | None = None) -> None:
+        super().__init__(message)
+        self.variable = variable
+
+
+class HaloSpecError(ValueError):
+    """The send/halo lists given to a :class:`~gnn_dist.distributed.halo.HaloExchanger` are
+    inconsistent (locally, or with what the peer ranks say they send)."""

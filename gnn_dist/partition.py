@@ -1,0 +1,142 @@
+"""A rank's own part of a partition folder, as torch tensors, with its halo exchange.
+
+Shapes (per rank): ``I`` inner rows (this rank's nodes), ``H`` halo rows (sources owned by other
+ranks), ``F`` feature width, ``C`` classes.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from partitioners.format import PartitionMeta, load_part, load_partition_meta
+
+from .distributed.halo import HaloExchanger
+from .nn.block import Block
+
+__all__ = ["LocalPartition", "load_partition"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class LocalPartition:
+    """One rank's part: inner-row data, the local block and the halo exchange.
+
+    ``x`` ``[I, F]``, ``y`` ``[I]`` (class ids) or ``[I, C]`` (multi-label 0/1), masks ``[I]``;
+    ``global_ids``/``original_ids`` ``[I + H]``. ``exchange(h_inner [I, F]) -> [I + H, F]`` is the
+    differentiable halo exchange a model calls before each layer.
+    """
+
+    path: Path
+    meta: PartitionMeta
+    part_id: int
+    num_parts: int
+    num_inner: int
+    num_halo: int
+    x: torch.Tensor | None
+    y: torch.Tensor | None
+    train_mask: torch.Tensor
+    val_mask: torch.Tensor
+    test_mask: torch.Tensor
+    global_ids: torch.Tensor
+    original_ids: torch.Tensor
+    block: Block
+    exchanger: HaloExchanger
+    device: torch.device
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.meta.num_classes)
+
+    @property
+    def multilabel(self) -> bool:
+        return self.meta.label_kind == "multilabel"
+
+    @property
+    def global_num_train(self) -> int:
+        """Training nodes over all parts (from the metadata: no collective)."""
+        return int(sum(p.num_train for p in self.meta.parts))
+
+    @property
+    def feature_dim(self) -> int:
+        return int(self.meta.feature_dim)
+
+    def exchange(self, h_inner: torch.Tensor) -> torch.Tensor:
+        """``[I, F] -> [I + H, F]``: inner rows, then the halo rows fetched from their owners."""
+        return self.exchanger.exchange(h_inner)
+
+    def __repr__(self) -> str:
+        return (f"LocalPartition(part {self.part_id}/{self.num_parts}, inner={self.num_inner}, "
+                f"halo={self.num_halo}, edges={self.block.num_edges}, device={self.device})")
+
+
+def _tensor(a: np.ndarray | None, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor | None:
+    if a is None:
+        return None
+    t = torch.from_numpy(np.array(a))  # copy out of the read-only mmap
+    return t.to(device=device, dtype=dtype) if dtype is not None else t.to(device)
+
+
+def _world() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def load_partition(path: str | Path, rank: int | None = None, device: torch.device | str | None = None,
+                   *, verify: bool = True, group: dist.ProcessGroup | None = None) -> LocalPartition:
+    """Load the part of ``path`` that belongs to ``rank`` (default: this process's rank).
+
+    Only that part's files are read (memory-mapped, checksums verified unless ``verify=False``).
+    The world size must equal the folder's ``num_parts``; this is checked before any collective.
+    """
+    path = Path(path)
+    meta = load_partition_meta(path)
+    cur_rank, world_size = _world()
+    if world_size != meta.num_parts:
+        raise ValueError(f"{path}: the partition has num_parts={meta.num_parts} but the job runs "
+                         f"world_size={world_size} ranks; launch with --nproc-per-node "
+                         f"{meta.num_parts} or re-partition with --parts {world_size}")
+    rank = cur_rank if rank is None else int(rank)
+    if not 0 <= rank < meta.num_parts:
+        raise ValueError(f"rank {rank} is out of range for a partition of {meta.num_parts} parts")
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    data = load_part(path, rank, mmap=True, verify=verify)
+    num_inner = int(meta.parts[rank].num_inner)
+    num_halo = int(meta.parts[rank].num_halo)
+
+    def mask(a: np.ndarray | None) -> torch.Tensor:
+        return _tensor(a, device) if a is not None else torch.zeros(num_inner, dtype=torch.bool, device=device)
+
+    block = Block.from_csr(
+        indptr=torch.from_numpy(np.array(data.indptr)),
+        indices=torch.from_numpy(np.array(data.indices)).long(),
+        num_src=num_inner + num_halo,
+        in_degree=torch.from_numpy(np.array(data.in_degree)),
+        out_degree=torch.from_numpy(np.array(data.out_degree)),
+        self_loops=torch.from_numpy(np.array(data.self_loops)),
+        src_original_ids=torch.from_numpy(np.array(data.original_ids)),
+        edge_weight=None if data.edge_weight is None else torch.from_numpy(np.array(data.edge_weight)),
+    ).to(device)
+    exchanger = HaloExchanger(
+        torch.from_numpy(np.array(data.send_index)).to(device),
+        [int(v) for v in data.send_offsets], [int(v) for v in data.halo_offsets], num_inner,
+        group=group, world_size=meta.num_parts, rank=rank)
+    labels = data.labels
+    y = None
+    if labels is not None:
+        y = _tensor(labels, device, torch.float32 if labels.ndim == 2 else torch.long)
+    part = LocalPartition(
+        path=path, meta=meta, part_id=rank, num_parts=meta.num_parts, num_inner=num_inner,
+        num_halo=num_halo, x=_tensor(data.features, device), y=y,
+        train_mask=mask(data.train_mask), val_mask=mask(data.val_mask), test_mask=mask(data.test_mask),
+        global_ids=_tensor(data.global_ids, device), original_ids=_tensor(data.original_ids, device),
+        block=block, exchanger=exchanger, device=device)
+    log.debug("loaded %r", part)
+    return part

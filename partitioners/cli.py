@@ -1,7 +1,15 @@
 """The ``gnn-dist`` command line: ``datasets``, ``partition``, ``inspect`` and ``train``.
 
 This module is torch-free: ``partition``/``inspect``/``datasets`` run on machines without torch,
-and ``train`` hands over to ``torchrun`` in a child process.
+and ``train`` hands over to ``torchrun`` in a child process. Everything human-readable goes to
+stderr through :mod:`logging` (and tqdm bars); only ``--json`` writes to stdout. The reference
+is ``docs/cli.md``.
+
+Exit codes: 0 success; 1 the work failed (a partition folder is invalid, missing or of another
+version; ``inspect --verify`` found problems; an OS error while writing; an internal error);
+2 bad usage or input (flags, unknown dataset, missing or malformed input file, ``--parts``
+larger than the graph, an output folder that may not be replaced); 130 interrupted;
+``train`` returns torchrun's exit code.
 """
 
 from __future__ import annotations
@@ -13,101 +21,204 @@ import os
 import subprocess
 import sys
 import time
-from typing import Sequence
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
-from .errors import GraphError, PartitionFormatError
+from .errors import PartitionFormatError
 
-log = logging.getLogger("gnn_dist.cli")
+__all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "build_parser", "main"]
+
+log = logging.getLogger(__name__)
+
+EXIT_OK = 0
+"""Success (and ``inspect --verify`` found no problem)."""
+EXIT_FAILED = 1
+"""The work failed: invalid partition folder, verify problems, OS error, internal error."""
+EXIT_USAGE = 2
+"""Bad usage or input (argparse uses the same code for its own errors)."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (128 + SIGINT)."""
 
 BALANCE_CRITERIA = ("nodes", "edges", "train")
+_HANDLER_TAG = "_gnn_dist_cli_handler"
+"""Attribute marking the handler :func:`_init_logger` added (so a second call replaces it)."""
+
+
+class UsageError(ValueError):
+    """A request the CLI refuses before doing the work (exit code 2)."""
+
+
+class _Formatter(logging.Formatter):
+    """``[gnn-dist] message``, with ``warning:``/``error:`` in front of those levels."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        msg = super().format(record)
+        if record.levelno >= logging.WARNING:
+            return f"[gnn-dist] {record.levelname.lower()}: {msg}"
+        return f"[gnn-dist] {msg}"
+
+
+class _StderrHandler(logging.StreamHandler):
+    """A StreamHandler on whatever ``sys.stderr`` is at each record (it may be swapped in-process)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: object) -> None:
+        pass
 
 
 def _init_logger(verbose: bool) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("[gnn-dist] %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    """One stderr handler on the ``partitioners`` logger (the CLI and the library below it).
+
+    The root logger is left alone, so an embedding program (or pytest's caplog) keeps its own
+    handlers; calling this again replaces the previous CLI handler instead of adding one.
+    """
+    pkg = logging.getLogger("partitioners")
+    for h in list(pkg.handlers):
+        if getattr(h, _HANDLER_TAG, False):
+            pkg.removeHandler(h)
+    handler = _StderrHandler()
+    handler.setFormatter(_Formatter("%(message)s"))
+    setattr(handler, _HANDLER_TAG, True)
+    pkg.addHandler(handler)
+    pkg.setLevel(logging.DEBUG if verbose else logging.INFO)
 
 
 def _emit_json(obj: object) -> None:
+    """The one way this CLI writes to stdout: ``obj`` as indented JSON."""
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
     sys.stdout.flush()
 
 
+# ------------------------------------------------------------------------------ argument types
 def _balance(value: str) -> tuple[str, ...]:
     items = tuple(v.strip() for v in value.split(",") if v.strip())
-    bad = [v for v in items if v not in BALANCE_CRITERIA]
-    if bad or not items:
+    if not items:
         raise argparse.ArgumentTypeError(
-            f"--balance {value!r}: unknown criterion {bad[0] if bad else '(empty)'}; "
-            f"choose from {', '.join(BALANCE_CRITERIA)} (comma-separated)")
-    return items
+            f"{value!r} names no criterion; give one or more of {', '.join(BALANCE_CRITERIA)}, "
+            f"comma-separated (e.g. nodes,edges)")
+    bad = [v for v in items if v not in BALANCE_CRITERIA]
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"unknown criterion {bad[0]!r} in {value!r}; choose from {', '.join(BALANCE_CRITERIA)}, "
+            f"comma-separated (e.g. nodes,edges)")
+    return tuple(dict.fromkeys(items))
 
 
-def _positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {n}")
-    return n
+def _int_at_least(minimum: int, what: str) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}") from None
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {n}")
+        return n
+
+    parse.__name__ = what  # argparse names the type in some messages
+    return parse
 
 
+_positive_int = _int_at_least(1, "a positive integer")
+_nonneg_int = _int_at_least(0, "a non-negative integer")
+
+
+# ------------------------------------------------------------------------------------ parser
 def build_parser() -> argparse.ArgumentParser:
+    """The ``gnn-dist`` parser: verbs ``datasets``, ``partition``, ``inspect``, ``train``."""
     from .io import FORMATS
     from .methods import METHODS
 
-    parser = argparse.ArgumentParser(prog="gnn-dist", description=__doc__.splitlines()[0])
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="gnn-dist", description="Partition a graph for exact "
+                                     "distributed full-graph GNN training, check it, train on it.",
+                                     epilog="Reference: docs/cli.md")
+    verbose = argparse.ArgumentParser(add_help=False)
+    verbose.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                         help="debug logging (also accepted before the verb)")
+    parser.add_argument("-v", "--verbose", action="store_true", default=False, help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="VERB")
 
-    ds = sub.add_parser("datasets", help="list the built-in dataset catalog")
-    ds.add_argument("--json", action="store_true", help="print the catalog as JSON")
+    ds = sub.add_parser("datasets", parents=[verbose], help="list the built-in dataset catalog with sizes")
+    ds.add_argument("--json", action="store_true", help="print the catalog as JSON on stdout")
 
-    p = sub.add_parser("partition", help="read or generate a graph, partition it, write a partition folder")
+    p = sub.add_parser("partition", parents=[verbose],
+                       help="read or generate a graph, partition it, write a partition folder")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--dataset", help="a built-in dataset name (see `gnn-dist datasets`)")
-    src.add_argument("--input", help="path of a graph file or OGB dataset folder")
-    p.add_argument("--input-format", choices=FORMATS, default=None,
-                   help="format of --input (default: inferred from the path)")
-    p.add_argument("--parts", type=_positive_int, required=True, help="number of parts P")
-    p.add_argument("--method", choices=METHODS, default="metis", help="partitioning method (default: metis)")
+    src.add_argument("--dataset", metavar="NAME", help="a built-in dataset (see `gnn-dist datasets`)")
+    src.add_argument("--input", metavar="PATH", help="a graph file or an OGB dataset folder")
+    p.add_argument("--input-format", choices=FORMATS, default=None, metavar="FMT",
+                   help=f"format of --input, one of {', '.join(FORMATS)} (default: inferred from the path)")
+    p.add_argument("--parts", type=_positive_int, required=True, metavar="P", help="number of parts")
+    p.add_argument("--method", choices=METHODS, default="metis",
+                   help="partitioning method (default: metis)")
     p.add_argument("--refine", action="store_true",
-                   help="move boundary nodes to lower the communication volume, keeping balance")
-    p.add_argument("--balance", type=_balance, default=("nodes",),
+                   help="then move boundary nodes to lower the communication volume, keeping balance")
+    p.add_argument("--balance", type=_balance, default=("nodes",), metavar="LIST",
                    help="what to balance: comma-separated of nodes,edges,train (default: nodes)")
-    p.add_argument("--symmetrize", action="store_true", help="add the reverse of every edge (input files only)")
-    p.add_argument("--remove-self-loops", action="store_true", help="drop self-loop edges (input files only)")
-    p.add_argument("--remove-duplicates", action="store_true", help="drop repeated edges (input files only)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    p.add_argument("--out", required=True, help="output partition folder")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing partition folder")
+    p.add_argument("--symmetrize", action="store_true", help="add the reverse of every edge (--input only)")
+    p.add_argument("--remove-self-loops", action="store_true", help="drop self-loop edges (--input only)")
+    p.add_argument("--remove-duplicates", action="store_true", help="drop repeated edges (--input only)")
+    p.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default: 0)")
+    p.add_argument("--out", required=True, metavar="DIR", help="the partition folder to write")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing partition folder at --out")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print the quality report as JSON on stdout")
 
-    i = sub.add_parser("inspect", help="describe and check a partition folder")
-    i.add_argument("dir", help="partition folder")
+    i = sub.add_parser("inspect", parents=[verbose], help="describe and check a partition folder")
+    i.add_argument("dir", metavar="DIR", help="partition folder")
     i.add_argument("--verify", action="store_true",
-                   help="check checksums, shapes, id ranges and cross-part consistency")
-    i.add_argument("--json", action="store_true", help="print the metadata (and problems) as JSON")
+                   help="check sha256 checksums, shapes, id ranges and cross-part consistency")
+    i.add_argument("--json", action="store_true", help="print the metadata and problems as JSON on stdout")
 
-    t = sub.add_parser("train", help="train on a partition folder with torchrun on this machine",
-                       description="Runs `torchrun --standalone --nproc-per-node P -m gnn_dist.train "
-                                   "--data DIR ...`; every argument after the known ones is passed on.")
-    t.add_argument("--data", required=True, help="partition folder")
-    t.add_argument("--nproc", type=_positive_int, default=None,
-                   help="processes (ranks); default: the folder's num_parts")
+    t = sub.add_parser("train", parents=[verbose], allow_abbrev=False,
+                       help="train on a partition folder with torchrun on this machine",
+                       description="Runs `python -m torch.distributed.run --standalone "
+                                   "--nproc-per-node P -m gnn_dist.train --data DIR ...`; every "
+                                   "other argument is passed on to gnn_dist.train.",
+                       epilog="Training flags: see docs/cli.md or `python -m gnn_dist.train -h`.")
+    t.add_argument("--data", required=True, metavar="DIR", help="partition folder")
+    t.add_argument("--nproc", type=_positive_int, default=None, metavar="P",
+                   help="processes (ranks) (default: the folder's num_parts)")
     return parser
 
 
-def _load_graph(args: argparse.Namespace):
-    if args.dataset:
+# --------------------------------------------------------------------------------- partition
+def _check_request(args: argparse.Namespace) -> None:
+    """Checks that need no graph: refuse a bad request before a long read."""
+    from .format import check_out_dir
+
+    if args.dataset is not None:
+        from .catalog import dataset_info
+
+        if args.input_format is not None:
+            raise UsageError(f"--input-format {args.input_format} applies to --input only, not to "
+                             f"--dataset {args.dataset}")
+        info = dataset_info(args.dataset)  # ValueError listing the names
+        _check_parts(args.parts, info.num_nodes, f"dataset {info.name}")
+    elif not Path(args.input).exists():
+        raise FileNotFoundError(f"--input {args.input}: no such file or directory")
+    check_out_dir(args.out, args.overwrite)
+
+
+def _check_parts(num_parts: int, num_nodes: int, what: str) -> None:
+    if num_parts > num_nodes:
+        raise UsageError(f"--parts {num_parts} is more than the {num_nodes} nodes of {what}; "
+                         f"use at most {num_nodes} parts")
+
+
+def _load_graph(args: argparse.Namespace) -> Any:
+    if args.dataset is not None:
         from .catalog import load_dataset
 
         if args.symmetrize or args.remove_self_loops or args.remove_duplicates:
-            log.warning("--symmetrize/--remove-* apply to --input only; built-in datasets are already clean")
+            log.warning("--symmetrize/--remove-* apply to --input only; built-in datasets are "
+                        "already symmetric and clean")
         return load_dataset(args.dataset, seed=args.seed)
     from .io import read_graph
 
@@ -116,26 +227,142 @@ def _load_graph(args: argparse.Namespace):
                       remove_duplicates=args.remove_duplicates)
 
 
-def _format_report(report: dict) -> list[str]:
+def _read_stage(args: argparse.Namespace) -> Any:
+    """The graph, under a one-step ``read`` bar (the readers report no finer progress)."""
+    from tqdm.auto import tqdm
+
+    with tqdm(total=1, desc="read", disable=args.no_progress, file=sys.stderr,
+              bar_format="{l_bar}{bar}| {elapsed}") as bar:
+        graph = _load_graph(args)
+        bar.update(1)
+    return graph
+
+
+def _format_report(report: dict[str, Any]) -> list[str]:
+    """Human lines of a quality report (``partition_graph``'s, or a ``partition.json``)."""
     q = report.get("quality", report)
-    times = q.get("time_s", {})
+    head = (f"parts: {report.get('num_parts')}  nodes: {report.get('num_nodes')}  "
+            f"edges: {report.get('num_edges')}  method: {report.get('method')}")
+    needed = ("edge_cut", "comm_volume", "max_halo_fraction", "mean_halo_fraction",
+              "node_balance", "edge_balance", "train_balance")
+    if not isinstance(q, dict) or not all(isinstance(q.get(k), (int, float)) for k in needed):
+        return [head, "no complete quality report recorded"]
     lines = [
-        f"parts: {report.get('num_parts')}  nodes: {report.get('num_nodes')}  edges: {report.get('num_edges')}"
-        f"  method: {report.get('method')}",
-        f"edge cut: {q['edge_cut']}  communication volume (halo rows): {q['comm_volume']}",
+        head,
+        f"edge cut: {q['edge_cut']}  communication volume (halo rows per exchange): {q['comm_volume']}",
         f"halo fraction: max {q['max_halo_fraction']:.4f}  mean {q['mean_halo_fraction']:.4f}",
         f"balance (max/mean): nodes {q['node_balance']:.3f}  edges {q['edge_balance']:.3f}"
         f"  train {q['train_balance']:.3f}",
     ]
+    sizes = q.get("part_sizes") or []
+    if sizes:
+        lines.append(f"part sizes: min {min(sizes)}  max {max(sizes)}")
     if q.get("empty_parts"):
-        lines.append(f"empty parts: {q['empty_parts']}")
+        empty = [p for p, s in enumerate(sizes) if s == 0]
+        lines.append(f"empty parts: {q['empty_parts']} (parts {empty})")
+    times = q.get("time_s") or {}
     if times:
-        lines.append("time: " + "  ".join(f"{k} {v:.2f}s" for k, v in times.items()))
+        lines.append("time: " + "  ".join(f"{k} {v:.2f}s" for k, v in times.items())
+                     + f"  (total {sum(times.values()):.2f}s)")
     if q.get("peak_rss_bytes"):
         lines.append(f"peak RSS: {q['peak_rss_bytes'] / 2**20:.0f} MiB")
     return lines
 
 
+def cmd_partition(args: argparse.Namespace) -> int:
+    if args.no_progress:
+        return _partition(args)
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    with logging_redirect_tqdm(loggers=[logging.getLogger("partitioners")]):  # log lines above bars
+        return _partition(args)
+
+
+def _partition(args: argparse.Namespace) -> int:
+    from .api import partition_graph
+
+    _check_request(args)
+    t0 = time.perf_counter()
+    log.info(f"reading {args.dataset or args.input} ...")
+    graph = _read_stage(args)
+    read_s = time.perf_counter() - t0
+    log.info(f"read {graph!r} in {read_s:.2f}s")
+    if graph.preprocessing:
+        log.info("preprocessing: " + ", ".join(f"{k} {v}" for k, v in graph.preprocessing.items()))
+    _check_parts(args.parts, graph.num_nodes, args.dataset or args.input)
+    report = partition_graph(graph, args.parts, args.method, args.out, seed=args.seed,
+                             refine=args.refine, balance=args.balance, overwrite=args.overwrite,
+                             progress=not args.no_progress, read_time_s=read_s)
+    for line in _format_report(report):
+        log.info(line)
+    if report.get("empty_parts"):
+        log.warning(f"{report['empty_parts']} of {args.parts} parts are empty: their ranks will "
+                    f"hold no nodes and do no work; consider fewer parts or another method")
+    log.info(f"wrote {args.out}")
+    if args.json:
+        report["source"] = args.dataset or args.input
+        report["method_params"] = {"balance": list(args.balance), "refine": bool(args.refine)}
+        _emit_json(report)
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------------- inspect
+def _describe(meta: Any, verbose: bool) -> None:
+    raw = meta.raw
+    created = raw.get("created_by") or {}
+    log.info(f"{meta.path}: {raw.get('format')} version {meta.version} (written by "
+             f"{created.get('tool', '?')} {created.get('version', '?')}), name {meta.name or '-'}")
+    kind = "directed" if meta.directed else "undirected"
+    if raw.get("symmetrized"):
+        kind += " (symmetrized)"
+    features = f"dim {meta.feature_dim} {meta.feature_dtype}" if meta.feature_dim else "none"
+    labels = f"{meta.num_classes} classes ({meta.label_kind})" if meta.label_kind else "none"
+    log.info(f"graph: {meta.num_nodes} nodes, {meta.num_edges} edges, {kind}, "
+             f"{'weighted' if meta.weighted else 'unweighted'}; features {features}; labels {labels}")
+    log.info(f"method: {meta.method} {json.dumps(meta.method_params, sort_keys=True)}, seed {meta.seed}")
+    entries = list(meta.files.values()) + [e for pm in meta.parts for e in pm.files.values()]
+    log.info(f"files: {len(entries)} arrays, {sum(e.size for e in entries) / 2**20:.2f} MiB "
+             f"(sizes and sha256 recorded in partition.json)")
+    for pm in meta.parts:
+        lo, hi = pm.global_id_range
+        log.info(f"part {pm.part_id}: inner {pm.num_inner}  halo {pm.num_halo}  edges {pm.num_local_edges}"
+                 f"  global ids [{lo}, {hi})  train {pm.num_train}")
+    if verbose:
+        for e in entries:
+            log.info(f"  {e.path}: {e.dtype}{list(e.shape)}  {e.size} B  sha256 {e.sha256[:16]}...")
+    for line in _format_report(raw):
+        log.info(line)
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from .format import load_partition_meta, verify_partition
+
+    try:
+        meta = load_partition_meta(args.dir)
+    except PartitionFormatError as exc:
+        if args.json:
+            _emit_json({"path": args.dir, "ok": False, "verified": args.verify,
+                        "problems": [str(exc)], "meta": None})
+        log.error(str(exc))
+        return EXIT_FAILED
+    problems = verify_partition(args.dir, check_hashes=True) if args.verify else []
+    if args.json:
+        _emit_json({"path": args.dir, "ok": not problems, "verified": args.verify,
+                    "problems": problems, "meta": meta.raw})
+    else:
+        _describe(meta, args.verbose)
+    if args.verify and not problems:
+        log.info(f"verify: OK (sha256 of every file, shapes, id ranges and cross-part consistency "
+                 f"of {meta.num_parts} parts)")
+    for problem in problems:
+        log.error(problem)
+    if problems:
+        log.error(f"verify: FAILED with {len(problems)} problem(s); the first: {problems[0]}")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------- datasets
 def cmd_datasets(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
@@ -144,76 +371,58 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     infos = list_datasets()
     if args.json:
         _emit_json([asdict(d) for d in infos])
-        return 0
+        return EXIT_OK
     width = max(len(d.name) for d in infos)
+    log.info(f"{'name':<{width}}  {'nodes':>10}  {'~edges':>12}  {'dim':>4}  {'classes':>7}  description")
     for d in infos:
-        log.info(f"{d.name:<{width}}  {d.num_nodes:>10,} nodes  ~{d.num_edges:>12,} edges  "
-                 f"dim {d.feature_dim:<4} classes {d.num_classes:<3} {d.description}")
-    return 0
+        log.info(f"{d.name:<{width}}  {d.num_nodes:>10,}  {d.num_edges:>12,}  {d.feature_dim:>4}  "
+                 f"{d.num_classes:>7}  {d.description}")
+    return EXIT_OK
 
 
-def cmd_partition(args: argparse.Namespace) -> int:
-    from .api import partition_graph
-
-    t0 = time.perf_counter()
-    log.info(f"reading {args.dataset or args.input} ...")
-    graph = _load_graph(args)
-    read_s = time.perf_counter() - t0
-    log.info(f"read {graph!r} in {read_s:.2f}s")
-    if graph.preprocessing:
-        log.info("preprocessing: " + ", ".join(f"{k} {v}" for k, v in graph.preprocessing.items()))
-    report = partition_graph(graph, args.parts, args.method, args.out, seed=args.seed,
-                             refine=args.refine, balance=args.balance, overwrite=args.overwrite,
-                             progress=not args.no_progress, read_time_s=read_s)
-    for line in _format_report(report):
-        log.info(line)
-    log.info(f"wrote {args.out}")
-    if args.json:
-        _emit_json(report)
-    return 0
-
-
-def cmd_inspect(args: argparse.Namespace) -> int:
-    from .format import load_partition_meta, verify_partition
-
-    meta = load_partition_meta(args.dir)
-    problems = verify_partition(args.dir, check_hashes=True) if args.verify else []
-    if args.json:
-        _emit_json({"meta": meta.raw, "verified": args.verify, "problems": problems})
-    else:
-        log.info(f"{args.dir}: format v{meta.raw['version']}, {meta.num_parts} parts, "
-                 f"{meta.num_nodes} nodes, {meta.num_edges} edges, method {meta.method}, seed {meta.seed}")
-        log.info(f"features: dim {meta.feature_dim} {meta.feature_dtype}; classes {meta.num_classes} "
-                 f"({meta.label_kind})")
-        for pm in meta.parts:
-            log.info(f"part {pm.part_id}: inner {pm.num_inner}  halo {pm.num_halo}  "
-                     f"edges {pm.num_local_edges}  global ids {pm.global_id_range}  train {pm.num_train}")
-        for line in _format_report(meta.raw):
-            log.info(line)
-        if args.verify:
-            log.info("verify: OK" if not problems else f"verify: {len(problems)} problem(s)")
-    for problem in problems:
-        log.error(problem)
-    return 1 if problems else 0
+# ------------------------------------------------------------------------------------- train
+def train_command(data: str, nproc: int, rest: Sequence[str]) -> list[str]:
+    """The torchrun command ``gnn-dist train`` runs (``rest``: flags for ``gnn_dist.train``)."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+            "-m", "gnn_dist.train", "--data", data, *rest]
 
 
 def cmd_train(args: argparse.Namespace, rest: Sequence[str]) -> int:
     from .format import load_partition_meta
 
-    nproc = args.nproc or load_partition_meta(args.data).num_parts
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-           "-m", "gnn_dist.train", "--data", args.data, *rest]
+    num_parts = load_partition_meta(args.data).num_parts
+    nproc = args.nproc or num_parts
+    if nproc != num_parts:
+        raise UsageError(f"--nproc {nproc} differs from the {num_parts} parts of {args.data}: "
+                         f"gnn_dist.train runs one rank per part; drop --nproc or re-partition "
+                         f"with --parts {nproc}")
+    cmd = train_command(args.data, nproc, rest)
     log.info("running: " + " ".join(cmd))
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
     return subprocess.call(cmd, env=env)
 
 
+# -------------------------------------------------------------------------------------- main
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None,
+           ) -> tuple[argparse.Namespace | None, list[str], int]:
+    """``(args, rest, 0)``, or ``(None, [], code)`` when argparse exited (error or ``--help``)."""
+    try:
+        args, rest = parser.parse_known_args(argv)
+        if rest and args.command != "train":
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else EXIT_USAGE
+        return None, [], code
+    return args, rest, EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``gnn-dist`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     parser = build_parser()
-    args, rest = parser.parse_known_args(argv)
-    if rest and args.command != "train":
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    args, rest, code = _parse(parser, argv)
+    if args is None:
+        return code
     _init_logger(args.verbose)
     try:
         if args.command == "datasets":
@@ -223,9 +432,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "inspect":
             return cmd_inspect(args)
         return cmd_train(args, rest)
-    except (GraphError, PartitionFormatError, FileNotFoundError, FileExistsError, ValueError) as exc:
-        log.error(f"error: {exc}")
-        return 2
+    except PartitionFormatError as exc:  # a bad partition folder (train --data)
+        log.error(str(exc))
+        return EXIT_FAILED
+    except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError) as exc:
+        log.error(str(exc))  # GraphError, UsageError, bad values: the user's input
+        return EXIT_USAGE
+    except OSError as exc:  # disk full, permissions, ...
+        note = (f"; {args.out} was not changed (partition.json is written last)"
+                if args.command == "partition" else "")
+        log.error(f"{exc}{note}")
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        log.error("interrupted")
+        return EXIT_INTERRUPTED
+    except Exception:
+        log.exception("internal error (a bug in gnn-dist; please report it with this traceback)")
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

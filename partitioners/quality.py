@@ -46,7 +46,7 @@ def check_assignment(assignment: Any, num_nodes: int, num_parts: int) -> np.ndar
     a = np.asarray(assignment)
     if a.shape != (num_nodes,):
         raise ValueError(f"assignment has shape {a.shape} but the graph has {num_nodes} nodes; "
-                         f"it must be [num_nodes]")
+                         f"expected one part id per node, shape ({num_nodes},)")
     if not np.issubdtype(a.dtype, np.integer):
         raise ValueError(f"assignment must hold integer part ids, got dtype {a.dtype}")
     if a.size:
@@ -54,7 +54,7 @@ def check_assignment(assignment: Any, num_nodes: int, num_parts: int) -> np.ndar
         if lo < 0 or hi >= num_parts:
             i = int(np.flatnonzero((a < 0) | (a >= num_parts))[0])
             raise ValueError(f"assignment[{i}] = {int(a[i])} is out of range: part ids must be in "
-                             f"[0, {num_parts})")
+                             f"[0, num_parts = {num_parts})")
     return a
 
 

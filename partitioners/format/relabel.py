@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 
 from ..graph import Graph, index_dtype
 
-__all__ = ["Relabeling", "relabel", "edge_positions", "check_assignment", "out_degree"]
+__all__ = ["Relabeling", "relabel", "edge_positions", "out_degree"]
 
 log = logging.getLogger(__name__)
 
@@ -40,24 +40,6 @@ class Relabeling:
     """int64 ``[N]`` by original id: local out-edges + number of parts holding the node as halo."""
     self_loops: np.ndarray
     """int64 ``[N]`` by original id: self-loop edges ``v -> v``."""
-
-
-def check_assignment(assignment: object, num_nodes: int, num_parts: object) -> np.ndarray:
-    """Validate a part id per node; returns it as int32 ``[N]`` (int64 for huge ``num_parts``)."""
-    if isinstance(num_parts, bool) or not isinstance(num_parts, (int, np.integer)) or num_parts < 1:
-        raise ValueError(f"num_parts must be a positive integer, got {num_parts!r}")
-    a = np.asarray(assignment)
-    if a.shape != (num_nodes,):
-        raise ValueError(f"assignment has shape {a.shape} but the graph has {num_nodes} nodes; "
-                         f"expected one part id per node, shape ({num_nodes},)")
-    if not np.issubdtype(a.dtype, np.integer):
-        raise ValueError(f"assignment must hold integer part ids, got dtype {a.dtype}")
-    bad = (a < 0) | (a >= num_parts)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"assignment[{i}] = {int(a[i])} is out of range: part ids must be in "
-                         f"[0, num_parts = {num_parts})")
-    return a.astype(np.int32 if num_parts < 2**31 else np.int64, copy=False)
 
 
 def edge_positions(indptr: np.ndarray, nodes: np.ndarray) -> np.ndarray:
@@ -85,7 +67,7 @@ def out_degree(graph: Graph, chunk_edges: int = 1 << 22) -> np.ndarray:
 def relabel(graph: Graph, assignment: np.ndarray, num_parts: int, *, progress: bool = False) -> Relabeling:
     """Compute new ids, halo sets, hotness and self-loop counts (see ``docs/format.md``, Ids).
 
-    ``assignment`` is a checked int ``[N]`` (:func:`check_assignment`).
+    ``assignment`` is a checked int ``[N]`` (:func:`partitioners.quality.check_assignment`).
     """
     n = graph.num_nodes
     indptr, indices = graph.indptr, graph.indices

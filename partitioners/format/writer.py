@@ -41,7 +41,8 @@ from .layout import (EDGE_WEIGHT, FEATURES, FORMAT_NAME, FORMAT_VERSION, GLOBAL_
                      ORIGINAL_IDS, OUT_DEGREE, SELF_LOOPS, SEND_INDEX, SEND_OFFSETS, TOOL_NAME,
                      local_index_dtype, part_dir_name)
 from .meta import FileEntry
-from .relabel import Relabeling, check_assignment, edge_positions, out_degree, relabel
+from ..quality import check_assignment
+from .relabel import Relabeling, edge_positions, out_degree, relabel
 
 __all__ = ["write_partition", "check_out_dir", "peak_rss_bytes"]
 
@@ -233,6 +234,7 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
     if not isinstance(graph, Graph):
         raise TypeError(f"write_partition expects a partitioners.Graph, got {type(graph).__name__}")
     a = check_assignment(assignment, graph.num_nodes, num_parts)
+    a = a.astype(np.int32 if num_parts < 2**31 else np.int64, copy=False)
     num_parts = int(num_parts)
     if not isinstance(method, str) or not method:
         raise ValueError(f"method must be a non-empty string naming how the assignment was made, got {method!r}")

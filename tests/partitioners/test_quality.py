@@ -139,7 +139,7 @@ def test_errors() -> None:
     g = Graph.from_edges([0, 1], [1, 2], 3)
     with pytest.raises(ValueError, match=r"assignment has shape \(2,\) but the graph has 3 nodes"):
         partition_quality(g, [0, 1], 2)
-    with pytest.raises(ValueError, match=r"assignment\[2\] = 5 is out of range: part ids must be in \[0, 2\)"):
+    with pytest.raises(ValueError, match=r"assignment\[2\] = 5 is out of range: part ids must be in \[0, num_parts = 2\)"):
         partition_quality(g, [0, 1, 5], 2)
     with pytest.raises(ValueError, match=r"assignment\[0\] = -1 is out of range"):
         partition_quality(g, [-1, 1, 1], 2)

@@ -1,25 +1,65 @@
 """Training checkpoints: model, optimizer, epoch, RNG states, config and history.
 
-Rank 0 writes ``DIR/checkpoint-EEEEEE.pt`` atomically (temp file, fsync, rename) and then points
-``DIR/latest`` at it (also by rename). Every rank reads the same file on resume (a single node, or
-a shared filesystem across nodes). Weights are identical on all ranks after each step (gradients
-are all-reduced), so rank 0's copy is the model.
+On disk::
+
+    DIR/
+      checkpoint-000010.pt   # the state after 10 completed epochs (torch.save of a dict)
+      checkpoint-000020.pt
+      latest                 # one line: the file name of the newest complete checkpoint
+
+Rank 0 writes ``checkpoint-EEEEEE.pt`` atomically (temp file in ``DIR``, fsync, rename, fsync of
+the folder) and only then points ``latest`` at it (also by rename), so a crash at any moment
+leaves either the previous or the new checkpoint as ``latest``, never a half-written one.
+
+Who reads it: the :class:`~gnn_dist.trainer.Trainer` loads the checkpoint on **rank 0 only** and
+broadcasts the state to the other ranks, so ``DIR`` does not have to be on a filesystem that all
+nodes share, and every rank resumes from the same file even if ``latest`` moves meanwhile. The
+weights are identical on all ranks after each step (gradients are all-reduced), so rank 0's copy
+is the model. The RNG states are rank 0's and are restored on every rank: the ranks are seeded
+alike and training draws no per-rank random numbers (dropout masks are a hash, see
+:mod:`gnn_dist.nn.dropout`).
+
+A checkpoint holds numpy RNG states and Python tuples, so it is loaded with
+``weights_only=False``: load only checkpoints you wrote yourself.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import re
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import torch
 
-__all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "rng_state", "set_rng_state"]
+__all__ = ["CheckpointError", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "REQUIRED_KEYS", "checkpoint_path",
+           "save_checkpoint", "load_checkpoint", "latest_checkpoint", "rng_state", "set_rng_state"]
 
 LATEST = "latest"
+"""Name of the pointer file in the checkpoint folder."""
+CHECKPOINT_FORMAT = "gnn-dist-checkpoint"
+"""Value of the ``format`` key of every checkpoint."""
+CHECKPOINT_VERSION = 1
+"""Value of the ``version`` key; a reader refuses other versions."""
+REQUIRED_KEYS = ("model", "optimizer", "epoch", "rng", "config")
+"""Keys a checkpoint must hold (besides ``format`` and ``version``)."""
+
+_NAME_RE = re.compile(r"^checkpoint-(\d{6,})\.pt$")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file or folder is missing, unreadable, corrupt or does not fit the run.
+
+    ``path`` is the file (or folder) that is wrong.
+    """
+
+    def __init__(self, message: str, *, path: str | os.PathLike | None = None) -> None:
+        super().__init__(f"{path}: {message}" if path is not None else message)
+        self.path = None if path is None else str(path)
 
 
 def rng_state() -> dict[str, Any]:
@@ -31,6 +71,7 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore the states :func:`rng_state` returned (CUDA only when both sides have it)."""
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
@@ -38,7 +79,21 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def _atomic_write_bytes(path: Path, write) -> None:
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (best effort: not every OS/filesystem allows it)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -50,33 +105,100 @@ def _atomic_write_bytes(path: Path, write) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    _fsync_dir(path.parent)
+
+
+def checkpoint_path(directory: str | os.PathLike, epoch: int) -> Path:
+    """``DIR/checkpoint-EEEEEE.pt``: where the checkpoint after ``epoch`` epochs lives."""
+    return Path(directory) / f"checkpoint-{int(epoch):06d}.pt"
 
 
 def save_checkpoint(directory: str | os.PathLike, epoch: int, state: dict[str, Any]) -> Path:
-    """Write ``state`` as the checkpoint after ``epoch`` completed epochs; returns its path."""
+    """Write ``state`` as the checkpoint after ``epoch`` completed epochs; returns its path.
+
+    ``state`` must hold :data:`REQUIRED_KEYS`; ``format`` and ``version`` are added. The file is
+    complete before ``latest`` names it.
+    """
+    missing = [k for k in REQUIRED_KEYS if k not in state]
+    assert not missing, f"checkpoint state lacks {missing}"
     d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    path = d / f"checkpoint-{epoch:06d}.pt"
-    _atomic_write_bytes(path, lambda f: torch.save(state, f))
-    _atomic_write_bytes(d / LATEST, lambda f: f.write(path.name.encode() + b"\n"))
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CheckpointError(f"cannot create the checkpoint folder ({exc})", path=d) from exc
+    path = checkpoint_path(d, epoch)
+    payload = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, **state}
+    _atomic_write(path, lambda f: torch.save(payload, f))
+    _atomic_write(d / LATEST, lambda f: f.write(path.name.encode() + b"\n"))
     return path
 
 
+def _scan(directory: Path) -> Path | None:
+    """The highest-epoch ``checkpoint-*.pt`` in ``directory`` (a fallback when ``latest`` is gone)."""
+    best: tuple[int, Path] | None = None
+    for entry in directory.iterdir():
+        m = _NAME_RE.match(entry.name)
+        if m and entry.is_file() and (best is None or int(m.group(1)) > best[0]):
+            best = (int(m.group(1)), entry)
+    return None if best is None else best[1]
+
+
 def latest_checkpoint(directory: str | os.PathLike) -> Path | None:
-    """The checkpoint ``DIR/latest`` names, or None when the folder has none."""
+    """The checkpoint ``DIR/latest`` names, or None when the folder holds no checkpoint.
+
+    Without a ``latest`` file (a folder written by hand, or a crash between the two renames) the
+    highest-numbered ``checkpoint-EEEEEE.pt`` is used. A missing folder has no checkpoint.
+
+    Raises:
+        CheckpointError: ``DIR`` is not a folder, or ``latest`` is unreadable or names a file
+            that does not exist.
+    """
     d = Path(directory)
+    if not d.exists():
+        return None
+    if not d.is_dir():
+        raise CheckpointError("the checkpoint folder is not a folder", path=d)
     pointer = d / LATEST
     if not pointer.exists():
-        return None
-    path = d / pointer.read_text().strip()
-    if not path.exists():
-        raise FileNotFoundError(f"{pointer} names {path.name}, which does not exist")
+        return _scan(d)
+    try:
+        name = pointer.read_text().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"unreadable pointer file ({exc}); delete it to use the newest "
+                              f"checkpoint-*.pt", path=pointer) from exc
+    if not _NAME_RE.match(name):
+        raise CheckpointError(f"does not name a checkpoint file (holds {name[:80]!r}); delete it to use "
+                              f"the newest checkpoint-*.pt", path=pointer)
+    path = d / name
+    if not path.is_file():
+        raise CheckpointError(f"names {name}, which does not exist", path=pointer)
     return path
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """Load a checkpoint on CPU. It holds RNG states (numpy arrays, tuples): not weights-only."""
+    """Load and check a checkpoint on CPU (it holds RNG states, so it is not weights-only).
+
+    Raises:
+        CheckpointError: the file is missing, unreadable or truncated, not a gnn-dist
+            checkpoint, of another version, or lacks a required key; the message names the file.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError("no such checkpoint file", path=path)
+    if not path.is_file():
+        raise CheckpointError("not a checkpoint file (a folder? pass the .pt file or use checkpoint_dir)",
+                              path=path)
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
+        state = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:
-        raise ValueError(f"{path}: not a readable gnn-dist checkpoint ({exc})") from exc
+        raise CheckpointError(f"not a readable gnn-dist checkpoint; the file is corrupt or truncated "
+                              f"({type(exc).__name__}: {exc})", path=path) from exc
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"not a gnn-dist checkpoint (no format={CHECKPOINT_FORMAT!r} entry)", path=path)
+    if state.get("version") != CHECKPOINT_VERSION:
+        raise CheckpointError(f"checkpoint version {state.get('version')!r} is not supported (this gnn-dist "
+                              f"reads version {CHECKPOINT_VERSION})", path=path)
+    missing = [k for k in REQUIRED_KEYS if k not in state]
+    if missing:
+        raise CheckpointError(f"the checkpoint lacks {', '.join(missing)}", path=path)
+    return state

@@ -14,9 +14,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from partitioners.format import PartitionMeta, load_part, load_partition_meta
+from partitioners.format import PartData, PartitionMeta, load_part, load_partition_meta
 
 from .distributed.halo import HaloExchanger
+from .distributed import get_rank, get_world_size, raise_on_all_ranks
 from .nn.block import Block
 
 __all__ = ["LocalPartition", "load_partition"]
@@ -83,38 +84,9 @@ def _tensor(a: np.ndarray | None, device: torch.device, dtype: torch.dtype | Non
     return t.to(device=device, dtype=dtype) if dtype is not None else t.to(device)
 
 
-def _world() -> tuple[int, int]:
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def load_partition(path: str | Path, rank: int | None = None, device: torch.device | str | None = None,
-                   *, verify: bool = True, group: dist.ProcessGroup | None = None) -> LocalPartition:
-    """Load the part of ``path`` that belongs to ``rank`` (default: this process's rank).
-
-    Only that part's files are read (memory-mapped, checksums verified unless ``verify=False``).
-    The world size must equal the folder's ``num_parts``; this is checked before any collective.
-    """
-    path = Path(path)
-    meta = load_partition_meta(path)
-    cur_rank, world_size = _world()
-    if world_size != meta.num_parts:
-        raise ValueError(f"{path}: the partition has num_parts={meta.num_parts} but the job runs "
-                         f"world_size={world_size} ranks; launch with --nproc-per-node "
-                         f"{meta.num_parts} or re-partition with --parts {world_size}")
-    rank = cur_rank if rank is None else int(rank)
-    if not 0 <= rank < meta.num_parts:
-        raise ValueError(f"rank {rank} is out of range for a partition of {meta.num_parts} parts")
-    device = torch.device(device) if device is not None else torch.device("cpu")
-    data = load_part(path, rank, mmap=True, verify=verify)
-    num_inner = int(meta.parts[rank].num_inner)
-    num_halo = int(meta.parts[rank].num_halo)
-
-    def mask(a: np.ndarray | None) -> torch.Tensor:
-        return _tensor(a, device) if a is not None else torch.zeros(num_inner, dtype=torch.bool, device=device)
-
-    block = Block.from_csr(
+def _build_block(data: PartData, num_inner: int, num_halo: int, device: torch.device) -> Block:
+    """The part's local block: destinations its ``num_inner`` rows, sources inner + halo rows."""
+    return Block.from_csr(
         indptr=torch.from_numpy(np.array(data.indptr)),
         indices=torch.from_numpy(np.array(data.indices)).long(),
         num_src=num_inner + num_halo,
@@ -124,6 +96,42 @@ def load_partition(path: str | Path, rank: int | None = None, device: torch.devi
         src_original_ids=torch.from_numpy(np.array(data.original_ids)),
         edge_weight=None if data.edge_weight is None else torch.from_numpy(np.array(data.edge_weight)),
     ).to(device)
+
+
+def load_partition(path: str | Path, rank: int | None = None, device: torch.device | str | None = None,
+                   *, verify: bool = True, group: dist.ProcessGroup | None = None) -> LocalPartition:
+    """Load the part of ``path`` that belongs to ``rank`` (default: this process's rank).
+
+    Only that part's files are read (memory-mapped, checksums verified unless ``verify=False``).
+    The world size must equal the folder's ``num_parts``; this is checked before any collective.
+    A part that fails to load (missing or corrupt file: a ``PartitionFormatError`` naming it)
+    fails the load on every rank (see :func:`raise_on_all_ranks`) before the halo exchange is
+    set up with the peers, so no rank waits for a peer that has already given up.
+    """
+    path = Path(path)
+    meta = load_partition_meta(path)
+    cur_rank, world_size = get_rank(group), get_world_size(group)
+    if world_size != meta.num_parts:
+        raise ValueError(f"{path}: the partition has num_parts={meta.num_parts} but the job runs "
+                         f"world_size={world_size} ranks; launch with --nproc-per-node "
+                         f"{meta.num_parts} or re-partition with --parts {world_size}")
+    rank = cur_rank if rank is None else int(rank)
+    if not 0 <= rank < meta.num_parts:
+        raise ValueError(f"rank {rank} is out of range for a partition of {meta.num_parts} parts")
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    num_inner = int(meta.parts[rank].num_inner)
+    num_halo = int(meta.parts[rank].num_halo)
+    error: BaseException | None = None
+    try:
+        data = load_part(path, rank, mmap=True, verify=verify)
+        block = _build_block(data, num_inner, num_halo, device)
+    except Exception as exc:  # shared with the peers below, then re-raised
+        error = exc
+    raise_on_all_ranks(error, f"loading {path}", group)
+
+    def mask(a: np.ndarray | None) -> torch.Tensor:
+        return _tensor(a, device) if a is not None else torch.zeros(num_inner, dtype=torch.bool, device=device)
+
     exchanger = HaloExchanger(
         torch.from_numpy(np.array(data.send_index)).to(device),
         [int(v) for v in data.send_offsets], [int(v) for v in data.halo_offsets], num_inner,

@@ -1,6 +1,18 @@
 """Entry point: ``torchrun --nproc-per-node P -m gnn_dist.train --data DIR --model gcn ...``.
 
-Also runs as a plain single process (world size 1) for a one-part folder.
+Also runs as a plain single process (world size 1, no process group) for a one-part folder, and
+in-process as ``main([...])``.
+
+- ``--metrics FILE.jsonl``: rank 0 writes one JSON object per epoch (``epoch``, ``train_loss``,
+  ``train_acc``/``val_acc``/``test_acc`` (null when not evaluated that epoch), ``epoch_time_s``,
+  ``comm_bytes`` = ``halo_bytes`` + ``allreduce_bytes``, ``eval_time_s``).
+- ``--epochs`` is the total. ``--resume`` continues from the latest checkpoint in
+  ``--checkpoint-dir`` (from epoch 0 if there is none) up to it, with absolute epoch numbers;
+  the metrics file keeps the lines of the epochs before the checkpoint and gets the rest
+  appended, so it reads like one uninterrupted run.
+- Errors: bad flags exit with code 2 (argparse). Anything else is logged on every rank that
+  raises it and re-raised (non-zero exit); the process group is aborted without waiting on
+  peers, and a dead or stuck peer ends the job after ``--timeout`` seconds at most.
 """
 
 from __future__ import annotations
@@ -8,8 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
+import os
 import sys
-from typing import Sequence
+import tempfile
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
@@ -18,51 +34,133 @@ from .models import MODELS, build_model
 log = logging.getLogger("gnn_dist.train")
 
 
+def _int_at_least(minimum: int):
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {value!r}") from None
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {n}")
+        return n
+    return parse
+
+
+def _positive_float(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
+    if not (x > 0 and math.isfinite(x)):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+    return x
+
+
+def _dropout(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
+    if not 0.0 <= x < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), got {value}")
+    return x
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gnn_dist.train", description="Exact distributed full-graph GNN training.")
     p.add_argument("--data", required=True, help="partition folder (gnn-dist partition --out)")
     p.add_argument("--model", choices=sorted(MODELS), default="gcn")
-    p.add_argument("--hidden", type=int, default=64, help="hidden width (default: 64)")
-    p.add_argument("--layers", type=int, default=2, help="number of layers (default: 2)")
-    p.add_argument("--epochs", type=int, default=100,
-                   help="total epochs; with --resume the run continues up to this number")
-    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--hidden", type=_int_at_least(1), default=64, help="hidden width (default: 64)")
+    p.add_argument("--layers", type=_int_at_least(1), default=2, help="number of layers (default: 2)")
+    p.add_argument("--epochs", type=_int_at_least(0), default=100,
+                   help="total epochs; with --resume the run continues up to this number (default: 100)")
+    p.add_argument("--lr", type=_positive_float, default=0.01, help="learning rate (default: 0.01)")
     p.add_argument("--weight-decay", type=float, default=5e-4)
     p.add_argument("--optimizer", default="adam", choices=("adam", "adamw", "sgd"))
-    p.add_argument("--dropout", type=float, default=0.5)
-    p.add_argument("--heads", type=int, default=None, help="GAT attention heads of the hidden layers")
+    p.add_argument("--dropout", type=_dropout, default=0.5, help="feature dropout (default: 0.5)")
+    p.add_argument("--heads", type=_int_at_least(1), default=None, help="GAT attention heads of the hidden layers")
     p.add_argument("--seed", type=int, default=0, help="seed of the initial weights and dropout masks")
-    p.add_argument("--eval-every", type=int, default=1, help="evaluate every K epochs; 0 never")
-    p.add_argument("--log-every", type=int, default=10, help="progress line every K epochs; 0 never")
-    p.add_argument("--metrics", default=None, help="JSON-lines file of per-epoch metrics (rank 0)")
-    p.add_argument("--checkpoint-dir", default=None, help="where rank 0 writes checkpoints")
-    p.add_argument("--checkpoint-every", type=int, default=10)
-    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --checkpoint-dir")
+    p.add_argument("--eval-every", type=_int_at_least(0), default=1, help="evaluate every K epochs; 0 never")
+    p.add_argument("--log-every", type=_int_at_least(0), default=10, help="progress line every K epochs; 0 never")
+    p.add_argument("--metrics", default=None,
+                   help="JSON-lines file, one object per epoch (rank 0); started afresh unless --resume, "
+                        "which keeps the lines of the epochs before the checkpoint")
+    p.add_argument("--checkpoint-dir", default=None,
+                   help="where rank 0 writes checkpoints (only rank 0 reads them back: no shared filesystem needed)")
+    p.add_argument("--checkpoint-every", type=_int_at_least(1), default=10,
+                   help="checkpoint every K epochs and after the last (default: 10)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from the latest checkpoint in --checkpoint-dir (from epoch 0 if there is none)")
     p.add_argument("--no-verify", action="store_true", help="skip the sha256 check of the part files")
-    p.add_argument("--timeout", type=float, default=300.0, help="collective timeout in seconds (default: 300)")
+    p.add_argument("--timeout", type=_positive_float, default=300.0,
+                   help="collective timeout in seconds: a dead or stuck peer ends the job after it (default: 300)")
     p.add_argument("--backend", default=None, choices=("nccl", "gloo"), help="default: nccl on GPU, gloo on CPU")
     return p
 
 
-def init_logger(rank: int) -> None:
+def init_logger(rank: int) -> Callable[[], None]:
+    """Log to stderr as ``[rankR] message``; INFO on rank 0, warnings only elsewhere.
+
+    Adds one handler to the root logger (replacing one a previous call added) and returns a
+    function that restores the root logger as it was, so :func:`main` run in-process (tests, a
+    notebook) leaves the host's logging alone.
+    """
+    root = logging.getLogger()
+    saved_handlers, saved_level = list(root.handlers), root.level
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(f"[rank{rank}] %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
+    handler._gnn_dist_train = True  # type: ignore[attr-defined]
+    root.handlers[:] = [h for h in root.handlers if not getattr(h, "_gnn_dist_train", False)] + [handler]
     root.setLevel(logging.INFO if rank == 0 else logging.WARNING)
 
+    def restore() -> None:
+        root.handlers[:] = saved_handlers
+        root.setLevel(saved_level)
 
-def run(args: argparse.Namespace) -> dict:
-    """Train as ``args`` says inside an initialised process group; returns the final metrics."""
+    return restore
+
+
+def _prepare_metrics(path: str, start_epoch: int) -> None:
+    """Start the metrics file afresh, or keep only its records of epochs before ``start_epoch``
+    (a resumed run re-does the epochs after its checkpoint). Rewritten atomically."""
+    kept: list[str] = []
+    if start_epoch > 0 and os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut short by a crash
+                if isinstance(rec, dict) and isinstance(rec.get("epoch"), int) and rec["epoch"] < start_epoch:
+                    kept.append(line if line.endswith("\n") else line + "\n")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"--metrics {path}: the folder {folder} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.writelines(kept)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def run(args: argparse.Namespace, device: Any = None) -> dict:
+    """Train as ``args`` says inside an initialised process group (or as a single process);
+    returns the final metrics (every rank). ``device`` defaults to CPU."""
     import torch
 
     from .distributed import get_rank
+    from .distributed import raise_on_all_ranks
     from .partition import load_partition
     from .trainer import Trainer
 
     if args.resume and not args.checkpoint_dir:
         raise ValueError("--resume needs --checkpoint-dir")
-    part = load_partition(args.data, device=args._device, verify=not args.no_verify)
+    rank = get_rank()
+    part = load_partition(args.data, device=device, verify=not args.no_verify)
     log.info(f"{part!r}")
     torch.manual_seed(args.seed)
     model = build_model(args.model, in_dim=part.feature_dim, hidden_dim=args.hidden,
@@ -74,23 +172,47 @@ def run(args: argparse.Namespace) -> dict:
                       log_every=args.log_every)
     if args.resume and not trainer.resume():
         log.info(f"no checkpoint in {args.checkpoint_dir}: starting from epoch 0")
+    if args.epochs < trainer.epoch:
+        log.warning(f"the checkpoint is at epoch {trainer.epoch}, past --epochs {args.epochs}: nothing to train")
+    if args.metrics:
+        error: BaseException | None = None
+        if rank == 0:
+            try:
+                _prepare_metrics(args.metrics, trainer.epoch)
+            except Exception as exc:  # shared with the peers, then re-raised
+                error = exc
+        raise_on_all_ranks(error, f"preparing the metrics file {args.metrics}")
     trainer.fit(max(0, args.epochs - trainer.epoch))
     final = trainer.evaluate() if args.eval_every else {}
     final["epochs"] = trainer.epoch
-    if get_rank() == 0:
+    if rank == 0:
         log.info("final: " + json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in final.items()}))
     return final
 
 
 @record
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Parse ``argv`` (default: ``sys.argv[1:]``), start the process group, train, end it.
+
+    Any error ends the process group without waiting on peers and is re-raised (non-zero exit;
+    under torchrun, ``@record`` writes it to the error file).
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.resume and not args.checkpoint_dir:
+        parser.error("--resume needs --checkpoint-dir")
     from .distributed import init_distributed
 
     with init_distributed(backend=args.backend, timeout=args.timeout) as ctx:
-        init_logger(ctx.rank)
-        args._device = ctx.device
-        run(args)
+        restore_logging = init_logger(ctx.rank)
+        try:
+            log.info("config: " + json.dumps(vars(args), sort_keys=True))
+            run(args, device=ctx.device)
+        except Exception as exc:
+            log.error(f"rank {ctx.rank}: {type(exc).__name__}: {exc}")
+            raise
+        finally:
+            restore_logging()
     return 0
 
 

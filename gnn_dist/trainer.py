@@ -6,6 +6,12 @@ summed over ranks in one flat all-reduce, and every rank applies the same optimi
 weights stay identical on all ranks (they are broadcast from rank 0 once at the start, never
 trusted to a seed) and equal the one-device run's. Ranks without training rows still take part in
 every collective.
+
+Failure handling: a check that depends only on what every rank sees alike (the config, the model,
+the partition metadata, the all-reduced loss) raises on every rank by itself; a step that may fail
+on one rank only (rank 0 writing or reading a checkpoint) is followed by
+:func:`~gnn_dist.distributed.raise_on_all_ranks`, so every rank raises and none waits in a
+collective for a peer that has given up.
 """
 
 from __future__ import annotations
@@ -19,10 +25,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 
 from . import checkpoint as ckpt
-from .distributed import all_reduce_grads, all_reduce_sum, broadcast_module, get_rank, get_world_size
+from .checkpoint import CheckpointError
+from .distributed import (all_reduce_grads, all_reduce_sum, broadcast_module, get_rank, get_world_size,
+                          is_distributed)
+from .distributed import raise_on_all_ranks
 
 __all__ = ["Trainer", "TrainerConfig", "PIPELINES"]
 
@@ -30,6 +40,27 @@ log = logging.getLogger(__name__)
 
 PIPELINES = ("sync",)
 OPTIMIZERS = ("adam", "adamw", "sgd")
+_ARCH_FIELDS = ("in_dim", "hidden_dim", "out_dim", "num_layers")
+"""Model attributes a checkpoint must agree with (its weights' shapes depend on them)."""
+_RUN_FIELDS = ("dropout", "seed")
+"""Model attributes that may change on resume (with a warning: the run no longer reproduces)."""
+
+
+def _model_info(model: torch.nn.Module) -> dict[str, Any]:
+    """The model's class and the size/seed attributes it has (BasicGNN's), for checkpoints."""
+    info: dict[str, Any] = {"class": type(model).__name__}
+    for name in (*_ARCH_FIELDS, *_RUN_FIELDS):
+        value = getattr(model, name, None)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            info[name] = value
+    return info
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats replaced by None (JSON has no NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 @dataclass(kw_only=True, slots=True)
@@ -84,11 +115,29 @@ class Trainer:
             raise ValueError(f"{part.path}: the partition has no labels to train on")
         if self.part.global_num_train == 0:
             raise ValueError(f"{part.path}: the partition has no training nodes (train_mask is empty everywhere)")
+        self._check_model_fits(model, part)
         broadcast_module(self.model, src=0)
         self.optimizer = self._build_optimizer()
         self.epoch = 0
         self.history: list[dict[str, Any]] = []
         self.rank = get_rank()
+
+    @staticmethod
+    def _check_model_fits(model: torch.nn.Module, part: Any) -> None:
+        """The model's input/output widths against the partition's (same on every rank: no collective)."""
+        in_dim, out_dim = getattr(model, "in_dim", None), getattr(model, "out_dim", None)
+        if isinstance(in_dim, int) and in_dim != part.feature_dim:
+            raise ValueError(f"{part.path}: the model's input width in_dim={in_dim} does not match the "
+                             f"partition's feature width {part.feature_dim}; build the model with "
+                             f"in_dim={part.feature_dim}")
+        if isinstance(out_dim, int):
+            if part.multilabel and out_dim != part.num_classes:
+                raise ValueError(f"{part.path}: the model's output width out_dim={out_dim} does not match "
+                                 f"the {part.num_classes} labels of this multi-label partition")
+            if not part.multilabel and out_dim < part.num_classes:
+                raise ValueError(f"{part.path}: the model's output width out_dim={out_dim} is smaller than "
+                                 f"the partition's {part.num_classes} classes; build it with "
+                                 f"out_dim={part.num_classes}")
 
     def _build_optimizer(self) -> torch.optim.Optimizer:
         c, params = self.config, self.model.parameters()
@@ -183,7 +232,7 @@ class Trainer:
         if self.rank == 0:
             if c.metrics_path:
                 with open(c.metrics_path, "a") as f:
-                    f.write(json.dumps(rec) + "\n")
+                    f.write(json.dumps({k: _json_safe(v) for k, v in rec.items()}) + "\n")
             if c.log_every and (rec["epoch"] % c.log_every == 0 or last):
                 accs = "" if rec["val_acc"] is None else (
                     f"  train {rec['train_acc']:.4f}  val {rec['val_acc']:.4f}  test {rec['test_acc']:.4f}")
@@ -194,31 +243,99 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint holds: weights, optimizer state, epoch, RNG states, config, history."""
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "epoch": self.epoch, "rng": ckpt.rng_state(), "config": asdict(self.config),
+                "model_info": _model_info(self.model), "world_size": get_world_size(),
                 "history": self.history}
 
-    def save_checkpoint(self) -> Path | None:
-        """Rank 0 writes the checkpoint after ``self.epoch`` epochs (atomically)."""
+    def save_checkpoint(self) -> Path:
+        """Checkpoint the state after ``self.epoch`` epochs; returns the path rank 0 wrote.
+
+        Every rank calls it (it is a collective): rank 0 writes the file atomically (see
+        :mod:`gnn_dist.checkpoint`), then all ranks meet, so no rank goes on (or reads the
+        checkpoint) before it is complete, and a failed write raises on every rank.
+        """
         if self.config.checkpoint_dir is None:
             raise ValueError("save_checkpoint needs checkpoint_dir")
-        if self.rank != 0:
-            return None
-        return ckpt.save_checkpoint(self.config.checkpoint_dir, self.epoch, self.state_dict())
+        path = ckpt.checkpoint_path(self.config.checkpoint_dir, self.epoch)
+        error: BaseException | None = None
+        if self.rank == 0:
+            try:
+                path = ckpt.save_checkpoint(self.config.checkpoint_dir, self.epoch, self.state_dict())
+            except Exception as exc:  # shared with the peers, then re-raised
+                error = exc
+        raise_on_all_ranks(error, f"writing the checkpoint {path}")
+        if self.rank == 0:
+            log.info(f"saved {path}")
+        return path
 
     def resume(self, path: str | Path | None = None) -> bool:
-        """Load ``path`` (default: the latest checkpoint in ``checkpoint_dir``); False if none."""
-        if path is None:
-            if self.config.checkpoint_dir is None:
-                raise ValueError("resume needs a path or checkpoint_dir")
-            path = ckpt.latest_checkpoint(self.config.checkpoint_dir)
-            if path is None:
-                return False
-        state = ckpt.load_checkpoint(path)
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        """Continue from a checkpoint; False (and nothing changes) if there is none.
+
+        ``path`` defaults to the latest checkpoint in ``checkpoint_dir`` (a missing or empty
+        folder has none). Every rank calls it (a collective): rank 0 reads the file and
+        broadcasts its contents, so only rank 0 needs to see ``path`` (no shared filesystem
+        needed) and all ranks resume from the same file. Epoch numbers continue from the
+        checkpoint's; the weights, optimizer state, dropout step and RNG states are restored, so
+        the run reproduces the uninterrupted one exactly. The number of ranks may differ from the
+        run that wrote it. ``lr`` and ``weight_decay`` are this trainer's (a warning says when the
+        checkpoint's differ).
+
+        Raises:
+            CheckpointError: (on every rank) the file is missing, corrupt, or was written for
+                another model shape or optimizer; the message names the file.
+        """
+        if path is None and self.config.checkpoint_dir is None:
+            raise ValueError("resume needs a path or checkpoint_dir")
+        state: dict[str, Any] | None = None
+        error: BaseException | None = None
+        if self.rank == 0:
+            try:
+                if path is None:
+                    path = ckpt.latest_checkpoint(self.config.checkpoint_dir)  # type: ignore[arg-type]
+                if path is not None:
+                    state = ckpt.load_checkpoint(path)
+            except Exception as exc:  # shared with the peers, then re-raised
+                error = exc
+        raise_on_all_ranks(error, "reading the checkpoint")
+        if is_distributed():
+            box: list[Any] = [state, None if path is None else str(path)]
+            dist.broadcast_object_list(box, src=0)
+            state, path = box
+        if state is None:
+            where = path if path is not None else self.config.checkpoint_dir
+            log.info(f"no checkpoint in {where}")
+            return False
+        self._load_state(state, Path(path))  # type: ignore[arg-type]
+        log.info(f"resumed from {path} at epoch {self.epoch}")
+        return True
+
+    def _load_state(self, state: dict[str, Any], path: Path) -> None:
+        """Apply a checked checkpoint; identical on every rank, so any error is raised by all."""
+        saved, mine = state["config"], asdict(self.config)
+        if saved.get("optimizer") != mine["optimizer"]:
+            raise CheckpointError(f"the checkpoint was written with optimizer={saved.get('optimizer')!r}, "
+                                  f"this run uses optimizer={mine['optimizer']!r}", path=path)
+        info, now = state.get("model_info", {}), _model_info(self.model)
+        arch = [k for k in ("class", *_ARCH_FIELDS) if k in info and k in now and info[k] != now[k]]
+        if arch:
+            diff = ", ".join(f"{k}={info[k]!r} (this run: {now[k]!r})" for k in arch)
+            raise CheckpointError(f"the checkpoint was written for another model: {diff}", path=path)
+        for k in _RUN_FIELDS:
+            if k in info and k in now and info[k] != now[k]:
+                log.warning(f"{path}: the checkpoint's model has {k}={info[k]!r}, this run {now[k]!r}; "
+                            f"the resumed run will not reproduce the uninterrupted one")
+        try:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as exc:
+            raise CheckpointError(f"the checkpoint does not fit this model/optimizer ({exc})", path=path) from exc
+        for k in ("lr", "weight_decay"):
+            if saved.get(k) != mine[k]:
+                log.warning(f"{path}: the checkpoint has {k}={saved.get(k)}, continuing with {k}={mine[k]}")
+            for group in self.optimizer.param_groups:
+                group[k] = mine[k]
         self.epoch = int(state["epoch"])
         self.history = list(state.get("history", []))
         ckpt.set_rng_state(state["rng"])
-        log.info(f"resumed from {path} at epoch {self.epoch}")
-        return True

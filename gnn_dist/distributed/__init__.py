@@ -14,6 +14,7 @@ from .collectives import (
     all_reduce_sum,
     barrier,
     broadcast_module,
+    raise_on_all_ranks,
 )
 from .env import LaunchEnv, read_launch_env
 from .errors import DistributedConfigError, HaloSpecError
@@ -50,6 +51,7 @@ __all__ = [
     "init_distributed",
     "is_distributed",
     "keep_alive",
+    "raise_on_all_ranks",
     "read_launch_env",
     "shutdown_process_group",
 ]

@@ -21,6 +21,7 @@ from .keepalive import keep_alive
 from .process_group import get_world_size, is_distributed
 
 __all__ = [
+    "raise_on_all_ranks",
     "all_reduce_sum",
     "all_reduce_max",
     "all_reduce_min",
@@ -210,3 +211,30 @@ def _buckets(tensors: list[torch.Tensor], cap_bytes: int) -> Iterator[list[torch
         size += nbytes
     if bucket:
         yield bucket
+
+
+def raise_on_all_ranks(error: BaseException | None, what: str,
+                       group: dist.ProcessGroup | None = None) -> None:
+    """Make a step that may fail on some ranks fail on **every** rank (a collective: all call it).
+
+    Each rank passes the exception its own step raised (or None). Every rank learns which ranks
+    failed (one ``all_gather_object``, which also acts as a barrier); a failed rank re-raises its
+    own exception, the others raise ``ValueError`` (when the first failure was one: bad user
+    input) or ``RuntimeError`` naming the first failed rank and its message. So no rank walks on
+    into a collective its failed peer will never join. Without a multi-rank group it re-raises
+    ``error`` (if any) and returns.
+    """
+    if not is_distributed(group):
+        if error is not None:
+            raise error
+        return
+    mine = None if error is None else (isinstance(error, ValueError), f"{type(error).__name__}: {error}")
+    gathered: list[object] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(gathered, mine, group=group)
+    if error is not None:
+        raise error
+    for r, item in enumerate(gathered):
+        if item is not None:
+            is_value_error, message = item  # type: ignore[misc]
+            kind = ValueError if is_value_error else RuntimeError
+            raise kind(f"{what} failed on rank {r}: {message}")

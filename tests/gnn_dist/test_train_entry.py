@@ -1,0 +1,164 @@
+"""The training entry point: ``gnn_dist.train`` in-process, and once for real under torchrun.
+
+In-process (world size 1, no process group): ``main([...])`` and ``python -m gnn_dist.train``
+(through ``runpy``) train a 1-part folder, write one JSON object per epoch and lower the loss.
+Under torchrun: ``gnn-dist train --nproc 2`` (the console script, which runs
+``python -m torch.distributed.run --standalone``) trains a 2-part folder end to end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from partitioners import Graph
+from partitioners.format.writer import write_partition
+
+pytestmark = pytest.mark.filterwarnings("ignore:Unable to enable fault handler:UserWarning")
+REPO = Path(__file__).resolve().parents[2]
+METRIC_KEYS = {"epoch", "train_loss", "train_acc", "val_acc", "test_acc", "epoch_time_s", "comm_bytes"}
+
+
+
+
+def make_graph(num_nodes: int = 60, seed: int = 0) -> Graph:
+    """Labels follow the first three feature columns, so they are learnable."""
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, num_nodes, 300), rng.integers(0, num_nodes, 300)
+    x = rng.standard_normal((num_nodes, 5)).astype(np.float32)
+    y = x[:, :3].argmax(1)
+    train = rng.random(num_nodes) < 0.5
+    val = ~train & (rng.random(num_nodes) < 0.5)
+    return Graph.from_edges(src, dst, num_nodes, features=x, labels=y, train_mask=train, val_mask=val,
+                            test_mask=~train & ~val, num_classes=3)
+
+
+def write(graph: Graph, num_parts: int, out: Path) -> str:
+    assignment = np.random.default_rng(num_parts).integers(0, num_parts, graph.num_nodes)
+    write_partition(graph, assignment, num_parts, out, method="test", method_params={}, seed=0)
+    return str(out)
+
+
+def read_metrics(path: str | Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("entry")
+    g = make_graph()
+    return {"p1": write(g, 1, root / "p1"), "p2": write(g, 2, root / "p2")}
+
+
+def test_main_trains_and_writes_metrics(folders, tmp_path):
+    from gnn_dist.train import main
+
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text('{"epoch": 0, "stale": true}\n')  # a previous run's file is started afresh
+    rc = main(["--data", folders["p1"], "--model", "sage", "--hidden", "16", "--layers", "2", "--epochs", "15",
+               "--lr", "0.05", "--dropout", "0", "--seed", "3", "--eval-every", "5", "--metrics", str(metrics),
+               "--log-every", "0"])
+    assert rc == 0
+    recs = read_metrics(metrics)
+    assert [r["epoch"] for r in recs] == list(range(15))
+    for r in recs:
+        assert METRIC_KEYS <= set(r), sorted(METRIC_KEYS - set(r))
+        assert r["comm_bytes"] == 0 and r["epoch_time_s"] > 0  # world size 1: nothing crosses a wire
+        evaluated = (r["epoch"] + 1) % 5 == 0
+        assert (r["val_acc"] is not None) == evaluated, r
+    assert recs[-1]["train_loss"] < 0.8 * recs[0]["train_loss"]
+    assert recs[-1]["train_acc"] > recs[4]["train_acc"]  # evaluated at epochs 4, 9, 14
+
+
+def test_module_entry_point_runs_as_a_script(folders, tmp_path, monkeypatch):
+    """``python -m gnn_dist.train ...`` (the module torchrun runs), in-process via runpy."""
+    metrics = tmp_path / "metrics.jsonl"
+    monkeypatch.setattr(sys, "argv", ["gnn_dist.train", "--data", folders["p1"], "--model", "gat", "--heads", "2",
+                                      "--hidden", "8", "--epochs", "2", "--dropout", "0.5",
+                                      "--metrics", str(metrics), "--log-every", "0"])
+    with pytest.warns(RuntimeWarning, match="found in sys.modules"), pytest.raises(SystemExit) as exc:
+        runpy.run_module("gnn_dist.train", run_name="__main__")
+    assert exc.value.code == 0
+    recs = read_metrics(metrics)
+    assert [r["epoch"] for r in recs] == [0, 1] and all(np.isfinite(r["train_loss"]) for r in recs)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--dropout", "1.5"], r"--dropout: expected a probability in \[0, 1\), got 1.5"),
+    (["--hidden", "0"], r"--hidden: expected an integer >= 1, got 0"),
+    (["--lr", "-1"], r"--lr: expected a positive number, got -1"),
+    (["--model", "mlp"], r"--model: invalid choice: 'mlp'"),
+])
+def test_bad_flags_are_usage_errors(folders, capsys, flags, message):
+    import re
+
+    from gnn_dist.train import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--data", folders["p1"], *flags])
+    assert exc.value.code == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_resume_in_process_continues_the_metrics_file(folders, tmp_path):
+    from gnn_dist.train import main
+
+    metrics, ckpt = tmp_path / "m.jsonl", tmp_path / "ckpt"
+    base = ["--data", folders["p1"], "--hidden", "8", "--metrics", str(metrics), "--checkpoint-dir", str(ckpt),
+            "--checkpoint-every", "2", "--log-every", "0"]
+    assert main([*base, "--epochs", "3"]) == 0  # checkpoints at 2 and 3
+    with open(metrics, "a") as f:  # an epoch the crashed run logged after its last checkpoint
+        f.write(json.dumps({"epoch": 3, "train_loss": -1.0}) + "\n")
+    assert main([*base, "--epochs", "5", "--resume"]) == 0
+    recs = read_metrics(metrics)
+    assert [r["epoch"] for r in recs] == [0, 1, 2, 3, 4] and recs[3]["train_loss"] > 0
+    assert main([*base, "--epochs", "5", "--resume"]) == 0  # already done: trains nothing
+    assert [r["epoch"] for r in read_metrics(metrics)] == [0, 1, 2, 3, 4]
+
+
+def run_tree(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """Run ``cmd`` in its own session; on timeout kill its whole process tree (torchrun + ranks)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
+        [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"{' '.join(cmd)} did not finish in {timeout} s:\n{out[-4000:]}")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, "")
+
+
+def test_gnn_dist_train_under_torchrun(folders, tmp_path):
+    exe = shutil.which("gnn-dist")
+    cli = [exe] if exe else [sys.executable, "-m", "partitioners.cli"]
+    metrics, ckpt = tmp_path / "metrics.jsonl", tmp_path / "ckpt"
+    res = run_tree([*cli, "train", "--data", folders["p2"], "--nproc", "2", "--model", "gcn", "--hidden", "8",
+                    "--epochs", "4", "--lr", "0.05", "--dropout", "0.5", "--seed", "1", "--eval-every", "2",
+                    "--metrics", str(metrics), "--checkpoint-dir", str(ckpt), "--log-every", "0",
+                    "--timeout", "60"], timeout=150)
+    assert res.returncode == 0, res.stdout[-4000:]
+    recs = read_metrics(metrics)
+    assert [r["epoch"] for r in recs] == [0, 1, 2, 3]
+    assert all(METRIC_KEYS <= set(r) for r in recs)
+    assert all(r["comm_bytes"] > 0 for r in recs)  # halo rows and gradients crossed between the ranks
+    assert recs[1]["val_acc"] is not None and recs[0]["val_acc"] is None
+    assert (ckpt / "checkpoint-000004.pt").is_file() and (ckpt / "latest").is_file()
+    assert '"epochs": 4' in res.stdout  # rank 0's final line

@@ -1,0 +1,268 @@
+"""Error paths of the training runtime: each is a clear message, on every rank, and no rank hangs.
+
+- one 2-rank launch runs every user-error case through the real entry point (``main``) in turn
+  (world size != parts, a missing part file, a corrupt part file, a NaN loss, a model of the
+  wrong input width); each case must fail on **both** ranks, after which the group still works
+  (so no rank was left waiting in a collective);
+- a peer that dies mid-training (``os._exit``) makes the survivor exit non-zero within the
+  collective timeout (``--timeout``), not hang;
+- one real torchrun launch with the wrong number of processes exits non-zero and says both
+  numbers (torchrun directly: ``gnn-dist train`` refuses a wrong ``--nproc`` before launching).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from partitioners import Graph
+from partitioners.format.writer import write_partition
+from mp_utils import launch_ranks, run_ranks
+
+pytestmark = pytest.mark.filterwarnings("ignore:Unable to enable fault handler:UserWarning")
+REPO = Path(__file__).resolve().parents[2]
+PEER_TIMEOUT_S = 15
+"""The ``--timeout`` of the dead-peer test: the survivor must be gone well within it."""
+
+
+def make_graph(num_nodes: int = 60, seed: int = 0) -> Graph:
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, num_nodes, 300), rng.integers(0, num_nodes, 300)
+    x = rng.standard_normal((num_nodes, 5)).astype(np.float32)
+    y = rng.integers(0, 3, num_nodes)
+    train = rng.random(num_nodes) < 0.5
+    val = ~train & (rng.random(num_nodes) < 0.5)
+    return Graph.from_edges(src, dst, num_nodes, features=x, labels=y, train_mask=train, val_mask=val,
+                            test_mask=~train & ~val, num_classes=3)
+
+
+def write(graph: Graph, num_parts: int, out: Path) -> str:
+    assignment = np.random.default_rng(num_parts).integers(0, num_parts, graph.num_nodes)
+    write_partition(graph, assignment, num_parts, out, method="test", method_params={}, seed=0)
+    return str(out)
+
+
+def argv(data: str, *extra: str) -> list[str]:
+    return ["--data", data, "--model", "gcn", "--hidden", "8", "--epochs", "3", "--lr", "0.05",
+            "--dropout", "0.5", "--seed", "1", "--log-every", "0", *extra]
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("errors")
+    g = make_graph()
+    out = {"p2": write(g, 2, root / "p2"), "p3": write(g, 3, root / "p3")}
+    missing = shutil.copytree(out["p2"], root / "missing")
+    os.unlink(missing / "part-00001" / "features.npy")
+    corrupt = shutil.copytree(out["p2"], root / "corrupt")
+    labels = corrupt / "part-00000" / "labels.npy"
+    raw = bytearray(labels.read_bytes())
+    raw[-1] ^= 0x01  # same size, other sha256
+    labels.write_bytes(bytes(raw))
+    out.update(missing=str(missing), corrupt=str(corrupt), root=str(root))
+    return out
+
+
+# ---------------------------------------------------------------- user errors on 2 ranks
+_COLLECTIVES = ("all_reduce", "all_gather", "all_gather_object", "all_to_all_single", "broadcast",
+                "broadcast_object_list", "barrier", "send", "recv", "reduce_scatter")
+
+
+def _no_collectives(monkeypatch_like: list) -> None:
+    """Make every torch.distributed collective raise (restored by the caller)."""
+    import torch.distributed as dist
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a collective ran before the world-size check")
+
+    for name in _COLLECTIVES:
+        monkeypatch_like.append((name, getattr(dist, name)))
+        setattr(dist, name, refuse)
+
+
+def error_cases(rank: int, world_size: int, folders: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """Run each failing job in turn on this rank; return case -> (exception type, message)."""
+    import torch.distributed as dist
+
+    import gnn_dist
+    from gnn_dist.models import build_model
+    from gnn_dist.train import main
+
+    out: dict[str, tuple[str, str]] = {}
+
+    def attempt(case: str, fn) -> None:
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - the test asserts on the type
+            out[case] = (type(exc).__name__, str(exc))
+        else:
+            out[case] = ("none", "")
+
+    saved: list = []
+    _no_collectives(saved)
+    try:
+        attempt("world_size", lambda: main(argv(folders["p3"])))
+    finally:
+        for name, fn in saved:
+            setattr(dist, name, fn)
+    attempt("missing_part", lambda: main(argv(folders["missing"])))
+    attempt("corrupt_part", lambda: main(argv(folders["corrupt"])))
+    attempt("nan_loss", lambda: main(argv(folders["p2"], "--lr", "1e30", "--epochs", "5")))
+
+    def wrong_width() -> None:
+        part = gnn_dist.load_partition(folders["p2"])
+        model = build_model("gcn", in_dim=part.feature_dim + 2, hidden_dim=8, out_dim=part.num_classes,
+                            num_layers=2)
+        gnn_dist.Trainer(model, part)
+
+    attempt("in_dim", wrong_width)
+    # The group still works: no rank is stuck in a collective left over from a failed case.
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    out["alive"] = ("sum", str(int(t.item())))
+    return out
+
+
+@pytest.fixture(scope="module")
+def error_results(folders) -> list[dict[str, tuple[str, str]]]:
+    return run_ranks(error_cases, 2, folders, timeout=120, grace=30, pg_timeout=60)
+
+
+def test_every_rank_survives_each_error(error_results):
+    for rank, res in enumerate(error_results):
+        assert res["alive"] == ("sum", "2"), f"rank {rank}"
+        for case in ("world_size", "missing_part", "corrupt_part", "nan_loss", "in_dim"):
+            assert res[case][0] != "none", f"rank {rank}: {case} did not raise"
+
+
+def test_world_size_other_than_num_parts(error_results):
+    for res in error_results:
+        kind, message = res["world_size"]
+        assert kind == "ValueError", message  # not the AssertionError of a collective
+        assert "num_parts=3" in message and "world_size=2" in message
+        assert "--nproc-per-node 3" in message
+
+
+def test_missing_part_file_is_named_on_every_rank(error_results, folders):
+    name = str(Path(folders["missing"]) / "part-00001" / "features.npy")
+    kind1, msg1 = error_results[1]["missing_part"]
+    assert kind1 == "PartitionFormatError" and name in msg1 and "missing file" in msg1
+    kind0, msg0 = error_results[0]["missing_part"]  # rank 0's own part is fine; it fails with its peer
+    assert kind0 == "ValueError" and "failed on rank 1" in msg0 and name in msg0
+
+
+def test_corrupt_part_file_is_named_on_every_rank(error_results, folders):
+    name = str(Path(folders["corrupt"]) / "part-00000" / "labels.npy")
+    kind0, msg0 = error_results[0]["corrupt_part"]
+    assert kind0 == "PartitionFormatError" and name in msg0 and "sha256 mismatch" in msg0
+    kind1, msg1 = error_results[1]["corrupt_part"]
+    assert kind1 == "ValueError" and "failed on rank 0" in msg1 and name in msg1
+
+
+def test_nan_loss_raises_on_all_ranks_with_the_epoch(error_results):
+    messages = {res["nan_loss"] for res in error_results}
+    assert len(messages) == 1, messages  # the same epoch on both ranks
+    kind, message = messages.pop()
+    assert kind == "FloatingPointError"
+    assert "epoch 1: the training loss is" in message and "lr=1e+30" in message
+
+
+def test_model_input_width_other_than_features(error_results):
+    for res in error_results:
+        kind, message = res["in_dim"]
+        assert kind == "ValueError"
+        assert "in_dim=7" in message and "feature width 5" in message
+
+
+def test_world_size_one_on_a_two_part_folder(folders):
+    from gnn_dist.train import main
+
+    with pytest.raises(ValueError, match=r"num_parts=2 but the job runs world_size=1"):
+        main(argv(folders["p2"]))
+
+
+def test_resume_without_checkpoint_dir_is_a_usage_error(folders, capsys):
+    from gnn_dist.train import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv(folders["p2"], "--resume"))
+    assert exc.value.code == 2
+    assert "--resume needs --checkpoint-dir" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- a peer dies
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def train_until_peer_dies(rank: int, world_size: int, data: str, metrics: str, port: int) -> None:
+    """Rank 1 exits abruptly once rank 0 has logged two epochs; rank 0 must then fail by itself."""
+    import threading
+
+    from gnn_dist.train import main
+
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
+                      LOCAL_WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    if rank == 1:
+        def die() -> None:
+            while True:
+                if os.path.exists(metrics) and len(Path(metrics).read_text().splitlines()) >= 2:
+                    os._exit(17)
+                time.sleep(0.02)
+
+        threading.Thread(target=die, daemon=True).start()
+    main(argv(data, "--epochs", "1000000", "--metrics", metrics, "--timeout", str(PEER_TIMEOUT_S)))
+
+
+def test_dead_peer_ends_the_job_within_the_timeout(folders, tmp_path):
+    metrics = str(tmp_path / "metrics.jsonl")
+    outcomes = launch_ranks(train_until_peer_dies, 2, folders["p2"], metrics, _free_port(),
+                            init_group=False, timeout=90, grace=60)
+    dead, survivor = outcomes[1], outcomes[0]
+    assert dead.exitcode == 17, dead.describe()
+    assert survivor.killed_by_harness is None, survivor.describe()
+    assert survivor.exitcode not in (0, None) and survivor.exc_type is not None, survivor.describe()
+    assert survivor.exit_time_s - dead.exit_time_s < PEER_TIMEOUT_S + 10, survivor.describe()
+    assert len(Path(metrics).read_text().splitlines()) >= 2  # it died mid-training, not at start
+
+
+# ---------------------------------------------------------------- through torchrun
+def run_tree(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """Run ``cmd`` in its own session; on timeout kill its whole process tree (torchrun + ranks)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
+        [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"{' '.join(cmd)} did not finish in {timeout} s:\n{out[-4000:]}")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, "")
+
+
+def test_torchrun_with_the_wrong_process_count_fails(folders):
+    res = run_tree([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                    "-m", "gnn_dist.train", *argv(folders["p3"]), "--timeout", "30"], timeout=120)
+    assert res.returncode != 0, res.stdout[-4000:]
+    assert "num_parts=3" in res.stdout and "world_size=2" in res.stdout, res.stdout[-4000:]
+    assert "ChildFailedError" in res.stdout  # torchrun saw the ranks fail (no hang, no kill)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from unittest import mock
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from partitioners import Graph, GraphError
+from partitioners import graph as graph_module
 
 
 def edge_list(g: Graph) -> list[tuple[int, int]]:
@@ -277,6 +279,145 @@ def test_cleaning_options_match_a_set_model(case):
     assert g.preprocessing["symmetrize_added"] == len(want) - len(kept)
     assert g.preprocessing["self_loops_removed"] == sum(u == v for u, v in zip(src, dst))
     assert g.is_symmetric()
+
+
+def build_model(n, src, dst, w, *, symmetrize, remove_self_loops, remove_duplicates):
+    """The documented semantics of from_edges, edge by edge: (indptr, [(src, dst, w)], report)."""
+    edges = list(zip(src, dst, w))
+    report = {}
+    if remove_self_loops:
+        report["self_loops_removed"] = sum(s == d for s, d, _ in edges)
+        edges = [e for e in edges if e[0] != e[1]]
+    if remove_duplicates:
+        seen, kept = set(), []
+        for e in edges:
+            if e[:2] not in seen:
+                seen.add(e[:2])
+                kept.append(e)
+        report["duplicates_removed"] = len(edges) - len(kept)
+        edges = kept
+    if symmetrize:
+        present, added = {e[:2] for e in edges}, {}
+        for s, d, wt in edges:  # the first forward edge gives the added reverse its weight
+            if (d, s) not in present and (d, s) not in added:
+                added[(d, s)] = wt
+        report["symmetrize_added"] = len(added)
+        edges += [(s, d, wt) for (s, d), wt in added.items()]
+    # CSR order: by (dst, src), ties in input order (added reverses never tie with an input edge)
+    stored = [e for _, e in sorted(enumerate(edges), key=lambda ie: (ie[1][1], ie[1][0], ie[0]))]
+    indptr = np.cumsum([0] + np.bincount([d for _, d, _ in edges], minlength=n).tolist()).tolist()
+    return indptr, stored, report
+
+
+@settings(max_examples=40, deadline=None)
+@given(random_edges(), st.booleans(), st.booleans(), st.booleans(), st.booleans(),
+       st.sampled_from([1, 2, 3, 1 << 20]))
+def test_every_option_combination_matches_the_model(case, weighted, sym, loops, dups, chunk):
+    """Weighted (stable path) and unweighted (in-place sorts), every chunk size, every option set."""
+    n, src, dst, w = case
+    w32 = np.float32(w).tolist()
+    opts = dict(symmetrize=sym, remove_self_loops=loops, remove_duplicates=dups)
+    want_indptr, want, want_report = build_model(n, src, dst, w32, **opts)
+    with mock.patch.object(graph_module, "_CHUNK", chunk):
+        g = Graph.from_edges(np.array(src, np.int64), np.array(dst, np.int64), n,
+                             edge_weight=np.array(w32, np.float32) if weighted else None, **opts)
+        out_degree = g.out_degree()
+    assert g.indptr.tolist() == want_indptr
+    assert edge_list(g) == [(s, d) for s, d, _ in want]
+    if weighted:
+        assert g.edge_weight.tolist() == [wt for _, _, wt in want]
+    else:
+        assert g.edge_weight is None
+    assert list(g.preprocessing.items()) == list(want_report.items())  # counts and their order
+    assert out_degree.dtype == np.int64
+    assert out_degree.tolist() == np.bincount([s for s, _, _ in want], minlength=n).tolist()
+
+
+def test_large_weighted_build_keeps_duplicates_in_input_order():
+    # ~8 repeats per pair (n = 50), over many chunks of the key builder
+    rng = np.random.default_rng(3)
+    src, dst = rng.integers(0, 50, 20_000), rng.integers(0, 50, 20_000)
+    w = np.arange(20_000, dtype=np.float32)  # the weight is the input position
+    with mock.patch.object(graph_module, "_CHUNK", 1000):
+        g = Graph.from_edges(src, dst, 50, edge_weight=w)
+        first = Graph.from_edges(src, dst, 50, edge_weight=w, remove_duplicates=True)
+    order = np.lexsort((np.arange(src.size), src, dst))  # by dst, then src, then position
+    np.testing.assert_array_equal(g.edge_weight, w[order])
+    np.testing.assert_array_equal(g.indices, src[order])
+    np.testing.assert_array_equal(g.dst_of_edges(), dst[order])
+    # the first of each repeated pair is the one with the smallest input position
+    key = dst[order] * 50 + src[order]
+    runs = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    np.testing.assert_array_equal(first.edge_weight, np.minimum.reduceat(w[order], runs))
+    np.testing.assert_array_equal(first.indices, src[order][runs])
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 1 << 20])
+def test_dropped_self_loops_take_their_weights_with_them(chunk):
+    with mock.patch.object(graph_module, "_CHUNK", chunk):
+        g = Graph.from_edges([0, 2, 1, 3], [0, 1, 1, 2], edge_weight=[1.0, 2.0, 3.0, 4.0],
+                             remove_self_loops=True)
+    assert edge_list(g) == [(2, 1), (3, 2)] and g.edge_weight.tolist() == [2.0, 4.0]
+    assert g.preprocessing == {"self_loops_removed": 2}
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_from_edges_leaves_the_callers_arrays_unchanged(weighted):
+    # the builder sorts and compacts in place: only in its own buffers
+    src = np.array([3, 0, 2, 0, 1, 1], np.int64)
+    dst = np.array([0, 1, 2, 1, 0, 3], np.int64)
+    w = np.array([6, 5, 4, 3, 2, 1], np.float32) if weighted else None
+    before = [a.copy() for a in (src, dst, w) if a is not None]
+    g = Graph.from_edges(src, dst, 4, edge_weight=w, symmetrize=True, remove_self_loops=True,
+                         remove_duplicates=True)
+    assert g.num_edges == 6  # 3->0, 0->1, 1->0, 1->3 and the reverses 0->3, 3->1
+    for a, b in zip([a for a in (src, dst, w) if a is not None], before):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_added_reverses_take_the_weight_of_their_own_forward_edge():
+    # the reverses (0->2 and 1->0) sort in the other order than their forward edges
+    g = Graph.from_edges([2, 0, 0], [0, 1, 1], 3, edge_weight=[1.0, 2.0, 3.0], symmetrize=True)
+    assert edge_list(g) == [(1, 0), (2, 0), (0, 1), (0, 1), (0, 2)]
+    assert g.edge_weight.tolist() == [2.0, 1.0, 2.0, 3.0, 1.0]
+    assert g.preprocessing == {"symmetrize_added": 2}
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5, 1 << 20])
+def test_chunked_helpers_agree_with_numpy(chunk):
+    rng = np.random.default_rng(chunk)
+    keys = np.sort(rng.integers(0, 12, 60))  # long runs of repeats, across chunk boundaries
+    queries = np.unique(rng.integers(0, 20, 15))
+    with mock.patch.object(graph_module, "_CHUNK", chunk):
+        np.testing.assert_array_equal(graph_module._dedupe_sorted(keys.copy()), np.unique(keys))
+        np.testing.assert_array_equal(graph_module._sorted_isin(queries, keys), np.isin(queries, keys))
+        np.testing.assert_array_equal(graph_module._reverse_keys(keys, 4), (keys % 4) * 4 + keys // 4)
+
+
+def test_stable_order_by_matches_a_stable_argsort_and_falls_back_near_overflow():
+    v = np.array([3, 1, 3, 0, 1, 3], dtype=np.int64)
+    want = np.argsort(v, kind="stable")
+    np.testing.assert_array_equal(graph_module._stable_order_by(v.copy(), 4), want)
+    # composites value * M + position would overflow int64: the argsort fallback is taken
+    big = np.array([2**62 - 1, 5, 2**62 - 1, 0, 2**61], dtype=np.int64)
+    np.testing.assert_array_equal(graph_module._stable_order_by(big.copy(), 2**62),
+                                  np.argsort(big, kind="stable"))
+    assert graph_module._stable_order_by(np.empty(0, np.int64), 4).size == 0
+
+
+def test_edge_keys_fit_int64_up_to_the_node_limit_and_past_it_is_an_error():
+    n = graph_module._MAX_NODES
+    src = np.array([n - 1, 0, n - 1], np.int64)
+    dst = np.array([n - 1, n - 1, 0], np.int64)
+    buffer, num_keys, _, loops = graph_module._edge_keys(src, dst, n, None, drop_self_loops=False,
+                                                         room=2)
+    assert buffer.size == 5 and num_keys == 3 and loops == 0  # 2 entries of room after the keys
+    keys = buffer[:num_keys]
+    assert keys.tolist() == [(n - 1) * n + n - 1, (n - 1) * n, n - 1]
+    assert max(keys.tolist()) <= 2**63 - 1 < (n + 1) ** 2 - 1  # n is the largest that fits
+    assert graph_module._reverse_keys(keys, n).tolist() == [(n - 1) * n + n - 1, n - 1, (n - 1) * n]
+    with pytest.raises(GraphError, match=r"num_nodes = 3037000500 is too large: at most 3037000499"):
+        Graph.from_edges([0], [1], num_nodes=n + 1)
 
 
 # ----------------------------------------------------------------------------- torch-free

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from partitioners import Graph
-from partitioners.synthetic import _symmetric_csr, random_split, rmat_graph, sbm_graph
+from partitioners.synthetic import _clean_csr, random_split, rmat_graph, sbm_graph
 
 ARRAYS = ("indptr", "indices", "x", "y", "train_mask", "val_mask", "test_mask")
 
@@ -54,13 +54,30 @@ def _homophily(g: Graph) -> float:
 def _check_builder(src: np.ndarray, dst: np.ndarray, n: int) -> None:
     loops = src == dst
     keys = dst[~loops].astype(np.int64) * n + src[~loops]
-    indptr, indices, report = _symmetric_csr(keys, n, int(loops.sum()))
+    # with and without room for the reverses after the keys
+    roomy = np.concatenate([keys, np.full(keys.size, -1, np.int64)])
+    indptr, indices, report = _clean_csr(roomy, keys.size, n, int(loops.sum()))
+    tight = _clean_csr(keys.copy(), keys.size, n, int(loops.sum()))
+    for a, b in zip(tight, (indptr, indices, report)):
+        assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
     ref = Graph.from_edges(src, dst, n, symmetrize=True, remove_self_loops=True,
                            remove_duplicates=True)
     np.testing.assert_array_equal(indptr, ref.indptr)
     np.testing.assert_array_equal(indices, ref.indices)
     assert indices.dtype == ref.indices.dtype
     assert report == ref.preprocessing
+    assert list(report) == list(ref.preprocessing)  # same key order (written to JSON)
+    # and an independent reference: scipy's symmetric closure of the non-loop draws
+    a = sp.coo_matrix((np.ones(keys.size), (keys // n, keys % n)), shape=(n, n)).tocsr()
+    a.sum_duplicates()
+    closure = (a + a.T).tocsr()
+    closure.sum_duplicates()
+    closure.sort_indices()
+    np.testing.assert_array_equal(indptr, closure.indptr)
+    np.testing.assert_array_equal(indices, closure.indices)
+    assert report == {"self_loops_removed": int(loops.sum()),
+                      "duplicates_removed": int(keys.size - a.nnz),
+                      "symmetrize_added": int(closure.nnz - a.nnz)}
 
 
 @settings(max_examples=40, deadline=None)

@@ -10,7 +10,7 @@ from torch import nn
 
 from .block import Block
 from .dropout import DropoutKey, hash_edge_dropout
-from .sparse import spmm
+from .sparse import edge_softmax, spmm
 
 __all__ = ["GATConv"]
 
@@ -30,8 +30,9 @@ class GATConv(nn.Module):
     Existing self-loops are removed and one self-loop per node is added (PyG's default); the
     softmax runs over each destination's in-edges, which are all in its block, so it is exact on
     any partition. Heads are concatenated (``concat=True``) or averaged. The attention
-    coefficients are an ``[E, H]`` tensor; messages are aggregated per head with
-    :func:`~gnn_dist.nn.sparse.spmm`, never as an ``[E, H, F]`` tensor. Edge weights are not used.
+    coefficients are an ``[E, H]`` tensor (:func:`~gnn_dist.nn.sparse.edge_softmax`); messages are
+    aggregated for all heads at once with :func:`~gnn_dist.nn.sparse.spmm`, never as an
+    ``[E, H, F]`` tensor. Edge weights are not used.
 
     Attention dropout (``dropout > 0`` in training mode) is keyed by
     ``(seed, step, layer, original source id, original destination id, head)``, so it needs
@@ -104,14 +105,8 @@ class GATConv(nn.Module):
         score = F.leaky_relu(a_src[src] + a_dst[dst], self.negative_slope)              # [E, H]
         score = score.masked_fill(block.self_loop_mask.unsqueeze(1), float("-inf"))     # replaced loops
         score_self = F.leaky_relu(a_src[:num_dst] + a_dst, self.negative_slope)         # [D, H]
-        with torch.no_grad():  # softmax is shift-invariant: the max is a constant for autograd
-            top = score_self.clone()
-            top.scatter_reduce_(0, dst.unsqueeze(1).expand_as(score), score, "amax")
-        p_edge = torch.exp(score - top[dst])
-        p_self = torch.exp(score_self - top)
-        denom = p_self.index_add(0, dst, p_edge)
-        alpha = p_edge / denom[dst]                              # [E, H]
-        alpha_self = p_self / denom                              # [D, H]
+        alpha, alpha_self = edge_softmax(block, score, score_self)     # [E, H], [D, H]
+        assert alpha_self is not None
         if attn_dropout:
             assert dropout_key is not None
             ids = block.src_original_ids
@@ -119,9 +114,8 @@ class GATConv(nn.Module):
                                       dst_ids=ids[dst], training=True)
             alpha_self = hash_edge_dropout(alpha_self, self.dropout, key=dropout_key, src_ids=ids[:num_dst],
                                            dst_ids=ids[:num_dst], training=True)
-        outs = [spmm(block, h[:, k], alpha[:, k].contiguous()) + alpha_self[:, k:k + 1] * h[:num_dst, k]
-                for k in range(H)]
-        out = torch.stack(outs, dim=1)                           # [D, H, C]
+        out = spmm(block, h.reshape(-1, H * C), alpha).view(num_dst, H, C) \
+            + alpha_self.unsqueeze(-1) * h[:num_dst]             # [D, H, C]
         out = out.reshape(num_dst, H * C) if self.concat else out.mean(dim=1)
         if self.bias is not None:
             out = out + self.bias

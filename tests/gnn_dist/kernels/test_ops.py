@@ -1,0 +1,139 @@
+"""Every kernel of every backend against float64 scatter/dense references: forward and gradients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gnn_dist.kernels import use_backend
+from gnn_dist.nn.sparse import edge_softmax, sddmm, spmm
+
+from kernel_cases import BACKENDS, random_block, ref_sddmm, ref_softmax, ref_spmm
+
+WIDTHS = [1, 7, 128]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request, monkeypatch) -> str:
+    """A backend name; ``numba-tiled``: numba with a last-level cache so small that x is split
+    into many column tiles (and rows are walked sorted)."""
+    if request.param == "numba-tiled":
+        from gnn_dist.kernels import numba_cpu
+        monkeypatch.setattr(numba_cpu, "L3_FRACTION", 1e-7)
+        return "numba"
+    return request.param
+
+
+def _close(a: torch.Tensor | None, b: torch.Tensor | None) -> None:
+    assert (a is None) == (b is None)
+    if a is not None:
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("weights", ["none", "edge", "heads"])
+def test_spmm(block, backend, width, weights):
+    g = torch.Generator().manual_seed(width)
+    heads = 1 if weights != "heads" or width == 1 else (7 if width == 7 else 4)
+    x = torch.randn(block.num_src, width, dtype=torch.float64, generator=g, requires_grad=True)
+    vals = None
+    if weights == "edge":
+        vals = torch.rand(block.num_edges, dtype=torch.float64, generator=g).requires_grad_()
+    elif weights == "heads":
+        vals = torch.rand(block.num_edges, heads, dtype=torch.float64, generator=g).requires_grad_()
+    up = torch.randn(block.num_dst, width, dtype=torch.float64, generator=g)
+    for reduce in ("sum", "mean"):
+        with use_backend(backend):
+            out = spmm(block, x, vals, reduce=reduce)
+        ref = ref_spmm(block, x, vals)
+        if reduce == "mean":
+            ref = ref / block.in_count.clamp(min=1).unsqueeze(1)
+        _close(out, ref)
+        inputs = [x] if vals is None else [x, vals]
+        grads = torch.autograd.grad(out, inputs, up)   # backward outside the with: the backend is kept
+        ref_grads = torch.autograd.grad(ref, inputs, up)
+        for a, b in zip(grads, ref_grads):
+            _close(a, b)
+
+
+@pytest.mark.parametrize("width,heads", [(1, None), (7, None), (128, None), (7, 7), (128, 4)])
+def test_sddmm(block, backend, width, heads):
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(block.num_dst, width, dtype=torch.float64, generator=g, requires_grad=True)
+    b = torch.randn(block.num_src, width, dtype=torch.float64, generator=g, requires_grad=True)
+    with use_backend(backend):
+        out = sddmm(block, a, b, heads=heads)
+    ref = ref_sddmm(block, a, b, heads or 1)
+    ref = ref[:, 0] if heads is None else ref
+    _close(out, ref)
+    up = torch.randn(out.shape, dtype=torch.float64, generator=g)
+    for x, y in zip(torch.autograd.grad(out, (a, b), up), torch.autograd.grad(ref, (a, b), up)):
+        _close(x, y)
+
+
+@pytest.mark.parametrize("heads", [None, 1, 3])
+@pytest.mark.parametrize("with_self", [True, False])
+def test_edge_softmax(block, backend, heads, with_self):
+    g = torch.Generator().manual_seed(5)
+    shape = (block.num_edges,) if heads is None else (block.num_edges, heads)
+    score = torch.randn(shape, dtype=torch.float64, generator=g) * 3
+    score = score.masked_fill((block.self_loop_mask if heads is None else block.self_loop_mask.unsqueeze(1)),
+                              float("-inf")).requires_grad_()   # GAT's replaced self-loops
+    self_score = None
+    if with_self:
+        self_score = torch.randn((block.num_dst,) + shape[1:], dtype=torch.float64, generator=g).requires_grad_()
+    with use_backend(backend):
+        alpha, alpha_self = edge_softmax(block, score, self_score)
+    s2 = score if heads is not None else score.unsqueeze(1)
+    ss2 = None if self_score is None else (self_score if heads is not None else self_score.unsqueeze(1))
+    ref, ref_self = ref_softmax(block, s2, ss2)
+    if heads is None:
+        ref, ref_self = ref[:, 0], None if ref_self is None else ref_self[:, 0]
+    _close(alpha, ref)
+    _close(alpha_self, ref_self)
+    up = torch.randn(alpha.shape, dtype=torch.float64, generator=g)
+    outs, refs = [alpha], [ref]
+    ups = [up]
+    if with_self:
+        outs.append(alpha_self)
+        refs.append(ref_self)
+        ups.append(torch.randn(alpha_self.shape, dtype=torch.float64, generator=g))
+    inputs = [score] + ([self_score] if with_self else [])
+    if block.num_edges == 0 and not with_self:
+        return
+    if not any(r.requires_grad for r in refs):   # only -inf scores: weights are constant 0
+        got = torch.autograd.grad(outs, inputs, ups, allow_unused=True)
+        assert all(x is None or not bool(x.any()) for x in got)
+        return
+    got = torch.autograd.grad(outs, inputs, ups, allow_unused=True)
+    want = torch.autograd.grad(refs, inputs, ups, allow_unused=True)
+    for x, y in zip(got, want):
+        _close(torch.nan_to_num(x), torch.nan_to_num(y))
+
+
+def test_float32_matches_float64(block, backend):
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(block.num_src, 33, dtype=torch.float64, generator=g)
+    vals = torch.rand(block.num_edges, 3, dtype=torch.float64, generator=g)
+    with use_backend(backend):
+        out32 = spmm(block, x.float(), vals.float())
+    torch.testing.assert_close(out32, ref_spmm(block, x, vals).float(), atol=1e-5, rtol=1e-5)
+
+
+def test_errors():
+    block = random_block(0)
+    x = torch.randn(block.num_src, 6)
+    with pytest.raises(ValueError, match=r"spmm: edge_values has 4 heads but x_src has 6 features"):
+        spmm(block, x, torch.ones(block.num_edges, 4))
+    with pytest.raises(ValueError, match=r"spmm: edge_values has shape \[1, 2, 3\]"):
+        spmm(block, x, torch.ones(1, 2, 3))
+    with pytest.raises(ValueError, match=r"sddmm: heads = 4 must be >= 1 and divide the width 6"):
+        sddmm(block, torch.randn(block.num_dst, 6), x, heads=4)
+    with pytest.raises(ValueError, match=r"sddmm: a_dst has 1 rows and b_src"):
+        sddmm(block, torch.randn(1, 6), x)
+    with pytest.raises(ValueError, match=r"sddmm: a_dst and b_src must be 2-D with the same width"):
+        sddmm(block, torch.randn(block.num_dst, 5), x)
+    with pytest.raises(ValueError, match=r"edge_softmax: score has shape \[2, 2, 2\]"):
+        edge_softmax(block, torch.randn(2, 2, 2))
+    with pytest.raises(ValueError, match=r"edge_softmax: self_score has shape \[1\]"):
+        edge_softmax(block, torch.randn(block.num_edges), torch.randn(1))

@@ -5,7 +5,12 @@ in-process as ``main([...])``.
 
 - ``--metrics FILE.jsonl``: rank 0 writes one JSON object per epoch (``epoch``, ``train_loss``,
   ``train_acc``/``val_acc``/``test_acc`` (null when not evaluated that epoch), ``epoch_time_s``,
-  ``comm_bytes`` = ``halo_bytes`` + ``allreduce_bytes``, ``eval_time_s``).
+  ``comm_bytes`` = ``halo_bytes`` + ``allreduce_bytes``, ``eval_time_s``, and the halo-exchange
+  timings ``compute_time_s``, ``comm_time_s``, ``exposed_comm_s``, ``bytes_per_layer``,
+  ``staleness``).
+- ``--pipeline {sync,overlap,stale}``, ``--stale-smoothing``, ``--boundary-sample-rate``,
+  ``--halo-dtype``, ``--simulate-link``: the halo-exchange schedule and its options (see
+  :class:`gnn_dist.trainer.TrainerConfig`).
 - ``--epochs`` is the total. ``--resume`` continues from the latest checkpoint in
   ``--checkpoint-dir`` (from epoch 0 if there is none) up to it, with absolute epoch numbers;
   the metrics file keeps the lines of the epochs before the checkpoint and gets the rest
@@ -66,6 +71,35 @@ def _dropout(value: str) -> float:
     return x
 
 
+def _fraction(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
+    if not 0.0 < x <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {value}")
+    return x
+
+
+def _smoothing(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
+    if not 0.0 <= x < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a factor in [0, 1), got {value}")
+    return x
+
+
+def _link(value: str) -> Any:
+    from .distributed.halo import LinkModel, LinkSpecError
+
+    try:
+        return LinkModel.parse(value)
+    except LinkSpecError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gnn_dist.train", description="Exact distributed full-graph GNN training.")
     p.add_argument("--data", required=True, help="partition folder (gnn-dist partition --out)")
@@ -91,6 +125,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="checkpoint every K epochs and after the last (default: 10)")
     p.add_argument("--resume", action="store_true",
                    help="continue from the latest checkpoint in --checkpoint-dir (from epoch 0 if there is none)")
+    p.add_argument("--pipeline", default="sync", choices=("sync", "stale", "overlap"),
+                   help="halo-exchange schedule: sync (exact), overlap (exact; the inner edges are aggregated "
+                        "while the halo rows travel) or stale (PipeGCN: previous-epoch halo rows and gradients, "
+                        "communication hidden) (default: sync)")
+    p.add_argument("--stale-smoothing", type=_smoothing, default=None, metavar="GAMMA",
+                   help="with --pipeline stale: moving average of the stale halo features and gradients, "
+                        "factor GAMMA in [0, 1), bias-corrected (default: none)")
+    p.add_argument("--boundary-sample-rate", type=_fraction, default=1.0, metavar="P",
+                   help="boundary sampling (BNS-GCN): send a random fraction P in (0, 1] of the boundary "
+                        "rows each epoch, rescaled by 1/P (default: 1, all)")
+    p.add_argument("--halo-dtype", default=None, choices=("fp32", "bf16", "fp16"),
+                   help="dtype halo rows travel in; compute stays in fp32 (default: as computed)")
+    p.add_argument("--simulate-link", type=_link, default=None, metavar="latency_ms=L,gbps=B",
+                   help="delay each halo exchange as a link of latency L ms and bandwidth B Gbit/s would")
     p.add_argument("--no-verify", action="store_true", help="skip the sha256 check of the part files")
     p.add_argument("--timeout", type=_positive_float, default=300.0,
                    help="collective timeout in seconds: a dead or stuck peer ends the job after it (default: 300)")
@@ -169,7 +217,9 @@ def run(args: argparse.Namespace, device: Any = None) -> dict:
     trainer = Trainer(model, part, optimizer=args.optimizer, lr=args.lr, weight_decay=args.weight_decay,
                       eval_every=args.eval_every, checkpoint_dir=args.checkpoint_dir,
                       checkpoint_every=args.checkpoint_every, metrics_path=args.metrics,
-                      log_every=args.log_every)
+                      log_every=args.log_every, pipeline=args.pipeline,
+                      stale_smoothing=args.stale_smoothing, boundary_sample_rate=args.boundary_sample_rate,
+                      halo_dtype=args.halo_dtype, simulate_link=args.simulate_link)
     if args.resume and not trainer.resume():
         log.info(f"no checkpoint in {args.checkpoint_dir}: starting from epoch 0")
     if args.epochs < trainer.epoch:
@@ -201,12 +251,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.resume and not args.checkpoint_dir:
         parser.error("--resume needs --checkpoint-dir")
+    if args.stale_smoothing is not None and args.pipeline != "stale":
+        parser.error("--stale-smoothing needs --pipeline stale")
     from .distributed import init_distributed
 
     with init_distributed(backend=args.backend, timeout=args.timeout) as ctx:
         restore_logging = init_logger(ctx.rank)
         try:
-            log.info("config: " + json.dumps(vars(args), sort_keys=True))
+            log.info("config: " + json.dumps(vars(args), sort_keys=True, default=str))
             run(args, device=ctx.device)
         except Exception as exc:
             log.error(f"rank {ctx.rank}: {type(exc).__name__}: {exc}")

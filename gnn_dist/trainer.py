@@ -7,6 +7,14 @@ weights stay identical on all ranks (they are broadcast from rank 0 once at the 
 trusted to a seed) and equal the one-device run's. Ranks without training rows still take part in
 every collective.
 
+Pipelining (``pipeline=``, see :mod:`gnn_dist.pipeline`): ``sync`` exchanges, then computes, each
+layer (the exact reference); ``overlap`` aggregates the inner-source edges while the halo rows
+travel (exact); ``stale`` (PipeGCN) uses the previous epoch's halo rows and halo
+gradients while this epoch's exchange runs in the background (its first step is synchronous).
+Boundary sampling (``boundary_sample_rate < 1``, BNS-GCN), a wire dtype for halo rows
+(``halo_dtype``) and a simulated network link (``simulate_link``) combine with either.
+Evaluation always uses the exact, synchronous exchange.
+
 Failure handling: a check that depends only on what every rank sees alike (the config, the model,
 the partition metadata, the all-reduced loss) raises on every rank by itself; a step that may fail
 on one rank only (rank 0 writing or reading a checkpoint) is followed by
@@ -29,16 +37,17 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from . import checkpoint as ckpt
+from .distributed.halo import WIRE_DTYPES, LinkModel, parse_wire_dtype
 from .checkpoint import CheckpointError
 from .distributed import (all_reduce_grads, all_reduce_sum, broadcast_module, get_rank, get_world_size,
                           is_distributed)
 from .distributed import raise_on_all_ranks
+from .pipeline import PIPELINES, Pipeline, build_pipeline
 
 __all__ = ["Trainer", "TrainerConfig", "PIPELINES"]
 
 log = logging.getLogger(__name__)
 
-PIPELINES = ("sync",)
 OPTIMIZERS = ("adam", "adamw", "sgd")
 _ARCH_FIELDS = ("in_dim", "hidden_dim", "out_dim", "num_layers")
 """Model attributes a checkpoint must agree with (its weights' shapes depend on them)."""
@@ -74,7 +83,22 @@ class TrainerConfig:
     eval_every: int = 1
     """Evaluate train/val/test accuracy every this many epochs; 0 never evaluates."""
     pipeline: str = "sync"
-    """Halo-exchange schedule: ``sync`` (exchange, then compute)."""
+    """Halo-exchange schedule of training steps: ``sync`` (exchange, then compute; exact),
+    ``overlap`` (start the exchange, aggregate the inner-source edges meanwhile, then add the
+    halo-source part; exact) or ``stale`` (PipeGCN: previous-epoch halo features and gradients,
+    communication hidden)."""
+    stale_smoothing: float | None = None
+    """``stale`` only: moving-average factor ``gamma`` in ``[0, 1)`` for the stale halo features
+    and gradients (with bias correction); None: no smoothing."""
+    boundary_sample_rate: float = 1.0
+    """Boundary sampling (BNS-GCN): each epoch send a random fraction ``p`` in ``(0, 1]`` of the
+    boundary rows to each peer, rescaled by ``1/p``; 1 sends all (exact)."""
+    halo_dtype: str | None = None
+    """Halo rows (and their gradients) travel as ``fp32``, ``bf16`` or ``fp16``; compute stays in
+    the model's dtype. None: as computed."""
+    simulate_link: LinkModel | str | None = None
+    """Delay every halo exchange as a link of this latency and bandwidth would
+    (``"latency_ms=L,gbps=B"`` or a :class:`~gnn_dist.distributed.halo.LinkModel`); None: none."""
     checkpoint_dir: str | None = None
     """Where rank 0 writes checkpoints; None writes none."""
     checkpoint_every: int = 10
@@ -89,6 +113,22 @@ class TrainerConfig:
             raise ValueError(f"optimizer={self.optimizer!r} is not supported; choose from {', '.join(OPTIMIZERS)}")
         if self.pipeline not in PIPELINES:
             raise ValueError(f"pipeline={self.pipeline!r} is not supported; choose from {', '.join(PIPELINES)}")
+        if self.stale_smoothing is not None:
+            if self.pipeline != "stale":
+                raise ValueError(f"stale_smoothing={self.stale_smoothing} applies to pipeline='stale' only, "
+                                 f"not pipeline={self.pipeline!r}")
+            if not 0.0 <= self.stale_smoothing < 1.0:
+                raise ValueError(f"stale_smoothing={self.stale_smoothing} must be in [0, 1)")
+        if not 0.0 < self.boundary_sample_rate <= 1.0:
+            raise ValueError(f"boundary_sample_rate={self.boundary_sample_rate} must be in (0, 1]")
+        if self.halo_dtype is not None and self.halo_dtype not in WIRE_DTYPES:
+            raise ValueError(f"halo_dtype={self.halo_dtype!r} is not supported; choose from "
+                             f"{', '.join(WIRE_DTYPES)} (or None)")
+        if isinstance(self.simulate_link, str):
+            self.simulate_link = LinkModel.parse(self.simulate_link)
+        elif self.simulate_link is not None and not isinstance(self.simulate_link, LinkModel):
+            raise ValueError(f"simulate_link={self.simulate_link!r} must be 'latency_ms=L,gbps=B', a "
+                             f"LinkModel or None")
         if self.lr <= 0 or not math.isfinite(self.lr):
             raise ValueError(f"lr={self.lr} must be a positive number")
         if self.weight_decay < 0:
@@ -116,6 +156,10 @@ class Trainer:
         if self.part.global_num_train == 0:
             raise ValueError(f"{part.path}: the partition has no training nodes (train_mask is empty everywhere)")
         self._check_model_fits(model, part)
+        c = self.config
+        part.exchanger.wire_dtype = parse_wire_dtype(c.halo_dtype)
+        part.exchanger.link = c.simulate_link  # type: ignore[assignment]
+        self.pipeline: Pipeline = self._build_pipeline()
         broadcast_module(self.model, src=0)
         self.optimizer = self._build_optimizer()
         self.epoch = 0
@@ -138,6 +182,14 @@ class Trainer:
                 raise ValueError(f"{part.path}: the model's output width out_dim={out_dim} is smaller than "
                                  f"the partition's {part.num_classes} classes; build it with "
                                  f"out_dim={part.num_classes}")
+
+    def _build_pipeline(self) -> Pipeline:
+        """A fresh pipeline mode (a stale one starts with a synchronous step); boundary samples
+        are seeded with the model's ``seed``."""
+        c = self.config
+        return build_pipeline(c.pipeline, self.part, stale_smoothing=c.stale_smoothing,
+                              boundary_sample_rate=c.boundary_sample_rate,
+                              seed=int(getattr(self.model, "seed", 0)))
 
     def _build_optimizer(self) -> torch.optim.Optimizer:
         c, params = self.config, self.model.parameters()
@@ -162,13 +214,17 @@ class Trainer:
             return 0
         return sum(p.numel() * p.element_size() for p in self.model.parameters() if p.requires_grad)
 
-    def train_step(self) -> dict[str, float]:
-        """One optimizer step on the full graph; returns the global loss and comm bytes."""
+    def train_step(self) -> dict[str, Any]:
+        """One optimizer step on the full graph (through the pipeline mode); returns the global
+        loss, comm bytes and the halo-exchange timings of this step."""
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         ex = self.part.exchanger
-        halo_before = ex.bytes_sent
-        logits = self.model(self.part, self.part.x)
+        t0 = time.perf_counter()
+        halo_before, comm_before, exposed_before = ex.bytes_sent, ex.comm_time_s, ex.exposed_comm_s
+        by_layer_before = dict(ex.bytes_by_tag)
+        view = self.pipeline.begin_step(self.epoch)
+        logits = self.model(view, self.part.x)
         loss = self._loss_sum(logits) / self.part.global_num_train
         loss.backward()
         grad_bytes = self._all_reduce_grads()
@@ -179,7 +235,15 @@ class Trainer:
             raise FloatingPointError(f"epoch {self.epoch}: the training loss is {value}; lower the "
                                      f"learning rate (lr={self.config.lr}) or check the input features")
         self.optimizer.step()
-        return {"train_loss": value, "halo_bytes": ex.bytes_sent - halo_before, "allreduce_bytes": grad_bytes}
+        step_s = time.perf_counter() - t0
+        exposed = ex.exposed_comm_s - exposed_before
+        num_layers = max([k + 1 for k in ex.bytes_by_tag if isinstance(k, int)]
+                         + [int(getattr(self.model, "num_layers", 0))])
+        return {"train_loss": value, "halo_bytes": ex.bytes_sent - halo_before, "allreduce_bytes": grad_bytes,
+                "compute_time_s": step_s - exposed, "comm_time_s": ex.comm_time_s - comm_before,
+                "exposed_comm_s": exposed,
+                "bytes_per_layer": [ex.bytes_by_tag.get(i, 0) - by_layer_before.get(i, 0) for i in range(num_layers)],
+                "staleness": self.pipeline.staleness()}
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
@@ -214,6 +278,8 @@ class Trainer:
             rec: dict[str, Any] = {"epoch": self.epoch}
             rec.update(self.train_step())
             rec["epoch_time_s"] = time.perf_counter() - t0
+            if len(out) == epochs - 1:
+                self.pipeline.flush()  # nothing of the mode stays in flight after fit
             rec["comm_bytes"] = rec["halo_bytes"] + rec["allreduce_bytes"]
             if c.eval_every and (self.epoch + 1) % c.eval_every == 0:
                 t1 = time.perf_counter()
@@ -237,7 +303,9 @@ class Trainer:
                 accs = "" if rec["val_acc"] is None else (
                     f"  train {rec['train_acc']:.4f}  val {rec['val_acc']:.4f}  test {rec['test_acc']:.4f}")
                 log.info(f"epoch {rec['epoch']:4d}  loss {rec['train_loss']:.4f}{accs}  "
-                         f"{rec['epoch_time_s'] * 1e3:.1f} ms  comm {rec['comm_bytes'] / 2**20:.2f} MiB")
+                         f"{rec['epoch_time_s'] * 1e3:.1f} ms (compute {rec['compute_time_s'] * 1e3:.1f}, "
+                         f"halo comm {rec['comm_time_s'] * 1e3:.1f}, exposed {rec['exposed_comm_s'] * 1e3:.1f})  "
+                         f"comm {rec['comm_bytes'] / 2**20:.2f} MiB  staleness {rec['staleness']}")
         if c.checkpoint_dir and (self.epoch % max(c.checkpoint_every, 1) == 0 or last):
             self.save_checkpoint()
 
@@ -278,7 +346,8 @@ class Trainer:
         broadcasts its contents, so only rank 0 needs to see ``path`` (no shared filesystem
         needed) and all ranks resume from the same file. Epoch numbers continue from the
         checkpoint's; the weights, optimizer state, dropout step and RNG states are restored, so
-        the run reproduces the uninterrupted one exactly. The number of ranks may differ from the
+        the run reproduces the uninterrupted one exactly (except ``pipeline="stale"``, whose stale
+        buffers are not checkpointed: its first resumed step is synchronous). The number of ranks may differ from the
         run that wrote it. ``lr`` and ``weight_decay`` are this trainer's (a warning says when the
         checkpoint's differ).
 
@@ -338,4 +407,6 @@ class Trainer:
                 group[k] = mine[k]
         self.epoch = int(state["epoch"])
         self.history = list(state.get("history", []))
+        self.pipeline.flush()
+        self.pipeline = self._build_pipeline()  # stale buffers of other weights are not reused
         ckpt.set_rng_state(state["rng"])

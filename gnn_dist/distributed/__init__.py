@@ -18,7 +18,7 @@ from .collectives import (
 )
 from .env import LaunchEnv, read_launch_env
 from .errors import DistributedConfigError, HaloSpecError
-from .halo import HaloExchange, HaloExchanger
+from .halo import HaloExchange, HaloExchanger, HaloHandle, HaloSubset, LinkModel, LinkSpecError
 from .keepalive import keep_alive
 from .process_group import (
     DEFAULT_TIMEOUT,
@@ -36,6 +36,10 @@ __all__ = [
     "DistributedConfigError",
     "HaloExchange",
     "HaloExchanger",
+    "HaloHandle",
+    "HaloSubset",
+    "LinkModel",
+    "LinkSpecError",
     "HaloSpecError",
     "LaunchEnv",
     "all_reduce_grads",

@@ -1,4 +1,4 @@
-"""Halo exchange: fill each rank's halo rows from their owners, differentiably.
+"""Halo exchange: fill each rank's halo rows from their owners, differentiably or asynchronously.
 
 Legend (per rank ``r`` of ``P``)::
 
@@ -12,22 +12,43 @@ Send/halo lists follow the on-disk format v1 (``docs/format.md``): rank ``r`` se
 ``q`` stores them as its halo rows ``[N_in_q + halo_offsets_q[r], N_in_q + halo_offsets_q[r+1])``.
 No rank sends to itself.
 
+Two ways to exchange:
+
+- :meth:`HaloExchanger.exchange` (``sync``): differentiable, blocking; forward and backward are
+  one exchange each (:class:`HaloExchange`).
+- :meth:`HaloExchanger.start` / :meth:`HaloExchanger.start_backward`: start one direction of the
+  exchange and return a :class:`HaloHandle` at once (``all_to_all_single(async_op=True)``);
+  :meth:`HaloHandle.wait` returns the received rows. Not differentiable: the pipeline schedules
+  (``gnn_dist.pipeline``) build their own autograd around them.
+
 Concurrency and stream assumptions:
 
-- Every exchange is one ``all_to_all_single`` (with per-peer split sizes) in the forward and one
-  in the backward, synchronous on the calling thread; on NCCL the collective is ordered after the
-  work already queued on the current CUDA stream and the current stream waits for it. It works on
-  gloo (CPU) and NCCL (CUDA tensors).
-- It is a collective: every rank of the group must run the same exchanges in the same order (the
-  same layers), forwards and backwards. In particular every rank's loss must depend on every
-  exchange output (a rank without training nodes still backpropagates a zero loss through its
-  graph, e.g. ``logits[empty_mask].sum()``, never a detached constant), or the other ranks wait
-  in the backward until the group's timeout.
-- No other thread may issue collectives on the same group while an exchange runs.
-- Dtypes go over the wire as they are: gloo in torch 2.13 supports ``all_to_all_single`` for
-  float16, bfloat16, float32 and float64 on CPU (verified by the tests), so nothing is upcast.
+- Each direction of an exchange is one ``all_to_all_single`` with per-peer split sizes. On
+  gloo the collective runs on gloo's worker threads, so the calling thread computes while it is
+  in flight. On NCCL it runs on NCCL's internal stream, ordered after the work already queued on
+  the current stream; :meth:`HaloHandle.wait` makes the current stream wait for it (a
+  stream-to-stream dependency, no host synchronisation) unless a :class:`LinkModel` or the timing
+  counters need the host to see the completion (the link model sleeps on the host by design).
+- It is a collective: every rank of the group must start the same exchanges in the same order
+  (the same layers), forwards and backwards. In particular every rank's loss must depend on every
+  differentiable exchange output (a rank without training nodes still backpropagates a zero loss
+  through its graph, e.g. ``logits[empty_mask].sum()``, never a detached constant), or the other
+  ranks wait in the backward until the group's timeout. Several exchanges may be in flight at
+  once (each collective has its own tag); they complete independently.
+- No other thread may issue collectives on the same group while an exchange is being started.
+- Wire dtype: rows travel as ``wire_dtype`` when set (cast before sending, cast back to the
+  input's dtype on arrival: compute stays in the model's dtype); bytes are counted as sent, in
+  the wire dtype. gloo in torch 2.13 supports ``all_to_all_single`` for float16, bfloat16,
+  float32 and float64 on CPU (verified by the tests).
 - The backward's ``index_add_`` sums the gradients of a row sent to several peers; on CPU it is
   deterministic, on CUDA it uses atomics (order of float additions not fixed).
+- A :class:`LinkModel` delays completion: one link per rank, full duplex, carrying one transfer
+  at a time (exchanges in flight together queue for it, in the order they were started). A
+  transfer of ``max(bytes sent, bytes received)`` starts when the exchange starts or when the
+  link is free, whichever is later, occupies the link for ``bytes / bandwidth``, and arrives
+  ``latency`` after that; a handle's :meth:`~HaloHandle.wait` does not return before then. The
+  delay is a deadline checked at the wait, so the calling thread computes meanwhile: an exchange
+  waited for late costs nothing.
 - A world size of 1 (or no process group) is the identity: no halo rows, no collective.
 """
 
@@ -35,7 +56,10 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -47,11 +71,104 @@ from .errors import HaloSpecError
 from .keepalive import keep_alive
 from .process_group import get_rank, get_world_size
 
-__all__ = ["HaloExchanger", "HaloExchange"]
+__all__ = ["HaloExchanger", "HaloExchange", "HaloHandle", "HaloSubset", "LinkModel", "LinkSpecError",
+           "WIRE_DTYPES", "parse_wire_dtype"]
 
 logger = logging.getLogger(__name__)
 
 _IntArrayLike = Sequence[int] | np.ndarray | torch.Tensor
+
+WIRE_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16,
+                                       "fp16": torch.float16}
+"""Accepted ``halo_dtype`` names and the dtypes rows travel as."""
+
+
+def parse_wire_dtype(name: str | torch.dtype | None) -> torch.dtype | None:
+    """``"fp32"``/``"bf16"``/``"fp16"`` (or a floating torch dtype, or None) -> the dtype."""
+    if name is None or isinstance(name, torch.dtype):
+        if isinstance(name, torch.dtype) and not name.is_floating_point:
+            raise ValueError(f"halo_dtype={name} must be a floating-point dtype")
+        return name
+    if name not in WIRE_DTYPES:
+        raise ValueError(f"halo_dtype={name!r} is not supported; choose from {', '.join(WIRE_DTYPES)}")
+    return WIRE_DTYPES[name]
+
+
+class LinkSpecError(ValueError):
+    """A simulated-link description (``"latency_ms=L,gbps=B"``) is malformed."""
+
+
+@dataclass(frozen=True, slots=True)
+class LinkModel:
+    """A network link simulated on one machine: each exchange completes no earlier than
+    ``latency_ms`` plus its bytes at ``gbps`` gigabits per second after it started.
+
+    Build one directly or with :meth:`parse` from ``"latency_ms=L,gbps=B"`` (the CLI's
+    ``--simulate-link``).
+    """
+
+    latency_ms: float
+    """One-way latency per exchange in milliseconds (>= 0)."""
+    gbps: float
+    """Bandwidth in gigabits (1e9 bits) per second (> 0)."""
+
+    def __post_init__(self) -> None:
+        for name, value in (("latency_ms", self.latency_ms), ("gbps", self.gbps)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise LinkSpecError(f"simulate_link: {name}={value!r} must be a finite number")
+        if self.latency_ms < 0:
+            raise LinkSpecError(f"simulate_link: latency_ms={self.latency_ms} must be >= 0")
+        if self.gbps <= 0:
+            raise LinkSpecError(f"simulate_link: gbps={self.gbps} must be > 0")
+
+    @classmethod
+    def parse(cls, spec: str) -> "LinkModel":
+        """``"latency_ms=L,gbps=B"`` (both keys, in any order) -> a :class:`LinkModel`."""
+        if not isinstance(spec, str) or not spec.strip():
+            raise LinkSpecError(f"simulate_link: expected 'latency_ms=L,gbps=B', got {spec!r}")
+        values: dict[str, float] = {}
+        for item in spec.split(","):
+            key, eq, raw = item.strip().partition("=")
+            key = key.strip()
+            if not eq or key not in ("latency_ms", "gbps"):
+                raise LinkSpecError(f"simulate_link: {item.strip()!r} in {spec!r} is not latency_ms=L or "
+                                    f"gbps=B; expected 'latency_ms=L,gbps=B'")
+            if key in values:
+                raise LinkSpecError(f"simulate_link: {key} is given twice in {spec!r}")
+            if not re.fullmatch(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*", raw):
+                raise LinkSpecError(f"simulate_link: {key}={raw.strip()!r} in {spec!r} is not a number")
+            values[key] = float(raw)
+        missing = [k for k in ("latency_ms", "gbps") if k not in values]
+        if missing:
+            raise LinkSpecError(f"simulate_link: {spec!r} lacks {' and '.join(missing)}; expected "
+                                f"'latency_ms=L,gbps=B'")
+        return cls(latency_ms=values["latency_ms"], gbps=values["gbps"])
+
+    def delay_s(self, num_bytes: int) -> float:
+        """Seconds a transfer of ``num_bytes`` takes on this link (latency + bytes / bandwidth)."""
+        return self.latency_ms * 1e-3 + num_bytes * 8.0 / (self.gbps * 1e9)
+
+    def __str__(self) -> str:
+        return f"latency_ms={self.latency_ms:g},gbps={self.gbps:g}"
+
+
+@dataclass(frozen=True, slots=True)
+class HaloSubset:
+    """A subset of the rows of an exchange (boundary sampling), agreed on by both sides.
+
+    ``send_pos`` int64 ``[S']``: positions in ``send_index`` to send, grouped by destination rank
+    (``send_counts[q]`` of them for rank ``q``); ``recv_pos`` int64 ``[H']``: halo rows (0-based
+    within the halo) that arrive, grouped by owner rank (``recv_counts[q]``), in the order the
+    owner sends them; ``recv_scale`` ``[H']``: the factor each arriving row is multiplied by (the
+    reader applies it, in the forward to the features and in the backward to the gradients sent
+    back, so the backward is the forward's transpose). Halo rows not in ``recv_pos`` read as 0.
+    """
+
+    send_pos: torch.Tensor
+    send_counts: list[int]
+    recv_pos: torch.Tensor
+    recv_counts: list[int]
+    recv_scale: torch.Tensor
 
 
 def _as_offsets(name: str, offsets: _IntArrayLike, world_size: int, total: int | None) -> list[int]:
@@ -75,8 +192,77 @@ def _as_offsets(name: str, offsets: _IntArrayLike, world_size: int, total: int |
     return values
 
 
+class HaloHandle:
+    """One direction of an exchange in flight (from :meth:`HaloExchanger.start` or
+    :meth:`HaloExchanger.start_backward`).
+
+    :meth:`wait` blocks until the rows have arrived (and, with a :class:`LinkModel`, until the
+    simulated link would have delivered them), then returns the result; later calls return the
+    same tensor. The time spent blocked is added to the exchanger's ``exposed_comm_s``, the
+    exchange's duration (start to completion) to its ``comm_time_s``.
+    """
+
+    __slots__ = ("_exchanger", "_work", "_finish", "_result", "_done_at", "start_s", "deadline_s", "link_s",
+                 "tag", "bytes_sent", "bytes_received")
+
+    def __init__(self, exchanger: "HaloExchanger", work: Any, finish: Callable[[], torch.Tensor],
+                 start_s: float, deadline_s: float, tag: Any, bytes_sent: int, bytes_received: int,
+                 link_s: float = 0.0) -> None:
+        self._exchanger = exchanger
+        self._work = work
+        self._finish = finish
+        self._result: torch.Tensor | None = None
+        self._done_at: list[float] = []
+        self.start_s = start_s
+        """``time.perf_counter()`` when the exchange was started."""
+        self.deadline_s = deadline_s
+        """Earliest completion the link model allows (``start_s`` without a link)."""
+        self.link_s = link_s
+        """This transfer's own time on the simulated link (latency + bytes / bandwidth; 0 without)."""
+        self.tag = tag
+        """What the caller labelled the exchange with (e.g. the layer index), or None."""
+        self.bytes_sent = bytes_sent
+        self.bytes_received = bytes_received
+        if work is not None and exchanger._timing_futures:
+            try:  # completion time, recorded by gloo's/NCCL's thread: the true communication time
+                work.get_future().then(lambda _f: self._done_at.append(time.perf_counter()))
+            except (RuntimeError, AttributeError):  # a backend without futures: timed at the wait
+                exchanger._timing_futures = False
+
+    @property
+    def done(self) -> bool:
+        """True once :meth:`wait` has returned."""
+        return self._result is not None
+
+    def wait(self) -> torch.Tensor:
+        """The received rows (see the starting method for their shape); blocks as needed."""
+        if self._result is not None:
+            return self._result
+        t0 = time.perf_counter()
+        if self._work is not None:
+            self._work.wait()
+        now = time.perf_counter()
+        done = self._done_at[0] if self._done_at else now
+        if self.deadline_s > now:
+            time.sleep(self.deadline_s - now)
+            now = time.perf_counter()
+        self._result = self._finish()
+        ex = self._exchanger
+        ex.exposed_comm_s += now - t0
+        # the transfer's own duration: the real one, or the simulated link's (not the time spent
+        # queueing behind earlier transfers, which they already account for)
+        ex.comm_time_s += max(done - self.start_s, self.link_s)
+        self._work = None
+        self._finish = _finished
+        return self._result
+
+
+def _finished() -> torch.Tensor:
+    raise AssertionError("a finished handle has no pending work")
+
+
 class HaloExchanger:
-    """One rank's halo exchange plan, with byte counters.
+    """One rank's halo exchange plan, with byte and time counters.
 
     Args:
         send_index: int64 ``[S]`` local inner ids to send, grouped by destination rank.
@@ -90,22 +276,32 @@ class HaloExchanger:
         check: compare the send counts with the peers' halo counts once, now (a collective:
             every rank must construct its exchanger together). A mismatch raises
             :class:`HaloSpecError` on every rank, naming the pair of ranks.
+        wire_dtype: rows travel in this dtype (``"fp32"``, ``"bf16"``, ``"fp16"`` or a torch
+            dtype) and are cast back on arrival; None sends them as they are. Settable later as
+            the attribute ``wire_dtype`` (a torch dtype or None); every rank must use the same.
+        link: a :class:`LinkModel` (or its ``"latency_ms=L,gbps=B"`` string) that delays every
+            exchange; None: no delay. Settable later as the attribute ``link``.
 
     Raises:
         HaloSpecError: (a ``ValueError``) malformed or inconsistent lists; the message names
             the argument and the bad value.
 
-    Counters (bytes of tensor data on the wire, this rank's side; the forward sends ``S`` rows
-    and receives ``N_halo``, the backward the opposite): ``bytes_sent``, ``bytes_received``
+    Counters (this rank's side; the forward sends ``S`` rows and receives ``N_halo``, the backward
+    the opposite; bytes as they travel, in the wire dtype): ``bytes_sent``, ``bytes_received``
     (cumulative since construction or :meth:`reset_stats`), ``last_bytes_sent``,
-    ``last_bytes_received`` (the most recent forward or backward), ``num_forward``,
-    ``num_backward``.
+    ``last_bytes_received`` (the most recent exchange started), ``num_forward``, ``num_backward``;
+    ``comm_time_s`` (sum over completed exchanges of their duration: start to completion, or the
+    simulated link's latency + bytes / bandwidth when longer; time queueing for the link is not
+    counted twice), ``exposed_comm_s`` (time the caller spent blocked waiting for them), and
+    ``bytes_by_tag`` (bytes sent per tag given to :meth:`exchange`/:meth:`start`, e.g. per layer).
     """
 
     def __init__(self, send_index: _IntArrayLike, send_offsets: _IntArrayLike,
                  halo_offsets: _IntArrayLike, num_inner: int, *,
                  group: dist.ProcessGroup | None = None, world_size: int | None = None,
-                 rank: int | None = None, check: bool = True) -> None:
+                 rank: int | None = None, check: bool = True,
+                 wire_dtype: str | torch.dtype | None = None,
+                 link: LinkModel | str | None = None) -> None:
         have_group = dist.is_available() and dist.is_initialized()
         if world_size is None:
             world_size = get_world_size(group)
@@ -128,6 +324,10 @@ class HaloExchanger:
         self.world_size = int(world_size)
         self.rank = int(rank)
         self.group = group
+        self.wire_dtype: torch.dtype | None = parse_wire_dtype(wire_dtype)
+        self.link: LinkModel | None = LinkModel.parse(link) if isinstance(link, str) else link
+        self._timing_futures = True
+        self._link_free_at = 0.0
 
         index = send_index if isinstance(send_index, torch.Tensor) else torch.as_tensor(
             np.asarray(send_index))
@@ -172,37 +372,105 @@ class HaloExchanger:
         """int64 ``[S]`` (CPU)."""
         return self._send_index_cpu
 
-    def exchange(self, h_inner: torch.Tensor) -> torch.Tensor:
+    def exchange(self, h_inner: torch.Tensor, *, tag: Any = None) -> torch.Tensor:
         """``[N_in, F...] -> [N_in + N_halo, F...]``: the inner rows, then the halo rows grouped
-        by owner rank; differentiable (see :class:`HaloExchange`). A collective."""
-        if h_inner.ndim < 1 or h_inner.shape[0] != self.num_inner:
-            raise ValueError(f"exchange expects {self.num_inner} rows (num_inner), got a tensor "
-                             f"of shape {tuple(h_inner.shape)}")
+        by owner rank; differentiable (see :class:`HaloExchange`). A collective, blocking;
+        ``tag`` labels its bytes in ``bytes_by_tag`` (forward and backward)."""
+        self._check_rows(h_inner)
         if self.world_size == 1:
             return h_inner
-        return HaloExchange.apply(h_inner, self)
+        return HaloExchange.apply(h_inner, self, tag)
+
+    def start(self, h_inner: torch.Tensor, *, tag: Any = None, subset: HaloSubset | None = None) -> HaloHandle:
+        """Start sending ``h_inner[send_index]`` to the peers; the handle's ``wait()`` returns the
+        halo rows ``[N_halo, F...]`` (``h_inner``'s dtype; rows outside ``subset`` are 0).
+        Not differentiable (``h_inner`` is read as data). A collective."""
+        self._check_rows(h_inner)
+        h = h_inner.detach()
+        recv_shape = (self.num_halo, *h.shape[1:])
+        if self.world_size == 1:
+            return self._finished_handle(h.new_zeros(recv_shape), tag)
+        idx = self._index_on(h.device)
+        if subset is None:
+            send, send_counts, recv_counts = h.index_select(0, idx), self.send_counts, self.halo_counts
+        else:
+            send = h.index_select(0, idx[subset.send_pos.to(h.device)])
+            send_counts, recv_counts = subset.send_counts, subset.recv_counts
+        out_dtype = h.dtype
+
+        def finish(recv: torch.Tensor) -> torch.Tensor:
+            recv = recv.to(out_dtype)
+            if subset is None:
+                return recv
+            out = recv.new_zeros(recv_shape)
+            scale = subset.recv_scale.to(device=recv.device, dtype=out_dtype)
+            out.index_copy_(0, subset.recv_pos.to(recv.device), recv * scale.view(-1, *[1] * (recv.dim() - 1)))
+            return out
+        return self._launch(send, send_counts, recv_counts, finish, tag, backward=False)
+
+    def start_backward(self, grad_halo: torch.Tensor, *, tag: Any = None,
+                       subset: HaloSubset | None = None) -> HaloHandle:
+        """Start sending the halo rows' gradients ``grad_halo [N_halo, F...]`` back to their
+        owners; the handle's ``wait()`` returns ``[N_in, F...]``: the gradients received from the
+        readers, summed into the rows that were sent (0 elsewhere). With ``subset`` only its rows
+        travel, multiplied by ``recv_scale`` (the transpose of :meth:`start` with the same subset).
+        A collective."""
+        if grad_halo.ndim < 1 or grad_halo.shape[0] != self.num_halo:
+            raise ValueError(f"start_backward expects {self.num_halo} rows (num_halo), got a tensor "
+                             f"of shape {tuple(grad_halo.shape)}")
+        g = grad_halo.detach()
+        out_shape = (self.num_inner, *g.shape[1:])
+        if self.world_size == 1:
+            return self._finished_handle(g.new_zeros(out_shape), tag)
+        out_dtype, device = g.dtype, g.device
+        if subset is None:
+            send, send_counts, recv_counts = g.contiguous(), self.halo_counts, self.send_counts
+            rows = self._index_on(device)
+        else:
+            scale = subset.recv_scale.to(device=device, dtype=out_dtype)
+            send = g.index_select(0, subset.recv_pos.to(device)) * scale.view(-1, *[1] * (g.dim() - 1))
+            send_counts, recv_counts = subset.recv_counts, subset.send_counts
+            rows = self._index_on(device)[subset.send_pos.to(device)]
+
+        def finish(recv: torch.Tensor) -> torch.Tensor:
+            out = recv.new_zeros(out_shape, dtype=out_dtype)
+            if recv.shape[0]:
+                out.index_add_(0, rows, recv.to(out_dtype))
+            return out
+        return self._launch(send, send_counts, recv_counts, finish, tag, backward=True)
 
     def reset_stats(self) -> None:
-        """Zero the byte and call counters."""
+        """Zero the byte, call and time counters."""
         self.bytes_sent = 0
         self.bytes_received = 0
         self.last_bytes_sent = 0
         self.last_bytes_received = 0
         self.num_forward = 0
         self.num_backward = 0
+        self.comm_time_s = 0.0
+        self.exposed_comm_s = 0.0
+        self.bytes_by_tag: dict[Any, int] = {}
 
-    def stats(self) -> dict[str, int]:
-        """The counters as a dict (for logs and training history)."""
+    def stats(self) -> dict[str, int | float]:
+        """The counters as a dict (for logs and training history; ``bytes_by_tag`` apart)."""
         return {"bytes_sent": self.bytes_sent, "bytes_received": self.bytes_received,
                 "last_bytes_sent": self.last_bytes_sent,
                 "last_bytes_received": self.last_bytes_received,
-                "num_forward": self.num_forward, "num_backward": self.num_backward}
+                "num_forward": self.num_forward, "num_backward": self.num_backward,
+                "comm_time_s": self.comm_time_s, "exposed_comm_s": self.exposed_comm_s}
 
     def __repr__(self) -> str:
+        extra = "" if self.wire_dtype is None else f", wire_dtype={self.wire_dtype}"
+        extra += "" if self.link is None else f", link={self.link}"
         return (f"HaloExchanger(rank={self.rank}, world_size={self.world_size}, "
-                f"num_inner={self.num_inner}, num_halo={self.num_halo}, num_send={self.num_send})")
+                f"num_inner={self.num_inner}, num_halo={self.num_halo}, num_send={self.num_send}{extra})")
 
     # ----------------------------------------------------------------------------- internals
+
+    def _check_rows(self, h_inner: torch.Tensor) -> None:
+        if h_inner.ndim < 1 or h_inner.shape[0] != self.num_inner:
+            raise ValueError(f"exchange expects {self.num_inner} rows (num_inner), got a tensor "
+                             f"of shape {tuple(h_inner.shape)}")
 
     def _index_on(self, device: torch.device) -> torch.Tensor:
         idx = self._send_index.get(device)
@@ -233,44 +501,54 @@ class HaloExchanger:
             raise HaloSpecError("halo lists disagree between ranks: " + "; ".join(found[:5])
                                 + (f"; and {len(found) - 5} more" if len(found) > 5 else ""))
 
-    def _row_bytes(self, t: torch.Tensor) -> int:
-        return math.prod(t.shape[1:]) * t.element_size()
+    def _finished_handle(self, result: torch.Tensor, tag: Any) -> HaloHandle:
+        now = time.perf_counter()
+        handle = HaloHandle(self, None, lambda: result, now, now, tag, 0, 0)
+        handle.wait()
+        return handle
 
-    def _record(self, sent_rows: int, received_rows: int, row_bytes: int, *, backward: bool) -> None:
-        self.last_bytes_sent = sent_rows * row_bytes
-        self.last_bytes_received = received_rows * row_bytes
-        self.bytes_sent += self.last_bytes_sent
-        self.bytes_received += self.last_bytes_received
+    def _launch(self, send: torch.Tensor, send_counts: list[int], recv_counts: list[int],
+                finish: Callable[[torch.Tensor], torch.Tensor], tag: Any, *, backward: bool) -> HaloHandle:
+        """Cast ``send`` to the wire dtype, start the ``all_to_all_single``, count its bytes."""
+        wire = self.wire_dtype if self.wire_dtype is not None and send.is_floating_point() else send.dtype
+        send = send.to(wire).contiguous()
+        recv = send.new_empty((sum(recv_counts), *send.shape[1:]))
+        row_bytes = math.prod(send.shape[1:]) * send.element_size()
+        sent, received = sum(send_counts) * row_bytes, sum(recv_counts) * row_bytes
+        start_s = time.perf_counter()
+        work = dist.all_to_all_single(recv, send, output_split_sizes=recv_counts,
+                                      input_split_sizes=send_counts, group=self.group, async_op=True)
+        keep_alive(send, recv)  # temporaries handed to gloo: see keepalive.py
+        deadline, link_s = start_s, 0.0
+        if self.link is not None:
+            link_s = self.link.delay_s(max(sent, received))
+            begin = max(start_s, self._link_free_at)
+            self._link_free_at = begin + self.link.delay_s(max(sent, received)) - self.link.latency_ms * 1e-3
+            deadline = self._link_free_at + self.link.latency_ms * 1e-3
+        self._record(sent, received, tag, backward=backward)
+        return HaloHandle(self, work, lambda s=send: finish(recv), start_s, deadline, tag, sent, received, link_s)
+
+    def _record(self, sent: int, received: int, tag: Any, *, backward: bool) -> None:
+        self.last_bytes_sent = sent
+        self.last_bytes_received = received
+        self.bytes_sent += sent
+        self.bytes_received += received
+        if tag is not None:
+            self.bytes_by_tag[tag] = self.bytes_by_tag.get(tag, 0) + sent
         if backward:
             self.num_backward += 1
         else:
             self.num_forward += 1
 
-    def _forward(self, h_inner: torch.Tensor) -> torch.Tensor:
-        n_in = self.num_inner
-        out = h_inner.new_empty((n_in + self.num_halo, *h_inner.shape[1:]))
-        out[:n_in].copy_(h_inner)
-        send = h_inner.index_select(0, self._index_on(h_inner.device))
-        recv = out[n_in:]
-        dist.all_to_all_single(recv, send, output_split_sizes=self.halo_counts,
-                               input_split_sizes=self.send_counts, group=self.group)
-        keep_alive(send)  # a temporary: see keepalive.py
-        self._record(self.num_send, self.num_halo, self._row_bytes(h_inner), backward=False)
-        return out
+    def _forward(self, h_inner: torch.Tensor, tag: Any = None) -> torch.Tensor:
+        halo = self.start(h_inner, tag=tag).wait()
+        return torch.cat([h_inner.detach(), halo], dim=0)
 
-    def _backward(self, grad_out: torch.Tensor) -> torch.Tensor:
+    def _backward(self, grad_out: torch.Tensor, tag: Any = None) -> torch.Tensor:
         n_in = self.num_inner
         grad_out = grad_out.contiguous()
-        grad_inner = grad_out[:n_in].clone()
-        grad_halo = grad_out[n_in:]
-        recv = grad_out.new_empty((self.num_send, *grad_out.shape[1:]))
-        dist.all_to_all_single(recv, grad_halo, output_split_sizes=self.send_counts,
-                               input_split_sizes=self.halo_counts, group=self.group)
-        keep_alive(recv)
-        if self.num_send:
-            grad_inner.index_add_(0, self._index_on(grad_inner.device), recv)
-        self._record(self.num_halo, self.num_send, self._row_bytes(grad_out), backward=True)
-        return grad_inner
+        contrib = self.start_backward(grad_out[n_in:], tag=tag).wait()
+        return grad_out[:n_in] + contrib
 
 
 class HaloExchange(torch.autograd.Function):
@@ -291,19 +569,20 @@ class HaloExchange(torch.autograd.Function):
     each halo row travels back along the same edge (split sizes swapped) and is scatter-added
     into the row that was sent; a row sent to several peers accumulates all their gradients.
     ``forward`` sends ``S`` rows and receives ``N_halo``; ``backward`` sends ``N_halo`` and
-    receives ``S``. Both are one ``all_to_all_single`` on the exchanger's group, bounded by the
-    group's timeout.
+    receives ``S``. Each is one ``all_to_all_single`` on the exchanger's group (started, then
+    waited for at once), bounded by the group's timeout.
     """
 
     @staticmethod
     def forward(ctx: FunctionCtx, h_inner: torch.Tensor,  # type: ignore[override]
-                exchanger: HaloExchanger) -> torch.Tensor:
+                exchanger: HaloExchanger, tag: Any = None) -> torch.Tensor:
         ctx.exchanger = exchanger  # type: ignore[attr-defined]
-        return exchanger._forward(h_inner)
+        ctx.tag = tag  # type: ignore[attr-defined]
+        return exchanger._forward(h_inner, tag)
 
     @staticmethod
     @once_differentiable
     def backward(ctx: FunctionCtx, grad_out: torch.Tensor  # type: ignore[override]
-                 ) -> tuple[torch.Tensor, None]:
+                 ) -> tuple[torch.Tensor, None, None]:
         exchanger: HaloExchanger = ctx.exchanger  # type: ignore[attr-defined]
-        return exchanger._backward(grad_out), None
+        return exchanger._backward(grad_out, ctx.tag), None, None  # type: ignore[attr-defined]

@@ -17,7 +17,11 @@ __all__ = ["PartLike", "FullGraph", "BasicGNN", "GCN", "GraphSAGE", "GAT", "GIN"
 
 
 class PartLike(Protocol):
-    """What a model runs on: a block and a differentiable halo exchange."""
+    """What a model runs on: a block and a differentiable halo exchange.
+
+    A part may also offer ``layer(conv, h_inner, *, dropout_key=None) -> [I, F']``, which runs
+    one conv with its exchange folded in (the ``overlap`` pipeline mode); the models then call
+    it instead of ``exchange`` followed by the conv."""
 
     block: Block
 
@@ -53,7 +57,7 @@ class BasicGNN(nn.Module):
     .. code-block:: text
 
         h_all = part.exchange(h)          # [I, F] -> [S, F]: inner rows then halo rows
-        h = conv_i(part.block, h_all)     # [I, F']
+        h = conv_i(part.block, h_all)     # [I, F']   (or h = part.layer(conv_i, h) if the part has it)
         if i < num_layers - 1:  h = hash_dropout(relu(h), dropout, seed, dropout_step, i, original ids)
 
     Dropout masks are keyed by ``(seed, dropout_step, layer, original node id, feature)``, so P
@@ -118,12 +122,15 @@ class BasicGNN(nn.Module):
         ids = block.src_original_ids[:block.num_dst]
         step = self.dropout_step
         h = x
+        layer = getattr(part, "layer", None)
         for i, conv in enumerate(self.convs):
-            h_all = part.exchange(h)
-            if getattr(conv, "uses_dropout_key", False):
-                h = conv(block, h_all, dropout_key=DropoutKey(self.seed, step, i))
+            key = DropoutKey(self.seed, step, i) if getattr(conv, "uses_dropout_key", False) else None
+            if layer is not None:
+                h = layer(conv, h, dropout_key=key)
+            elif key is not None:
+                h = conv(block, part.exchange(h), dropout_key=key)
             else:
-                h = conv(block, h_all)
+                h = conv(block, part.exchange(h))
             if i < self.num_layers - 1:
                 h = F.relu(h)
                 h = hash_dropout(h, self.dropout, seed=self.seed, step=step, layer=i, row_ids=ids,

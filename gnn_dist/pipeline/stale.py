@@ -1,0 +1,175 @@
+"""``stale`` (PipeGCN): every layer uses the halo features and halo gradients of the previous
+epoch while this epoch's exchange runs in the background.
+
+Reference: Wan et al., "PipeGCN: Efficient Full-Graph Training of Graph Convolutional Networks
+with Pipelined Feature Communication", ICLR 2022 (https://arxiv.org/abs/2203.10428).
+
+Schedule for layer ``l`` at epoch ``t`` (``t`` counts the steps of this pipeline object):
+
+- ``t = 0``: synchronous (exchange, then compute; no zero-filled buffers). The received halo
+  rows and halo-gradient contributions fill the buffers.
+- ``t >= 1``, forward: wait for the exchange started at ``t - 1`` (if still in flight: its rows
+  are the features of epoch ``t - 1``) and fold it into the feature buffer; the layer sees
+  ``cat(h, buffer)``; start sending this epoch's ``h`` (waited for at ``t + 1``).
+- ``t >= 1``, backward: likewise for gradients: the inner rows get ``grad[:I]`` plus the buffer
+  of halo-gradient contributions of epoch ``t - 1``; this epoch's halo gradients start their way
+  back to the owners.
+
+Smoothing (``gamma``, PipeGCN's "-GF" variant with Adam-style bias correction): the buffer holds
+``m_n = gamma * m_{n-1} + (1 - gamma) * x_n`` (``m_0 = 0``) divided by ``1 - gamma ** n``, for
+features and gradients alike; ``gamma = 0`` (or None) is plain staleness.
+
+All ranks run the same schedule (it depends only on the step count), so the collectives match.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..distributed.halo import HaloExchanger, HaloHandle, HaloSubset
+from ..nn import Block
+from .base import LayerCounter, SubsetFn
+
+__all__ = ["StalePipeline", "EMABuffer"]
+
+
+class EMABuffer:
+    """An exponential moving average with bias correction (``gamma`` None or 0: the last value).
+
+    ``update(x)`` folds ``x`` in; ``value`` is ``m_n / (1 - gamma ** n)``.
+    """
+
+    def __init__(self, gamma: float | None = None) -> None:
+        if gamma is not None and not 0.0 <= gamma < 1.0:
+            raise ValueError(f"stale_smoothing={gamma} must be in [0, 1)")
+        self.gamma = gamma or 0.0
+        self.count = 0
+        self._m: torch.Tensor | None = None
+        self.value: torch.Tensor | None = None
+
+    def update(self, x: torch.Tensor) -> torch.Tensor:
+        self.count += 1
+        if self.gamma == 0.0 or self._m is None:
+            self._m = (1.0 - self.gamma) * x if self.gamma else x
+        else:
+            self._m = self.gamma * self._m + (1.0 - self.gamma) * x
+        self.value = self._m / (1.0 - self.gamma ** self.count) if self.gamma else self._m
+        return self.value
+
+
+class _LayerState:
+    """Per layer: the feature and gradient buffers and the exchanges in flight."""
+
+    def __init__(self, gamma: float | None) -> None:
+        self.features = EMABuffer(gamma)
+        self.grads = EMABuffer(gamma)
+        self.pending_features: HaloHandle | None = None
+        self.pending_grads: HaloHandle | None = None
+
+    def settle_features(self) -> None:
+        if self.pending_features is not None:
+            self.features.update(self.pending_features.wait())
+            self.pending_features = None
+
+    def settle_grads(self) -> None:
+        if self.pending_grads is not None:
+            self.grads.update(self.pending_grads.wait())
+            self.pending_grads = None
+
+
+class _StaleExchange(torch.autograd.Function):
+    """``h [I, F] -> cat(h, halo) [I + H, F]`` with the halo rows of the previous epoch.
+
+    Forward: ``halo`` = the layer's feature buffer (after folding in the exchange started last
+    epoch); then start sending ``h``. First step: a blocking exchange fills the buffer.
+    Backward: ``grad_h = grad[:I] + grad buffer`` (the previous epoch's contributions, folded in
+    after waiting); then start sending ``grad[I:]``. First step: blocking. The halo rows are data,
+    not a function of ``h``: their gradients only travel to the owners.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, h: torch.Tensor, ex: HaloExchanger, state: _LayerState,  # type: ignore[override]
+                tag: int, subset: HaloSubset | None, first: bool) -> torch.Tensor:
+        ctx.ex, ctx.state, ctx.tag, ctx.subset, ctx.first = ex, state, tag, subset, first
+        if first:
+            halo = state.features.update(ex.start(h, tag=tag, subset=subset).wait())
+        else:
+            state.settle_features()
+            halo = state.features.value
+            state.pending_features = ex.start(h, tag=tag, subset=subset)
+        assert halo is not None
+        return torch.cat([h.detach(), halo.to(h.dtype)], dim=0)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        ex: HaloExchanger = ctx.ex
+        state: _LayerState = ctx.state
+        n = ex.num_inner
+        grad = grad.contiguous()
+        if ctx.first or (state.grads.value is None and state.pending_grads is None):
+            contrib = state.grads.update(ex.start_backward(grad[n:], tag=ctx.tag, subset=ctx.subset).wait())
+        else:
+            state.settle_grads()
+            contrib = state.grads.value
+            state.pending_grads = ex.start_backward(grad[n:], tag=ctx.tag, subset=ctx.subset)
+        assert contrib is not None
+        return grad[:n] + contrib.to(grad.dtype), None, None, None, None, None
+
+
+class StalePipeline:
+    """PipeGCN's schedule (see the module docstring) as a :class:`~.base.Pipeline`.
+
+    Args:
+        block: the part's block.
+        exchanger: the part's halo exchanger.
+        smoothing: ``gamma`` of the moving average of stale features and gradients, in
+            ``[0, 1)``; None or 0: none.
+        subset_fn: boundary sampling, or None.
+    """
+
+    name = "stale"
+
+    def __init__(self, block: Block, exchanger: HaloExchanger, smoothing: float | None = None,
+                 subset_fn: SubsetFn | None = None) -> None:
+        self.block = block
+        self.exchanger = exchanger
+        self.smoothing = smoothing
+        EMABuffer(smoothing)  # checks the value
+        self.subset_fn = subset_fn
+        self._layers = LayerCounter()
+        self._states: dict[int, _LayerState] = {}
+        self._steps = 0
+        self._first = True
+
+    def begin_step(self, epoch: int) -> "StalePipeline":
+        self._layers.reset(epoch)
+        self._first = self._steps == 0
+        self._steps += 1
+        return self
+
+    def exchange(self, h_inner: torch.Tensor) -> torch.Tensor:
+        """``[I, F] -> [I + H, F]`` for the next layer: this epoch's inner rows, the previous
+        epoch's halo rows (a collective: it starts this epoch's exchange)."""
+        layer = self._layers.next()
+        ex = self.exchanger
+        ex._check_rows(h_inner)
+        if ex.world_size == 1:
+            return h_inner
+        state = self._states.setdefault(layer, _LayerState(self.smoothing))
+        first = self._first or state.features.value is None
+        subset = self.subset_fn(self._layers.epoch, layer) if self.subset_fn is not None else None
+        return _StaleExchange.apply(h_inner, ex, state, layer, subset, first)
+
+    def staleness(self) -> int:
+        return 0 if self._first else 1
+
+    def flush(self) -> None:
+        for state in self._states.values():
+            state.settle_features()
+            state.settle_grads()
+
+    def __repr__(self) -> str:
+        return f"StalePipeline(smoothing={self.smoothing}, sampled={self.subset_fn is not None})"

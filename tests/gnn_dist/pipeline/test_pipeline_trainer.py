@@ -1,0 +1,140 @@
+"""Trainer-level plumbing of the pipeline options: config checks, metrics, wire dtypes, the
+simulated link, and the stale schedule's first (synchronous) epoch. Small random graphs, P = 2."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from mp_utils import run_ranks
+from pipeline_utils import small_graph, train_model, write_parts
+
+from gnn_dist.distributed.halo import LinkModel, LinkSpecError
+from gnn_dist.trainer import TrainerConfig
+
+EPOCHS = 5
+
+
+def _dtypes(rank: int, world_size: int, path: str) -> dict:
+    return {dt: train_model(path, "gcn", EPOCHS, halo_dtype=dt) for dt in (None, "fp32", "bf16", "fp16")}
+
+
+def test_halo_dtypes_train_close_to_fp32(tmp_path):
+    path = write_parts(small_graph(), 2, tmp_path / "parts")
+    res = run_ranks(_dtypes, 2, path, timeout=120)[0]
+    ref = [h["train_loss"] for h in res[None]["history"]]
+    assert [h["train_loss"] for h in res["fp32"]["history"]] == ref, "fp32 on the wire is the fp32 run"
+    for dt in ("bf16", "fp16"):
+        got = [h["train_loss"] for h in res[dt]["history"]]
+        np.testing.assert_allclose(got, ref, rtol=1e-2)
+    assert got != ref, "the narrow wire dtype must change something (else the test checks nothing)"
+    bytes32 = res["fp32"]["history"][1]["halo_bytes"]
+    assert bytes32 > 0
+    assert res["bf16"]["history"][1]["halo_bytes"] * 2 == bytes32, "bytes counted as sent"
+
+
+LINK = "latency_ms=60,gbps=100"
+
+
+def _link(rank: int, world_size: int, path: str) -> dict:
+    # each layer "computes" >= 0.1 s, so an epoch (>= 0.2 s) outlasts every exchange (~60 ms)
+    return {mode: train_model(path, "gcn", EPOCHS, pipeline=mode, simulate_link=LINK, eval_every=0, slow_s=0.1)
+            for mode in ("sync", "stale")}
+
+
+def test_simulated_link_is_exposed_in_sync_and_hidden_by_stale(tmp_path):
+    path = write_parts(small_graph(), 2, tmp_path / "parts")
+    for rank_res in run_ranks(_link, 2, path, timeout=120):
+        sync, stale = rank_res["sync"]["history"], rank_res["stale"]["history"]
+        # sync: 2 layers, the forward of both and the backward of the second: 3 exchanges of >= 60 ms
+        # (exposed is the time blocked in the wait: a rank descheduled between starting an
+        # exchange and waiting for it, on a loaded machine, waits less; hence the median and 0.8)
+        assert np.median([h["exposed_comm_s"] for h in sync]) >= 3 * 0.06 * 0.8, sync
+        for h in sync:
+            assert h["comm_time_s"] >= 3 * 0.06
+            assert h["staleness"] == 0
+        assert stale[0]["exposed_comm_s"] >= 3 * 0.06 * 0.5, "stale's first epoch is synchronous"
+        assert stale[0]["staleness"] == 0
+        for h in stale[2:]:  # from epoch 2 on every wait is for an exchange started an epoch ago
+            assert h["staleness"] == 1
+            assert h["exposed_comm_s"] < 0.03, h
+            assert h["comm_time_s"] >= 3 * 0.06 * 0.9, "the communication still happens"
+        assert len(sync[1]["bytes_per_layer"]) == 2 and all(b > 0 for b in sync[1]["bytes_per_layer"])
+        assert sync[1]["bytes_per_layer"] == stale[2]["bytes_per_layer"]
+        assert sum(sync[1]["bytes_per_layer"]) == sync[1]["halo_bytes"]
+
+
+def _first_epochs(rank: int, world_size: int, path: str) -> dict:
+    return {"sync": train_model(path, "sage", 3),
+            "stale": train_model(path, "sage", 3, pipeline="stale"),
+            "stale+ema": train_model(path, "sage", 3, pipeline="stale", stale_smoothing=0.5)}
+
+
+def test_stale_first_epoch_is_sync_then_differs(tmp_path):
+    path = write_parts(small_graph(), 2, tmp_path / "parts")
+    res = run_ranks(_first_epochs, 2, path, timeout=120)[0]
+    sync = [h["train_loss"] for h in res["sync"]["history"]]
+    stale = [h["train_loss"] for h in res["stale"]["history"]]
+    ema = [h["train_loss"] for h in res["stale+ema"]["history"]]
+    assert stale[0] == sync[0] == ema[0], "epoch 0 is synchronous"
+    assert stale[1] != sync[1], "from epoch 1 on the hidden halo rows are one update old"
+    assert ema[1] == stale[1], "the first stale epoch sees the bias-corrected average of one value"
+    assert ema[2] != stale[2], "then the average differs from the last value"
+    assert [h["staleness"] for h in res["stale"]["history"]] == [0, 1, 1]
+
+
+def test_metrics_file_and_fields(tmp_path):
+    path = write_parts(small_graph(), 1, tmp_path / "parts")
+    metrics = tmp_path / "m.jsonl"
+    res = train_model(path, "gcn", 2, pipeline="stale", stale_smoothing=0.3, metrics_path=str(metrics))
+    lines = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert len(lines) == 2
+    for rec in lines:
+        for key in ("compute_time_s", "comm_time_s", "exposed_comm_s", "bytes_per_layer", "staleness"):
+            assert key in rec
+        assert rec["bytes_per_layer"] == [0, 0] and rec["comm_time_s"] == 0.0
+    assert res["history"][1]["staleness"] == 1
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"pipeline": "async"}, r"pipeline='async' is not supported; choose from sync, stale, overlap"),
+    ({"stale_smoothing": 0.5}, r"stale_smoothing=0.5 applies to pipeline='stale' only, not pipeline='sync'"),
+    ({"pipeline": "stale", "stale_smoothing": 1.0}, r"stale_smoothing=1.0 must be in \[0, 1\)"),
+    ({"boundary_sample_rate": 0.0}, r"boundary_sample_rate=0.0 must be in \(0, 1\]"),
+    ({"boundary_sample_rate": 1.5}, r"boundary_sample_rate=1.5 must be in \(0, 1\]"),
+    ({"halo_dtype": "int8"}, r"halo_dtype='int8' is not supported; choose from fp32, bf16, fp16"),
+    ({"simulate_link": 3}, r"simulate_link=3 must be 'latency_ms=L,gbps=B', a LinkModel or None"),
+])
+def test_config_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        TrainerConfig(**kwargs)
+
+
+def test_config_parses_the_link():
+    assert TrainerConfig(simulate_link="latency_ms=1,gbps=2").simulate_link == LinkModel(1.0, 2.0)
+    with pytest.raises(LinkSpecError, match=r"lacks latency_ms"):
+        TrainerConfig(simulate_link="gbps=2")
+
+
+def test_cli_flags(tmp_path, capsys):
+    from gnn_dist.train import build_parser, main
+
+    path = write_parts(small_graph(), 1, tmp_path / "parts")
+    metrics = tmp_path / "m.jsonl"
+    assert main(["--data", path, "--epochs", "2", "--hidden", "8", "--pipeline", "stale", "--stale-smoothing",
+                 "0.2", "--boundary-sample-rate", "0.5", "--halo-dtype", "bf16", "--simulate-link",
+                 "latency_ms=1,gbps=10", "--metrics", str(metrics), "--log-every", "1"]) == 0
+    assert len(metrics.read_text().splitlines()) == 2
+    parser = build_parser()
+    for argv, match in ((["--boundary-sample-rate", "0"], "expected a fraction in \\(0, 1\\], got 0"),
+                        (["--stale-smoothing", "1"], "expected a factor in \\[0, 1\\), got 1"),
+                        (["--simulate-link", "latency_ms=1"], "lacks gbps"),
+                        (["--halo-dtype", "int8"], "invalid choice: 'int8'"),
+                        (["--stale-smoothing", "0.5"], "--stale-smoothing needs --pipeline stale")):
+        with pytest.raises(SystemExit) as info:
+            main(["--data", path, *argv]) if argv[0] == "--stale-smoothing" and argv[1] == "0.5" \
+                else parser.parse_args(["--data", path, *argv])
+        assert info.value.code == 2
+        assert match.replace("\\", "") in capsys.readouterr().err

@@ -19,6 +19,7 @@ from partitioners.format import PartData, PartitionMeta, load_part, load_partiti
 from .distributed.halo import HaloExchanger
 from .distributed import get_rank, get_world_size, raise_on_all_ranks
 from .nn.block import Block
+from .nn.sparse import prepare
 
 __all__ = ["LocalPartition", "load_partition"]
 
@@ -85,8 +86,9 @@ def _tensor(a: np.ndarray | None, device: torch.device, dtype: torch.dtype | Non
 
 
 def _build_block(data: PartData, num_inner: int, num_halo: int, device: torch.device) -> Block:
-    """The part's local block: destinations its ``num_inner`` rows, sources inner + halo rows."""
-    return Block.from_csr(
+    """The part's local block: destinations its ``num_inner`` rows, sources inner + halo rows,
+    with its kernel structures (the transposed CSR of the backward) built at load time."""
+    block = Block.from_csr(
         indptr=torch.from_numpy(np.array(data.indptr)),
         indices=torch.from_numpy(np.array(data.indices)).long(),
         num_src=num_inner + num_halo,
@@ -96,6 +98,7 @@ def _build_block(data: PartData, num_inner: int, num_halo: int, device: torch.de
         src_original_ids=torch.from_numpy(np.array(data.original_ids)),
         edge_weight=None if data.edge_weight is None else torch.from_numpy(np.array(data.edge_weight)),
     ).to(device)
+    return prepare(block)
 
 
 def load_partition(path: str | Path, rank: int | None = None, device: torch.device | str | None = None,

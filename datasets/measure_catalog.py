@@ -10,6 +10,10 @@ Baselines (test-mask accuracy, fitted on the train mask only):
   * ``lr``: multinomial logistic regression (L-BFGS, L2 1e-4 per train row);
 each on raw features ``X``, on ``A_hat X`` and on ``A_hat^2 X`` with
 ``A_hat = D^-1/2 (A + I) D^-1/2`` (the GCN propagation matrix, no learned weights).
+
+Structure: homophily (edges whose ends share a label), for ``sbm-*`` the fraction of edges inside
+one planted community (:func:`partitioners.synthetic.sbm_communities`), and with the baselines
+the communication volume (halo rows) of METIS over that of a random partition at 4 parts.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from partitioners.catalog import list_datasets, load_dataset  # noqa: E402
+from partitioners.catalog import dataset_info, list_datasets, load_dataset  # noqa: E402
+from partitioners.synthetic import sbm_communities  # noqa: E402
 
 
 def _peak_rss_mib() -> int:
@@ -44,14 +49,22 @@ def _generate_child(name: str, seed: int) -> dict:
     t0 = time.perf_counter()
     g = load_dataset(name, seed=seed)
     elapsed = time.perf_counter() - t0
+    peak = _peak_rss_mib()  # the generator's, before the statistics below allocate anything
     deg = g.in_degree()
     src, dst = g.edges()
+    info = dataset_info(name)
+    local = None
+    if info.family == "sbm":
+        community = sbm_communities(info.num_nodes, info.num_classes,
+                                    community_size=info.params.get("community_size"), seed=seed)
+        local = round(float((community[src] == community[dst]).mean()), 4)
     return {"name": name, "seed": seed, "num_nodes": g.num_nodes, "num_edges": g.num_edges,
             "gen_time_s": round(elapsed, 2),
-            "peak_rss_mib": _peak_rss_mib(),
+            "peak_rss_mib": peak,
             "max_degree": int(deg.max()), "mean_degree": round(float(deg.mean()), 2),
             "isolated_frac": round(float((deg == 0).mean()), 4),
             "homophily": round(float((g.y[src] == g.y[dst]).mean()), 4),
+            "intra_community": local,
             "preprocessing": g.preprocessing}
 
 
@@ -103,7 +116,21 @@ def _baselines(name: str, seed: int) -> dict:
     for tag, x in (("X", x0), ("AX", x1), ("A2X", x2)):
         out[f"nc_{tag}"] = round(_nearest_centroid(x, g.y, g.train_mask, g.test_mask, g.num_classes), 4)
         out[f"lr_{tag}"] = round(_logistic(x, g.y, g.train_mask, g.test_mask, g.num_classes), 4)
+    out["metis_vs_random_volume_p4"] = _volume_ratio(g, 4, seed)
     return out
+
+
+def _volume_ratio(g: object, num_parts: int, seed: int) -> float | None:
+    """METIS's communication volume over a random partition's (None without pymetis)."""
+    from partitioners.methods import assign_parts
+    from partitioners.quality import partition_quality
+
+    try:
+        vol = {m: partition_quality(g, assign_parts(g, num_parts, m, seed=seed), num_parts)["comm_volume"]
+               for m in ("metis", "random")}
+    except ValueError:  # pymetis missing
+        return None
+    return round(vol["metis"] / vol["random"], 4)
 
 
 def main(argv: list[str] | None = None) -> int:

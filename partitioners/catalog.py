@@ -6,13 +6,15 @@ measured accuracies, generation times and memory):
 =========  ===========  ===============  =====================================================
 size       nodes        stored edges     use
 =========  ===========  ===============  =====================================================
-tiny       1,000        ~15k             unit tests (milliseconds)
-small      10,000       ~190k-200k       quick experiments, CI (tens of milliseconds)
-medium     200,000      ~4M              benchmarks on one machine (under a second)
-large      2,000,000    ~40M             scale tests (~6 s and ~1 GB peak RSS to generate)
+tiny       1,000        ~14k-15k         unit tests (milliseconds)
+small      10,000       ~170k-190k       quick experiments, CI (tens of milliseconds)
+medium     200,000      ~3.6M-4M         benchmarks on one machine (under a second)
+large      2,000,000    ~36M-40M         scale tests (~5-6 s and ~0.9 GB peak RSS to generate)
 =========  ===========  ===============  =====================================================
 
-``sbm-*`` (:func:`~partitioners.synthetic.sbm_graph`) have learnable labels; ``rmat-*``
+``sbm-*`` (:func:`~partitioners.synthetic.sbm_graph`) have learnable labels and planted
+communities (250, 500, 1000 and 1000 nodes from tiny to large; 95% of the edges inside one), so
+partitioners have locality to find, as in real graphs; ``rmat-*``
 (:func:`~partitioners.synthetic.rmat_graph`) have skewed degrees and random labels, for scale and
 partition quality only. Edge counts are stored (directed) edges, both directions of each
 undirected edge, measured with seed 0; other seeds differ by a few percent.
@@ -58,7 +60,7 @@ def _sbm(size: str, num_nodes: int, num_edges: int, num_classes: int, feature_di
          description: str, **params: Any) -> DatasetInfo:
     params = {"num_nodes": num_nodes, "num_classes": num_classes, "feature_dim": feature_dim,
               "avg_degree": 20.0, "p_in_ratio": 8.0, "degree_exponent": 3.0,
-              "feature_noise": 0.75, **params}
+              "community_size": 1000, "p_local": 0.95, "feature_noise": 0.75, **params}
     return DatasetInfo(name=f"sbm-{size}", family="sbm", num_nodes=num_nodes, num_edges=num_edges,
                        feature_dim=feature_dim, num_classes=num_classes,
                        description=description, params=params)
@@ -73,15 +75,15 @@ def _rmat(size: str, num_nodes: int, num_edges: int, num_classes: int, feature_d
                        description=description, params=params)
 
 
-_SBM_NOTE = "degree-corrected SBM, learnable labels"
+_SBM_NOTE = "degree-corrected SBM with communities, learnable labels"
 _RMAT_NOTE = "Graph500 R-MAT, skewed degrees, random labels (scale/partitioning only)"
 
 _CATALOG: dict[str, DatasetInfo] = {d.name: d for d in (
-    _sbm("tiny", 1_000, 15_000, 4, 16, f"{_SBM_NOTE}; for unit tests",
-         avg_degree=16.0, p_in_ratio=6.0, feature_noise=0.9),
-    _sbm("small", 10_000, 197_000, 8, 32, f"{_SBM_NOTE}; quick experiments"),
-    _sbm("medium", 200_000, 3_990_000, 8, 64, f"{_SBM_NOTE}; single-machine benchmarks"),
-    _sbm("large", 2_000_000, 40_000_000, 8, 64, f"{_SBM_NOTE}; scale tests"),
+    _sbm("tiny", 1_000, 13_700, 4, 16, f"{_SBM_NOTE}; for unit tests",
+         avg_degree=16.0, p_in_ratio=6.0, feature_noise=0.9, community_size=250),
+    _sbm("small", 10_000, 173_000, 8, 32, f"{_SBM_NOTE}; quick experiments", community_size=500),
+    _sbm("medium", 200_000, 3_650_000, 8, 64, f"{_SBM_NOTE}; single-machine benchmarks"),
+    _sbm("large", 2_000_000, 36_500_000, 8, 64, f"{_SBM_NOTE}; scale tests"),
     _rmat("tiny", 1_000, 14_300, 4, 16, 10_000, f"{_RMAT_NOTE}; for unit tests"),
     _rmat("small", 10_000, 190_000, 8, 32, 140_000, _RMAT_NOTE),
     _rmat("medium", 200_000, 3_960_000, 8, 64, 2_300_000, _RMAT_NOTE),

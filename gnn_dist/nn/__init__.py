@@ -12,13 +12,15 @@ from .gat_conv import GATConv
 from .gcn_conv import GCNConv, gcn_norm
 from .gin_conv import GINConv
 from .sage_conv import SAGEConv
-from .sparse import sddmm, spmm
+from .sparse import edge_softmax, prepare, sddmm, spmm
 
 __all__ = [
     "Block",
     "BlockError",
     "spmm",
     "sddmm",
+    "edge_softmax",
+    "prepare",
     "GCNConv",
     "gcn_norm",
     "SAGEConv",

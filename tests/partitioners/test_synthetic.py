@@ -1,4 +1,4 @@
-"""Tests of the synthetic generators (partitioners.synthetic): SBM and R-MAT."""
+"""Tests of the synthetic generators (partitioners.synthetic): SBM (with communities) and R-MAT."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from partitioners import Graph
-from partitioners.synthetic import _clean_csr, random_split, rmat_graph, sbm_graph
+from partitioners.synthetic import (_clean_csr, random_split, rmat_graph, sbm_communities,
+                                    sbm_graph)
 
 ARRAYS = ("indptr", "indices", "x", "y", "train_mask", "val_mask", "test_mask")
 
@@ -123,12 +124,91 @@ def test_sbm_same_seed_same_bytes_other_seed_differs() -> None:
     assert not np.array_equal(g3.train_mask, g1.train_mask)
 
 
-def test_sbm_homophily_matches_p_in_ratio() -> None:
-    # plain SBM, balanced classes: intra-class fraction of draws is r / (r + K - 1)
+@pytest.mark.parametrize("community_size", [None, 1000])
+def test_sbm_homophily_matches_p_in_ratio(community_size: int | None) -> None:
+    # flat degrees, sparse: few repeats, so the stored intra-class fraction is the draws',
+    # r / (r + K - 1), with or without communities
     for ratio, k in ((9.0, 4), (1.0, 4), (21.0, 8)):
-        g = sbm_graph(6000, k, 4, avg_degree=10, p_in_ratio=ratio, degree_exponent=None, seed=1)
+        g = sbm_graph(6000, k, 4, avg_degree=10, p_in_ratio=ratio, degree_exponent=None,
+                      community_size=community_size, seed=1)
         expected = ratio / (ratio + k - 1)
         assert abs(_homophily(g) - expected) < 0.02, (ratio, k)
+
+
+def _locality(g: Graph, community: np.ndarray) -> float:
+    src, dst = g.edges()
+    return float((community[src] == community[dst]).mean())
+
+
+@pytest.mark.parametrize("p_local", [0.0, 0.5, 0.95, 1.0])
+def test_sbm_locality_matches_p_local(p_local: float) -> None:
+    """About ``p_local`` of the edges join two nodes of one community (exactly 0 and 1 at the ends)."""
+    kwargs = {"avg_degree": 10, "degree_exponent": None, "community_size": 400, "seed": 2}
+    g = sbm_graph(8000, 4, 4, p_local=p_local, **kwargs)
+    community = sbm_communities(8000, 4, community_size=400, seed=2)
+    assert community.max() + 1 == 20
+    local = _locality(g, community)
+    if p_local in (0.0, 1.0):
+        assert local == p_local  # remote ends always go to another community
+    else:
+        assert abs(local - p_local) < 0.02
+    _assert_clean_undirected(g)
+
+
+def test_sbm_default_locality_and_homophily_with_skewed_degrees() -> None:
+    g = sbm_graph(20_000, 8, 8, seed=0)  # defaults: 20 communities of 1000, p_local 0.95
+    community = sbm_communities(20_000, 8, seed=0)
+    # repeats are more frequent inside a community (a hub's neighbours are mostly there)
+    assert 0.93 < _locality(g, community) <= 0.95
+    assert 0.47 < _homophily(g) < 8 / 15 + 0.01  # draws: 8 / (8 + 7)
+
+
+def test_sbm_communities_hold_every_class_evenly() -> None:
+    n, k = 10_007, 6
+    y = sbm_graph(n, k, 2, avg_degree=1, seed=4).y
+    for size, expected in ((500, 20), (2, n // k), (None, 1), (10**9, 1)):
+        community = sbm_communities(n, k, community_size=size, seed=4)
+        assert community.dtype == np.int64 and community.shape == (n,)
+        assert community.min() == 0 and community.max() + 1 == expected, size
+        # [community, class] counts: every class in every community, spread to within one node
+        counts = np.zeros((expected, k), dtype=np.int64)
+        np.add.at(counts, (community, y), 1)
+        assert counts.min() >= 1
+        assert (counts.max(axis=0) - counts.min(axis=0)).max() <= 1
+    # placed randomly over ids, and seeded
+    community = sbm_communities(n, k, community_size=500, seed=4)
+    assert abs(np.corrcoef(np.arange(n), community)[0, 1]) < 0.05
+    assert np.array_equal(community, sbm_communities(n, k, community_size=500, seed=4))
+    assert not np.array_equal(community, sbm_communities(n, k, community_size=500, seed=5))
+
+
+def test_sbm_communities_make_metis_beat_random() -> None:
+    """The point of the communities: METIS's halo is a fraction of a random partition's."""
+    pytest.importorskip("pymetis")
+    from partitioners.methods import assign_parts
+    from partitioners.quality import partition_quality
+
+    def volume_ratio(g: Graph) -> float:
+        vol = {m: partition_quality(g, assign_parts(g, 4, m, seed=0), 4)["comm_volume"]
+               for m in ("metis", "random")}
+        return vol["metis"] / vol["random"]
+
+    local = volume_ratio(sbm_graph(10_000, 8, 4, community_size=500, seed=0))
+    plain = volume_ratio(sbm_graph(10_000, 8, 4, community_size=None, seed=0))
+    assert local < 0.3 < 0.8 < plain
+
+
+def test_sbm_community_parameters_change_the_graph() -> None:
+    base = sbm_graph(3000, 4, 4, seed=1)
+    for kwargs in ({"community_size": 300}, {"p_local": 0.5}, {"community_size": None}):
+        other = sbm_graph(3000, 4, 4, seed=1, **kwargs)
+        assert other.indices.tobytes() != base.indices.tobytes(), kwargs
+        assert other.x.tobytes() == base.x.tobytes()  # features and labels do not depend on them
+        assert np.array_equal(other.y, base.y)
+    # one community: p_local has nothing to act on
+    a = sbm_graph(3000, 4, 4, community_size=None, p_local=0.2, seed=1)
+    b = sbm_graph(3000, 4, 4, community_size=None, p_local=0.9, seed=1)
+    _assert_same_bytes(a, b)
 
 
 def test_sbm_default_is_mostly_intra_class_and_skewed() -> None:
@@ -189,6 +269,10 @@ def test_sbm_noise_free_features_are_the_centroids() -> None:
     ({"p_in_ratio": float("nan")}, r"p_in_ratio must be in"),
     ({"degree_exponent": 2.0}, r"degree_exponent must be in \(2\.0, inf\], got 2\.0"),
     ({"feature_noise": -0.1}, r"feature_noise must be in \[0\.0, inf\], got -0\.1"),
+    ({"community_size": 0}, r"community_size must be an integer >= 1, got 0"),
+    ({"community_size": 2.5}, r"community_size must be an integer >= 1, got 2\.5"),
+    ({"p_local": 1.5}, r"p_local must be in \[0\.0, 1\.0\], got 1\.5"),
+    ({"p_local": None}, r"p_local must be a number, got None"),
     ({"feature_dtype": "float64"}, r"feature_dtype must be one of float32, float16, got 'float64'"),
     ({"train_frac": 0.0}, r"train_frac must be in \(0\.0, 1\.0\], got 0\.0"),
     ({"train_frac": 0.5, "test_frac": 0.6}, r"train_frac \+ val_frac \+ test_frac = 1\.2 exceeds 1"),
@@ -198,6 +282,15 @@ def test_sbm_bad_arguments(kwargs: dict, match: str) -> None:
     args = {"num_nodes": 100, "num_classes": 4, "feature_dim": 8, **kwargs}
     with pytest.raises(ValueError, match=match):
         sbm_graph(**args)
+
+
+def test_sbm_communities_bad_arguments() -> None:
+    with pytest.raises(ValueError, match=r"community_size must be an integer >= 1, got -3"):
+        sbm_communities(100, 4, community_size=-3)
+    with pytest.raises(ValueError, match=r"num_nodes must be an integer >= 4, got 3"):
+        sbm_communities(3, 4)
+    with pytest.raises(ValueError, match=r"seed must be a non-negative integer, got -1"):
+        sbm_communities(100, 4, seed=-1)
 
 
 def test_split_too_small_graph() -> None:

@@ -20,20 +20,10 @@ import torch
 
 from partitioners import Graph
 from partitioners.format.writer import write_partition
+from train_helpers import make_graph
 from mp_utils import run_ranks
 
 EPOCHS, HALF = 6, 3
-
-
-def make_graph(num_nodes: int = 60, seed: int = 0) -> Graph:
-    rng = np.random.default_rng(seed)
-    src, dst = rng.integers(0, num_nodes, 300), rng.integers(0, num_nodes, 300)
-    x = rng.standard_normal((num_nodes, 5)).astype(np.float32)
-    y = rng.integers(0, 3, num_nodes)
-    train = rng.random(num_nodes) < 0.5
-    val = ~train & (rng.random(num_nodes) < 0.5)
-    return Graph.from_edges(src, dst, num_nodes, features=x, labels=y, train_mask=train, val_mask=val,
-                            test_mask=~train & ~val, num_classes=3)
 
 
 def write(graph: Graph, num_parts: int, out: Path) -> str:

@@ -9,11 +9,8 @@ Under torchrun: ``gnn-dist train --nproc 2`` (the console script, which runs
 from __future__ import annotations
 
 import json
-import os
 import runpy
 import shutil
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,24 +19,13 @@ import pytest
 
 from partitioners import Graph
 from partitioners.format.writer import write_partition
+from train_helpers import make_graph, run_tree
 
 pytestmark = pytest.mark.filterwarnings("ignore:Unable to enable fault handler:UserWarning")
 REPO = Path(__file__).resolve().parents[2]
 METRIC_KEYS = {"epoch", "train_loss", "train_acc", "val_acc", "test_acc", "epoch_time_s", "comm_bytes"}
 
 
-
-
-def make_graph(num_nodes: int = 60, seed: int = 0) -> Graph:
-    """Labels follow the first three feature columns, so they are learnable."""
-    rng = np.random.default_rng(seed)
-    src, dst = rng.integers(0, num_nodes, 300), rng.integers(0, num_nodes, 300)
-    x = rng.standard_normal((num_nodes, 5)).astype(np.float32)
-    y = x[:, :3].argmax(1)
-    train = rng.random(num_nodes) < 0.5
-    val = ~train & (rng.random(num_nodes) < 0.5)
-    return Graph.from_edges(src, dst, num_nodes, features=x, labels=y, train_mask=train, val_mask=val,
-                            test_mask=~train & ~val, num_classes=3)
 
 
 def write(graph: Graph, num_parts: int, out: Path) -> str:
@@ -123,27 +109,6 @@ def test_resume_in_process_continues_the_metrics_file(folders, tmp_path):
     assert [r["epoch"] for r in recs] == [0, 1, 2, 3, 4] and recs[3]["train_loss"] > 0
     assert main([*base, "--epochs", "5", "--resume"]) == 0  # already done: trains nothing
     assert [r["epoch"] for r in read_metrics(metrics)] == [0, 1, 2, 3, 4]
-
-
-def run_tree(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
-    """Run ``cmd`` in its own session; on timeout kill its whole process tree (torchrun + ranks)."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
-        [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(name, None)
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        pytest.fail(f"{' '.join(cmd)} did not finish in {timeout} s:\n{out[-4000:]}")
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, "")
 
 
 def test_gnn_dist_train_under_torchrun(folders, tmp_path):

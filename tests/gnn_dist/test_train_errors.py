@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,23 +25,13 @@ import torch
 
 from partitioners import Graph
 from partitioners.format.writer import write_partition
+from train_helpers import make_graph, run_tree
 from mp_utils import launch_ranks, run_ranks
 
 pytestmark = pytest.mark.filterwarnings("ignore:Unable to enable fault handler:UserWarning")
 REPO = Path(__file__).resolve().parents[2]
 PEER_TIMEOUT_S = 15
 """The ``--timeout`` of the dead-peer test: the survivor must be gone well within it."""
-
-
-def make_graph(num_nodes: int = 60, seed: int = 0) -> Graph:
-    rng = np.random.default_rng(seed)
-    src, dst = rng.integers(0, num_nodes, 300), rng.integers(0, num_nodes, 300)
-    x = rng.standard_normal((num_nodes, 5)).astype(np.float32)
-    y = rng.integers(0, 3, num_nodes)
-    train = rng.random(num_nodes) < 0.5
-    val = ~train & (rng.random(num_nodes) < 0.5)
-    return Graph.from_edges(src, dst, num_nodes, features=x, labels=y, train_mask=train, val_mask=val,
-                            test_mask=~train & ~val, num_classes=3)
 
 
 def write(graph: Graph, num_parts: int, out: Path) -> str:
@@ -239,27 +227,6 @@ def test_dead_peer_ends_the_job_within_the_timeout(folders, tmp_path):
 
 
 # ---------------------------------------------------------------- through torchrun
-def run_tree(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
-    """Run ``cmd`` in its own session; on timeout kill its whole process tree (torchrun + ranks)."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
-        [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(name, None)
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        pytest.fail(f"{' '.join(cmd)} did not finish in {timeout} s:\n{out[-4000:]}")
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, "")
-
-
 def test_torchrun_with_the_wrong_process_count_fails(folders):
     res = run_tree([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                     "-m", "gnn_dist.train", *argv(folders["p3"]), "--timeout", "30"], timeout=120)

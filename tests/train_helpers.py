@@ -1,0 +1,50 @@
+"""Shared helpers of the training tests: a small labelled random graph, and running a command
+tree (torchrun and its ranks) with a timeout that kills the whole tree."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from partitioners import Graph
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def make_graph(num_nodes: int = 60, seed: int = 0) -> Graph:
+    """A random directed graph (self-loops and duplicates possible) with 5 features, 3 classes
+    that follow the first three feature columns (so they are learnable) and random masks."""
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, num_nodes, 300), rng.integers(0, num_nodes, 300)
+    x = rng.standard_normal((num_nodes, 5)).astype(np.float32)
+    y = x[:, :3].argmax(1)
+    train = rng.random(num_nodes) < 0.5
+    val = ~train & (rng.random(num_nodes) < 0.5)
+    return Graph.from_edges(src, dst, num_nodes, features=x, labels=y, train_mask=train, val_mask=val,
+                            test_mask=~train & ~val, num_classes=3)
+
+
+def run_tree(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """Run ``cmd`` in its own session; on timeout kill its whole process tree (torchrun + ranks)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
+        [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"{' '.join(cmd)} did not finish in {timeout} s:\n{out[-4000:]}")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, "")

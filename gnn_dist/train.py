@@ -51,44 +51,23 @@ def _int_at_least(minimum: int):
     return parse
 
 
-def _positive_float(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
-    if not (x > 0 and math.isfinite(x)):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
-    return x
+def _float_arg(ok: Callable[[float], bool], expected: str) -> Callable[[str], float]:
+    """An argparse type: a float for which ``ok`` holds, else an error saying ``expected``."""
+    def parse(value: str) -> float:
+        try:
+            x = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
+        if not ok(x):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {value}")
+        return x
+    return parse
 
 
-def _dropout(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
-    if not 0.0 <= x < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), got {value}")
-    return x
-
-
-def _fraction(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
-    if not 0.0 < x <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {value}")
-    return x
-
-
-def _smoothing(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
-    if not 0.0 <= x < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a factor in [0, 1), got {value}")
-    return x
+_positive_float = _float_arg(lambda x: x > 0 and math.isfinite(x), "a positive number")
+_dropout = _float_arg(lambda x: 0.0 <= x < 1.0, "a probability in [0, 1)")
+_fraction = _float_arg(lambda x: 0.0 < x <= 1.0, "a fraction in (0, 1]")
+_smoothing = _float_arg(lambda x: 0.0 <= x < 1.0, "a factor in [0, 1)")
 
 
 def _link(value: str) -> Any:

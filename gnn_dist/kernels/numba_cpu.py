@@ -26,6 +26,8 @@ from __future__ import annotations
 import logging
 import math
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Callable
 
 import numba
@@ -236,6 +238,23 @@ def _num_threads() -> int:
     return threads
 
 
+@contextmanager
+def _launch() -> Iterator[int]:
+    """Serialise a kernel launch, with numba's thread count at torch's; yields that count.
+
+    Starting numba's OpenMP pool resets the process-wide OpenMP thread count, which is torch's
+    too (measured: a rank at ``torch.set_num_threads(1)`` ran at 2 after its first numba call,
+    oversubscribing the cores); torch's count is put back after every launch.
+    """
+    with _LAUNCH_LOCK:
+        torch_threads = torch.get_num_threads()
+        try:
+            yield _num_threads()
+        finally:
+            if torch.get_num_threads() != torch_threads:
+                torch.set_num_threads(torch_threads)
+
+
 class _Plan:
     """The numpy arrays of one CSR for the kernels: in edge order, and sorted within rows."""
 
@@ -261,8 +280,7 @@ class _Plan:
             else:
                 s_idx = np.empty_like(self.indices)
                 s_eid = np.empty(self.indices.shape[0], dtype=self.eids.dtype)
-                with _LAUNCH_LOCK:
-                    _num_threads()
+                with _launch():
                     _sort_rows_kernel(self.indptr, self.indices, self.eids, self.use_eids, s_idx, s_eid)
                 self._sorted = (s_idx, s_eid)
         idx, eid = self._sorted
@@ -299,8 +317,7 @@ class NumbaBackend:
         plan = _plan(csr)
         row_bytes = x.shape[1] * x.element_size()
         vals = _np(values.contiguous()) if values is not None else np.zeros((1, 1), dtype=_np(x).dtype)
-        with _LAUNCH_LOCK:
-            threads = _num_threads()
+        with _launch() as threads:
             idx, eid, use_eids, tile = plan.layout(x.shape[0], row_bytes)
             groups = csr.cached(("numba_groups", row_bytes, threads),
                                 lambda: row_groups(plan.indptr, row_bytes, threads))
@@ -315,8 +332,7 @@ class NumbaBackend:
         a, b = a.contiguous(), b.contiguous()
         plan = _plan(csr)
         row_bytes = b.shape[1] * b.element_size()
-        with _LAUNCH_LOCK:
-            threads = _num_threads()
+        with _launch() as threads:
             idx, eid, use_eids, tile = plan.layout(b.shape[0], row_bytes)
             groups = csr.cached(("numba_groups", row_bytes, threads),
                                 lambda: row_groups(plan.indptr, row_bytes, threads))
@@ -332,8 +348,7 @@ class NumbaBackend:
         has_self = self_score is not None
         s_self = self_score.contiguous() if self_score is not None else score.new_zeros(1, score.shape[1])
         alpha_self = torch.empty_like(s_self)
-        with _LAUNCH_LOCK:
-            _num_threads()
+        with _launch():
             _edge_softmax_kernel(_plan(csr).indptr, _np(score), _np(s_self), has_self, _np(alpha), _np(alpha_self))
         return alpha, (alpha_self if has_self else None)
 
@@ -351,8 +366,7 @@ class NumbaBackend:
             a_self = g_self = alpha.new_zeros(1, alpha.shape[1])
         grad_score = torch.empty_like(alpha)
         grad_self_score = torch.empty_like(a_self)
-        with _LAUNCH_LOCK:
-            _num_threads()
+        with _launch():
             _edge_softmax_backward_kernel(_plan(csr).indptr, _np(alpha), _np(a_self), _np(grad), _np(g_self),
                                           has_self, _np(grad_score), _np(grad_self_score))
         return grad_score, (grad_self_score if has_self else None)

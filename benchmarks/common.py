@@ -36,6 +36,7 @@ __all__ = [
     "summarize",
     "peak_rss_bytes",
     "current_rss_bytes",
+    "cpu_usage",
     "environment",
     "hardware_tag",
     "default_result_stem",
@@ -111,6 +112,13 @@ def peak_rss_bytes() -> int:
     """Peak resident set size of this process so far, in bytes (``ru_maxrss``; Linux: KiB)."""
     scale = 1 if sys.platform == "darwin" else 1024
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * scale
+
+
+def cpu_usage() -> dict[str, float]:
+    """This process's CPU use so far (all threads): ``user_s``, ``sys_s`` (kernel time: page faults,
+    system calls), ``minor_faults``. Subtract two snapshots to get a region's share."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return {"user_s": r.ru_utime, "sys_s": r.ru_stime, "minor_faults": float(r.ru_minflt)}
 
 
 def current_rss_bytes() -> int:

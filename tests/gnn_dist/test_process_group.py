@@ -403,3 +403,16 @@ def test_torchrun_jobs_exit_cleanly(tmp_path: Path) -> None:
             failures.append(f"run {i}: exit code {proc.returncode}, {done}/2 ranks done\n"
                             f"{proc.stderr[-1500:]}")
     assert not failures, f"{len(failures)}/{runs} torchrun runs failed:\n" + "\n".join(failures)
+
+
+def test_keepalive_bounds_what_it_holds(monkeypatch):
+    monkeypatch.setattr(keepalive, "_kept", type(keepalive._kept)())
+    small = [torch.zeros(4) for _ in range(keepalive._CAPACITY + 3)]
+    keepalive.keep_alive(*small)
+    assert keepalive.num_kept() == keepalive._CAPACITY  # count bound, oldest dropped
+    assert keepalive._kept[-1] is small[-1]
+    big = torch.zeros(keepalive._MAX_BYTES // 4 + 1)  # alone above the byte bound
+    keepalive.keep_alive(big)
+    assert keepalive.num_kept() == 1 and keepalive._kept[0] is big  # the newest is always held
+    keepalive.release_all()
+    assert keepalive.num_kept() == 0

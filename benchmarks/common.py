@@ -180,6 +180,36 @@ def source_digest(folder: str | os.PathLike[str], pattern: str = "*.py") -> str:
     return h.hexdigest()
 
 
+def cached_metis_partitions(dataset: str, parts: Iterable[int], seed: int,
+                            cache_dir: str | os.PathLike[str]) -> dict[int, str]:
+    """P -> a METIS partition folder of catalog ``dataset`` for each P in ``parts``, made once and
+    kept under ``cache_dir``. The folder name carries a digest of the ``partitioners`` sources,
+    so a change to the generators, the partitioner or the format makes new folders instead of
+    silently reusing graphs the current code would not produce."""
+    from partitioners.api import partition_graph
+    from partitioners.catalog import load_dataset
+    from partitioners.format import load_partition_meta
+
+    digest = source_digest(repo_root() / "partitioners")[:12]
+    graph = None
+    paths: dict[int, str] = {}
+    for num_parts in parts:
+        path = Path(cache_dir) / "partitions" / f"{dataset}-metis-seed{seed}-p{num_parts}-{digest}"
+        try:
+            meta = load_partition_meta(path)
+            ok = meta.num_parts == num_parts and meta.name == dataset
+        except Exception:
+            ok = False
+        if not ok:
+            if graph is None:
+                graph, t = timed(load_dataset, dataset, seed=seed)
+                log.info("generated %s in %.1f s", dataset, t)
+            _, t = timed(partition_graph, graph, num_parts, "metis", path, seed=seed, overwrite=True)
+            log.info("partitioned %s into %d parts in %.1f s -> %s", dataset, num_parts, t, path)
+        paths[num_parts] = str(path)
+    return paths
+
+
 def environment(packages: Sequence[str] = ()) -> dict[str, Any]:
     """What a result depends on: date, host, CPU, memory, load, Python and ``packages`` versions."""
     try:

@@ -142,25 +142,7 @@ class BenchConfig:
 # ============================================================================ partitions
 def prepare_partitions(cfg: BenchConfig) -> None:
     """Make (or reuse) the METIS partitions of ``cfg.dataset`` for P = 1 and ``cfg.parts``."""
-    from partitioners.api import partition_graph
-    from partitioners.catalog import load_dataset
-    from partitioners.format import load_partition_meta
-
-    graph = None
-    for num_parts in (1, *cfg.parts):
-        path = Path(cfg.cache_dir) / "partitions" / f"{cfg.dataset}-metis-seed{cfg.seed}-p{num_parts}"
-        try:
-            meta = load_partition_meta(path)
-            ok = meta.num_parts == num_parts and meta.name == cfg.dataset
-        except Exception:
-            ok = False
-        if not ok:
-            if graph is None:
-                graph, t = common.timed(load_dataset, cfg.dataset, seed=cfg.seed)
-                log.info("generated %s in %.1f s", cfg.dataset, t)
-            _, t = common.timed(partition_graph, graph, num_parts, "metis", path, seed=cfg.seed, overwrite=True)
-            log.info("partitioned %s into %d parts in %.1f s -> %s", cfg.dataset, num_parts, t, path)
-        cfg.paths[num_parts] = str(path)
+    cfg.paths.update(common.cached_metis_partitions(cfg.dataset, (1, *cfg.parts), cfg.seed, cfg.cache_dir))
 
 
 # ============================================================================ in the spawned processes

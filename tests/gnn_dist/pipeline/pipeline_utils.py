@@ -1,4 +1,4 @@
-"""Shared helpers of the pipeline tests: hand-made halo plans and small partitioned graphs."""
+"""Shared helpers of the pipeline tests: small partitioned graphs and training runs."""
 
 from __future__ import annotations
 
@@ -7,37 +7,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from gnn_dist.distributed.halo import HaloExchanger
-
-
-def make_plan(num_parts: int, num_nodes: int, num_edges: int, seed: int) -> list[dict[str, Any]]:
-    """Per part: ``inner`` (global ids, local order), ``halo`` (global ids of the halo rows,
-    grouped by owner, ascending), ``send_index``, ``send_offsets``, ``halo_offsets``."""
-    rng = np.random.default_rng(seed)
-    owner = rng.integers(0, num_parts, num_nodes)
-    inner = [rng.permutation(np.flatnonzero(owner == p)) for p in range(num_parts)]
-    local = np.empty(num_nodes, dtype=np.int64)
-    for p in range(num_parts):
-        local[inner[p]] = np.arange(inner[p].size)
-    src, dst = rng.integers(0, num_nodes, num_edges), rng.integers(0, num_nodes, num_edges)
-    halo = []
-    for p in range(num_parts):
-        h = np.unique(src[(owner[dst] == p) & (owner[src] != p)])
-        halo.append(h[np.lexsort((h, owner[h]))])
-    plans = []
-    for p in range(num_parts):
-        sends = [local[halo[q][owner[halo[q]] == p]] for q in range(num_parts)]
-        counts = [int((owner[halo[p]] == q).sum()) for q in range(num_parts)]
-        plans.append({"inner": inner[p], "halo": halo[p],
-                      "send_index": np.concatenate(sends).astype(np.int64),
-                      "send_offsets": np.concatenate([[0], np.cumsum([s.size for s in sends])]).tolist(),
-                      "halo_offsets": np.concatenate([[0], np.cumsum(counts)]).tolist()})
-    return plans
-
-
-def exchanger_for(plan: dict[str, Any], **kw: Any) -> HaloExchanger:
-    return HaloExchanger(torch.from_numpy(plan["send_index"]), plan["send_offsets"],
-                         plan["halo_offsets"], int(plan["inner"].size), **kw)
 
 
 def small_graph(seed: int = 0, num_nodes: int = 150, num_edges: int = 900):

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from mp_utils import run_ranks
-from pipeline_utils import exchanger_for, make_plan, small_graph, train_model, write_parts
+from halo_plans import exchanger_for, make_plan
+from pipeline_utils import small_graph, train_model, write_parts
 
 from gnn_dist.pipeline import BoundarySampler, SyncExchange
 

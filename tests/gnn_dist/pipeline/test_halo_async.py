@@ -15,7 +15,7 @@ import torch
 from mp_utils import run_ranks
 
 from gnn_dist.distributed.halo import HaloExchanger, LinkModel, LinkSpecError, parse_wire_dtype
-from pipeline_utils import exchanger_for, make_plan
+from halo_plans import exchanger_for, make_plan
 
 
 def _check(rank: int, world_size: int) -> dict[str, Any]:

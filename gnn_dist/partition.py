@@ -6,6 +6,7 @@ ranks), ``F`` feature width, ``C`` classes.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,8 @@ class LocalPartition:
     """One rank's part: inner-row data, the local block and the halo exchange.
 
     ``x`` ``[I, F]``, ``y`` ``[I]`` (class ids) or ``[I, C]`` (multi-label 0/1), masks ``[I]``;
-    ``global_ids``/``original_ids`` ``[I + H]``. ``exchange(h_inner [I, F]) -> [I + H, F]`` is the
+    ``global_ids``/``original_ids`` ``[I + H]``; :attr:`x` (``[I, F]``) is loaded on first use.
+    ``exchange(h_inner [I, F]) -> [I + H, F]`` is the
     differentiable halo exchange a model calls before each layer.
     """
 
@@ -41,7 +43,12 @@ class LocalPartition:
     num_parts: int
     num_inner: int
     num_halo: int
-    x: torch.Tensor | None
+    features: np.ndarray | None
+    """The inner rows' features ``[I, F]`` as stored (a read-only ``np.memmap`` of
+    ``features.npy``, hotness-ordered); None without features. :attr:`x` is their copy on the
+    device, made on first use; a :class:`~gnn_dist.cache.FeatureStore` can serve them instead."""
+    hotness: np.ndarray
+    """int64 ``[I]``: the inner rows' hotness scores (descending: the row order)."""
     y: torch.Tensor | None
     train_mask: torch.Tensor
     val_mask: torch.Tensor
@@ -51,6 +58,12 @@ class LocalPartition:
     block: Block
     exchanger: HaloExchanger
     device: torch.device
+
+    @functools.cached_property
+    def x(self) -> torch.Tensor | None:
+        """The inner rows' features ``[I, F]`` on :attr:`device` (copied from :attr:`features`
+        on first use, then kept), or None when the partition has none."""
+        return _tensor(self.features, self.device)
 
     @property
     def num_classes(self) -> int:
@@ -145,7 +158,7 @@ def load_partition(path: str | Path, rank: int | None = None, device: torch.devi
         y = _tensor(labels, device, torch.float32 if labels.ndim == 2 else torch.long)
     part = LocalPartition(
         path=path, meta=meta, part_id=rank, num_parts=meta.num_parts, num_inner=num_inner,
-        num_halo=num_halo, x=_tensor(data.features, device), y=y,
+        num_halo=num_halo, features=data.features, hotness=np.asarray(data.hotness), y=y,
         train_mask=mask(data.train_mask), val_mask=mask(data.val_mask), test_mask=mask(data.test_mask),
         global_ids=_tensor(data.global_ids, device), original_ids=_tensor(data.original_ids, device),
         block=block, exchanger=exchanger, device=device)

@@ -11,6 +11,10 @@ in-process as ``main([...])``.
 - ``--pipeline {sync,overlap,stale}``, ``--stale-smoothing``, ``--boundary-sample-rate``,
   ``--halo-dtype``, ``--simulate-link``: the halo-exchange schedule and its options (see
   :class:`gnn_dist.trainer.TrainerConfig`).
+- ``--feature-storage {device,host,mmap}``, ``--feature-cache-budget``, ``--feature-cache-policy``,
+  ``--no-static-halo``, ``--precompute-first-layer``, ``--first-layer-chunk-rows``: where input
+  features live and how the first layer reads them (see :mod:`gnn_dist.cache`); the metrics
+  gain ``feature_hits``, ``feature_misses``, ``feature_hit_rate``, ``feature_h2d_bytes``.
 - ``--epochs`` is the total. ``--resume`` continues from the latest checkpoint in
   ``--checkpoint-dir`` (from epoch 0 if there is none) up to it, with absolute epoch numbers;
   the metrics file keeps the lines of the epochs before the checkpoint and gets the rest
@@ -34,6 +38,7 @@ from typing import Any
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
+from .cache.policies import POLICIES
 from .models import MODELS, build_model
 
 log = logging.getLogger("gnn_dist.train")
@@ -79,6 +84,25 @@ def _link(value: str) -> Any:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _budget(value: str) -> int | float | str:
+    """``--feature-cache-budget``: an int of bytes, a fraction, or a size/percentage string."""
+    from .cache.budget import parse_budget
+
+    spec: int | float | str = value
+    try:
+        spec = int(value)
+    except ValueError:
+        try:
+            spec = float(value)
+        except ValueError:
+            pass
+    try:
+        parse_budget(spec, 1 << 62)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return spec
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gnn_dist.train", description="Exact distributed full-graph GNN training.")
     p.add_argument("--data", required=True, help="partition folder (gnn-dist partition --out)")
@@ -118,6 +142,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="dtype halo rows travel in; compute stays in fp32 (default: as computed)")
     p.add_argument("--simulate-link", type=_link, default=None, metavar="latency_ms=L,gbps=B",
                    help="delay each halo exchange as a link of latency L ms and bandwidth B Gbit/s would")
+    p.add_argument("--feature-storage", default="device", choices=("device", "host", "mmap"),
+                   help="where input features live: all on the device, or in host memory / read from disk "
+                        "with a device cache of the hottest rows (default: device)")
+    p.add_argument("--feature-cache-budget", type=_budget, default=None, metavar="SIZE",
+                   help="device cache size for --feature-storage host/mmap: bytes, a size (4GB, 512MiB), "
+                        "a percentage of the features (25%%) or a fraction (0.25) (default: all rows)")
+    p.add_argument("--feature-cache-policy", default="degree", choices=tuple(sorted(POLICIES)),
+                   help="which rows the device cache holds: degree (the partition's hotness order), halo "
+                        "(rows sent to most peers first), frequency (counted in the first epoch), none "
+                        "(default: degree)")
+    p.add_argument("--no-static-halo", dest="static_halo", action="store_false",
+                   help="exchange the halo rows' input features every epoch instead of once at start")
+    p.add_argument("--precompute-first-layer", action="store_true",
+                   help="aggregate the input features of a gcn/sage/gin first layer once and train on that "
+                        "(exact)")
+    p.add_argument("--first-layer-chunk-rows", type=_int_at_least(0), default=None, metavar="N",
+                   help="run the first layer over chunks of N destination rows, fetching each chunk's source "
+                        "rows through the feature cache; 0 never chunks (default: chunk when the cache does "
+                        "not hold every row)")
     p.add_argument("--no-verify", action="store_true", help="skip the sha256 check of the part files")
     p.add_argument("--timeout", type=_positive_float, default=300.0,
                    help="collective timeout in seconds: a dead or stuck peer ends the job after it (default: 300)")
@@ -198,7 +241,11 @@ def run(args: argparse.Namespace, device: Any = None) -> dict:
                       checkpoint_every=args.checkpoint_every, metrics_path=args.metrics,
                       log_every=args.log_every, pipeline=args.pipeline,
                       stale_smoothing=args.stale_smoothing, boundary_sample_rate=args.boundary_sample_rate,
-                      halo_dtype=args.halo_dtype, simulate_link=args.simulate_link)
+                      halo_dtype=args.halo_dtype, simulate_link=args.simulate_link,
+                      feature_storage=args.feature_storage, feature_cache_budget=args.feature_cache_budget,
+                      feature_cache_policy=args.feature_cache_policy, static_halo=args.static_halo,
+                      precompute_first_layer=args.precompute_first_layer,
+                      first_layer_chunk_rows=args.first_layer_chunk_rows)
     if args.resume and not trainer.resume():
         log.info(f"no checkpoint in {args.checkpoint_dir}: starting from epoch 0")
     if args.epochs < trainer.epoch:

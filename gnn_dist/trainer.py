@@ -42,6 +42,7 @@ from .checkpoint import CheckpointError
 from .distributed import (all_reduce_grads, all_reduce_sum, broadcast_module, get_rank, get_world_size,
                           is_distributed)
 from .distributed import raise_on_all_ranks
+from .cache.input import InputFeatures, check_feature_options
 from .pipeline import PIPELINES, Pipeline, build_pipeline
 
 __all__ = ["Trainer", "TrainerConfig", "PIPELINES"]
@@ -99,6 +100,26 @@ class TrainerConfig:
     simulate_link: LinkModel | str | None = None
     """Delay every halo exchange as a link of this latency and bandwidth would
     (``"latency_ms=L,gbps=B"`` or a :class:`~gnn_dist.distributed.halo.LinkModel`); None: none."""
+    feature_storage: str = "device"
+    """Where the input features live: ``device`` (all rows on the training device), ``host``
+    (host memory, pinned on CUDA) or ``mmap`` (the part's ``features.npy`` read from disk), the
+    last two with a device cache of the hottest rows (see :mod:`gnn_dist.cache`)."""
+    feature_cache_budget: str | int | float | None = None
+    """The device cache's size: bytes, a fraction of the rows' bytes, or ``"4GB"``/``"25%"``;
+    None: every row."""
+    feature_cache_policy: str = "degree"
+    """How rows are ranked for the device cache: ``degree`` (the partition's hotness order),
+    ``halo`` (fan-out to peers first), ``frequency`` (accesses counted in the first epoch) or
+    ``none`` (no device cache)."""
+    static_halo: bool = True
+    """Fetch the halo rows' input features once at start instead of every epoch (layer 0 then
+    makes no exchange; exact). Models that take a tensor ``x`` (custom models without
+    ``accepts_layer_input``) always exchange them."""
+    precompute_first_layer: bool = False
+    """Aggregate the raw features of a GCN/SAGE/GIN first layer once and train on that (exact)."""
+    first_layer_chunk_rows: int | None = None
+    """Destinations per chunk of a chunked first layer; None: chunk when the device cache does not
+    hold every row; 0: never chunk."""
     checkpoint_dir: str | None = None
     """Where rank 0 writes checkpoints; None writes none."""
     checkpoint_every: int = 10
@@ -129,6 +150,10 @@ class TrainerConfig:
         elif self.simulate_link is not None and not isinstance(self.simulate_link, LinkModel):
             raise ValueError(f"simulate_link={self.simulate_link!r} must be 'latency_ms=L,gbps=B', a "
                              f"LinkModel or None")
+        check_feature_options(storage=self.feature_storage, cache_policy=self.feature_cache_policy,
+                              static_halo=self.static_halo, precompute_first_layer=self.precompute_first_layer,
+                              first_layer_chunk_rows=self.first_layer_chunk_rows,
+                              cache_budget=self.feature_cache_budget)
         if self.lr <= 0 or not math.isfinite(self.lr):
             raise ValueError(f"lr={self.lr} must be a positive number")
         if self.weight_decay < 0:
@@ -149,7 +174,7 @@ class Trainer:
         self.config = TrainerConfig(**config)
         self.model = model.to(part.device)
         self.part = part
-        if part.x is None:
+        if part.features is None:
             raise ValueError(f"{part.path}: the partition has no node features to train on")
         if part.y is None:
             raise ValueError(f"{part.path}: the partition has no labels to train on")
@@ -160,6 +185,13 @@ class Trainer:
         part.exchanger.wire_dtype = parse_wire_dtype(c.halo_dtype)
         part.exchanger.link = c.simulate_link  # type: ignore[assignment]
         self.pipeline: Pipeline = self._build_pipeline()
+        self.inputs: InputFeatures | None = None
+        """The first layer's input (a feature store, static halo rows) for models that accept it."""
+        if getattr(model, "accepts_layer_input", False):
+            self.inputs = InputFeatures(part, storage=c.feature_storage, cache_budget=c.feature_cache_budget,
+                                        cache_policy=c.feature_cache_policy, static_halo=c.static_halo,
+                                        precompute_first_layer=c.precompute_first_layer,
+                                        first_layer_chunk_rows=c.first_layer_chunk_rows)
         broadcast_module(self.model, src=0)
         self.optimizer = self._build_optimizer()
         self.epoch = 0
@@ -224,7 +256,8 @@ class Trainer:
         halo_before, comm_before, exposed_before = ex.bytes_sent, ex.comm_time_s, ex.exposed_comm_s
         by_layer_before = dict(ex.bytes_by_tag)
         view = self.pipeline.begin_step(self.epoch)
-        logits = self.model(view, self.part.x)
+        store_before = self._store_counts()
+        logits = self.model(view, self.inputs if self.inputs is not None else self.part.x)
         loss = self._loss_sum(logits) / self.part.global_num_train
         loss.backward()
         grad_bytes = self._all_reduce_grads()
@@ -235,6 +268,8 @@ class Trainer:
             raise FloatingPointError(f"epoch {self.epoch}: the training loss is {value}; lower the "
                                      f"learning rate (lr={self.config.lr}) or check the input features")
         self.optimizer.step()
+        if self.inputs is not None:
+            self.inputs.end_epoch()
         step_s = time.perf_counter() - t0
         exposed = ex.exposed_comm_s - exposed_before
         num_layers = max([k + 1 for k in ex.bytes_by_tag if isinstance(k, int)]
@@ -243,13 +278,33 @@ class Trainer:
                 "compute_time_s": step_s - exposed, "comm_time_s": ex.comm_time_s - comm_before,
                 "exposed_comm_s": exposed,
                 "bytes_per_layer": [ex.bytes_by_tag.get(i, 0) - by_layer_before.get(i, 0) for i in range(num_layers)],
-                "staleness": self.pipeline.staleness()}
+                "staleness": self.pipeline.staleness(), **self._store_delta(store_before)}
+
+    def _store_line(self, rec: dict[str, Any]) -> str:
+        if self.inputs is None or self.inputs.store.storage == "device":
+            return ""
+        return (f"  features hit rate {rec['feature_hit_rate']:.3f}, "
+                f"host-to-device {rec['feature_h2d_bytes'] / 2**20:.2f} MiB")
+
+    def _store_counts(self) -> tuple[int, int, int]:
+        if self.inputs is None:
+            return (0, 0, 0)
+        st = self.inputs.store
+        return st.hits, st.misses, st.h2d_bytes
+
+    def _store_delta(self, before: tuple[int, int, int]) -> dict[str, Any]:
+        """This step's feature-store counters: rows served from the device cache (hits) and from
+        host/disk (misses), and the bytes copied host-to-device."""
+        hits, misses, h2d = (a - b for a, b in zip(self._store_counts(), before))
+        return {"feature_hits": hits, "feature_misses": misses,
+                "feature_hit_rate": hits / (hits + misses) if hits + misses else float("nan"),
+                "feature_h2d_bytes": h2d}
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
         """Accuracy (micro-F1 for multi-label) on the train/val/test masks, over all ranks."""
         self.model.eval()
-        logits = self.model(self.part, self.part.x)
+        logits = self.model(self.part, self.inputs if self.inputs is not None else self.part.x)
         p = self.part
         stats = []
         for mask in (p.train_mask, p.val_mask, p.test_mask):
@@ -305,7 +360,8 @@ class Trainer:
                 log.info(f"epoch {rec['epoch']:4d}  loss {rec['train_loss']:.4f}{accs}  "
                          f"{rec['epoch_time_s'] * 1e3:.1f} ms (compute {rec['compute_time_s'] * 1e3:.1f}, "
                          f"halo comm {rec['comm_time_s'] * 1e3:.1f}, exposed {rec['exposed_comm_s'] * 1e3:.1f})  "
-                         f"comm {rec['comm_bytes'] / 2**20:.2f} MiB  staleness {rec['staleness']}")
+                         f"comm {rec['comm_bytes'] / 2**20:.2f} MiB  staleness {rec['staleness']}"
+                         + self._store_line(rec))
         if c.checkpoint_dir and (self.epoch % max(c.checkpoint_every, 1) == 0 or last):
             self.save_checkpoint()
 

@@ -408,6 +408,21 @@ class HaloExchanger:
             return out
         return self._launch(send, send_counts, recv_counts, finish, tag, backward=False)
 
+    def fetch_rows(self, send_rows: torch.Tensor, *, tag: Any = None) -> torch.Tensor:
+        """Blocking, not differentiable: send ``send_rows [num_send, F...]`` (the caller's
+        ``h[send_index]``, e.g. read straight from disk) and return the halo rows
+        ``[N_halo, F...]``. The rows travel in their own dtype (the wire dtype does not apply:
+        this is for one-time exact transfers such as the static halo input features). A collective."""
+        if send_rows.ndim < 1 or send_rows.shape[0] != self.num_send:
+            raise ValueError(f"fetch_rows expects {self.num_send} rows (len(send_index)), got a tensor "
+                             f"of shape {tuple(send_rows.shape)}")
+        rows = send_rows.detach()
+        if self.world_size == 1:
+            return rows.new_zeros((self.num_halo, *rows.shape[1:]))
+        handle = self._launch(rows, self.send_counts, self.halo_counts, lambda recv: recv, tag,
+                              backward=False, wire=False)
+        return handle.wait()
+
     def start_backward(self, grad_halo: torch.Tensor, *, tag: Any = None,
                        subset: HaloSubset | None = None) -> HaloHandle:
         """Start sending the halo rows' gradients ``grad_halo [N_halo, F...]`` back to their
@@ -508,10 +523,13 @@ class HaloExchanger:
         return handle
 
     def _launch(self, send: torch.Tensor, send_counts: list[int], recv_counts: list[int],
-                finish: Callable[[torch.Tensor], torch.Tensor], tag: Any, *, backward: bool) -> HaloHandle:
-        """Cast ``send`` to the wire dtype, start the ``all_to_all_single``, count its bytes."""
-        wire = self.wire_dtype if self.wire_dtype is not None and send.is_floating_point() else send.dtype
-        send = send.to(wire).contiguous()
+                finish: Callable[[torch.Tensor], torch.Tensor], tag: Any, *, backward: bool,
+                wire: bool = True) -> HaloHandle:
+        """Cast ``send`` to the wire dtype (unless ``wire`` is False), start the
+        ``all_to_all_single``, count its bytes."""
+        use_wire = wire and self.wire_dtype is not None and send.is_floating_point()
+        wire_dtype = self.wire_dtype if use_wire else send.dtype
+        send = send.to(wire_dtype).contiguous()
         recv = send.new_empty((sum(recv_counts), *send.shape[1:]))
         row_bytes = math.prod(send.shape[1:]) * send.element_size()
         sent, received = sum(send_counts) * row_bytes, sum(recv_counts) * row_bytes

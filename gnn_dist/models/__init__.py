@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
-from .basic_gnn import GAT, GCN, GIN, MODELS, BasicGNN, FullGraph, GraphSAGE, PartLike, build_model
+from .basic_gnn import (GAT, GCN, GIN, MODELS, Activation, BasicGNN, FullGraph, GraphSAGE, LayerInput, PartLike,
+                        build_model)
 
-__all__ = ["BasicGNN", "GCN", "GraphSAGE", "GAT", "GIN", "MODELS", "build_model", "FullGraph", "PartLike"]
+__all__ = ["BasicGNN", "GCN", "GraphSAGE", "GAT", "GIN", "MODELS", "build_model", "FullGraph", "PartLike",
+           "LayerInput", "Activation"]

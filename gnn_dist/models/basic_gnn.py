@@ -5,7 +5,7 @@ Legend: ``I`` inner rows (the part's destinations ``D``), ``S`` = inner + halo s
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Callable, Optional, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -13,20 +13,50 @@ from torch import nn
 
 from ..nn import Block, DropoutKey, GATConv, GCNConv, GINConv, SAGEConv, hash_dropout
 
-__all__ = ["PartLike", "FullGraph", "BasicGNN", "GCN", "GraphSAGE", "GAT", "GIN", "MODELS", "build_model"]
+__all__ = ["PartLike", "LayerInput", "Activation", "FullGraph", "BasicGNN", "GCN", "GraphSAGE", "GAT", "GIN", "MODELS", "build_model"]
+
+
+Activation = Callable[[torch.Tensor, Optional[torch.Tensor]], torch.Tensor]
+"""``activation(h_rows, rows)``: a hidden layer's ReLU and dropout applied to its output rows
+``rows`` (int64 destination ids; None: all ``I`` rows, in order). Row-wise, so a part may
+compute a layer's output in pieces (e.g. the rows its peers need first)."""
 
 
 class PartLike(Protocol):
     """What a model runs on: a block and a differentiable halo exchange.
 
-    A part may also offer ``layer(conv, h_inner, *, dropout_key=None) -> [I, F']``, which runs
-    one conv with its exchange folded in (the ``overlap`` pipeline mode); the models then call
-    it instead of ``exchange`` followed by the conv."""
+    Optional hooks the built-in models use when a part (a pipeline mode's view) has them:
+
+    - ``begin_layer(i)``: called before layer ``i``, so the part numbers its exchanges by layer
+      even when a layer makes none (a static first layer, see :class:`LayerInput`).
+    - ``layer(conv, h_inner, *, dropout_key=None, activation=None) -> [I, F']``: runs one conv
+      with its exchange folded in, then ``activation`` (None: the output layer) - the
+      ``overlap`` mode; the models then call it instead of ``exchange`` followed by the conv.
+    - ``input_layer(conv, x, *, dropout_key=None, activation=None) -> [I, F']``: the same for
+      the first layer when its input ``x`` is a :class:`LayerInput`.
+    """
 
     block: Block
 
     def exchange(self, h_inner: torch.Tensor) -> torch.Tensor:
         """``[I, F]`` inner rows -> ``[S, F]`` inner rows then halo rows (differentiable)."""
+        ...
+
+
+class LayerInput(Protocol):
+    """A first-layer input that computes the first conv itself (``gnn_dist.cache.InputFeatures``:
+    features served by a tiered store, halo rows fetched once, optionally chunked or
+    precomputed). A model given one instead of a tensor calls :meth:`layer` for layer 0."""
+
+    num_rows: int
+    """``I``: the part's inner rows."""
+    dim: int
+    """``F_in``: the feature width."""
+
+    def layer(self, conv: nn.Module, part: PartLike, *, dropout_key: Any = None,
+              rows: torch.Tensor | None = None) -> torch.Tensor:
+        """``conv``'s output ``[len(rows) or I, F']`` for destination rows ``rows`` (None: all);
+        ``part.exchange`` fetches the halo rows if the input does not hold them."""
         ...
 
 
@@ -57,8 +87,13 @@ class BasicGNN(nn.Module):
     .. code-block:: text
 
         h_all = part.exchange(h)          # [I, F] -> [S, F]: inner rows then halo rows
-        h = conv_i(part.block, h_all)     # [I, F']   (or h = part.layer(conv_i, h) if the part has it)
+        h = conv_i(part.block, h_all)     # [I, F']
         if i < num_layers - 1:  h = hash_dropout(relu(h), dropout, seed, dropout_step, i, original ids)
+
+    ``x`` is the inner rows' features ``[I, F_in]``, or a :class:`LayerInput` (the trainer's
+    ``gnn_dist.cache.InputFeatures``), which computes layer 0 itself without a per-step exchange.
+    The part's optional hooks (``begin_layer``, ``layer``, ``input_layer``: see
+    :class:`PartLike`) replace the exchange-then-conv steps when present.
 
     Dropout masks are keyed by ``(seed, dropout_step, layer, original node id, feature)``, so P
     ranks equal one device with dropout on. ``dropout_step`` is an int64 buffer (saved in the
@@ -78,6 +113,10 @@ class BasicGNN(nn.Module):
         - **input:** ``part`` (a :class:`PartLike`), ``x`` :math:`(I, F_{in})` inner rows
         - **output:** logits :math:`(I, F_{out})`
     """
+
+    accepts_layer_input = True
+    """``forward`` takes a :class:`LayerInput` as ``x`` (the Trainer then passes its
+    ``InputFeatures``: features through the store, halo rows fetched once)."""
 
     def __init__(self, in_dim: int, hidden_dim: int, out_dim: int, num_layers: int, dropout: float = 0.5,
                  seed: int = 0, **layer_kwargs: Any) -> None:
@@ -111,34 +150,57 @@ class BasicGNN(nn.Module):
         for conv in self.convs:
             conv.reset_parameters()
 
-    def forward(self, part: PartLike, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, part: PartLike, x: torch.Tensor | LayerInput) -> torch.Tensor:
         block = part.block
-        name = self.__class__.__name__
-        if x.dim() != 2 or x.shape[1] != self.in_dim:
-            got = x.shape[1] if x.dim() == 2 else list(x.shape)
-            raise ValueError(f"{name}: x has {got} features per row but the model's in_dim is {self.in_dim}")
-        if x.shape[0] != block.num_dst:
-            raise ValueError(f"{name}: x has {x.shape[0]} rows but the part has {block.num_dst} inner rows")
+        self._check_input(x, block)
         ids = block.src_original_ids[:block.num_dst]
         step = self.dropout_step
-        h = x
+        begin_layer = getattr(part, "begin_layer", None)
         layer = getattr(part, "layer", None)
+        h = x
         for i, conv in enumerate(self.convs):
             key = DropoutKey(self.seed, step, i) if getattr(conv, "uses_dropout_key", False) else None
+            act = self._activation(i, step, ids) if i < self.num_layers - 1 else None
+            if begin_layer is not None:
+                begin_layer(i)
+            if i == 0 and not isinstance(x, torch.Tensor):
+                input_layer = getattr(part, "input_layer", None)
+                if input_layer is not None:
+                    h = input_layer(conv, x, dropout_key=key, activation=act)
+                else:
+                    h = x.layer(conv, part, dropout_key=key)
+                    h = h if act is None else act(h, None)
+                continue
             if layer is not None:
-                h = layer(conv, h, dropout_key=key)
-            elif key is not None:
-                h = conv(block, part.exchange(h), dropout_key=key)
-            else:
-                h = conv(block, part.exchange(h))
-            if i < self.num_layers - 1:
-                h = F.relu(h)
-                h = hash_dropout(h, self.dropout, seed=self.seed, step=step, layer=i, row_ids=ids,
-                                 training=self.training)
+                h = layer(conv, h, dropout_key=key, activation=act)
+                continue
+            h_all = part.exchange(h)
+            h = conv(block, h_all, dropout_key=key) if key is not None else conv(block, h_all)
+            h = h if act is None else act(h, None)
         if self.training:
             with torch.no_grad():
                 self.dropout_step += 1
         return h
+
+    def _check_input(self, x: torch.Tensor | LayerInput, block: Block) -> None:
+        name = self.__class__.__name__
+        if isinstance(x, torch.Tensor):
+            if x.dim() != 2:
+                raise ValueError(f"{name}: x must be a 2-D tensor [inner rows, features], got shape {list(x.shape)}")
+            rows, dim = x.shape
+        else:
+            rows, dim = x.num_rows, x.dim
+        if dim != self.in_dim:
+            raise ValueError(f"{name}: x has {dim} features per row but the model's in_dim is {self.in_dim}")
+        if rows != block.num_dst:
+            raise ValueError(f"{name}: x has {rows} rows but the part has {block.num_dst} inner rows")
+
+    def _activation(self, layer: int, step: torch.Tensor, ids: torch.Tensor) -> Activation:
+        """Hidden layer ``layer``'s ReLU + hash dropout on any subset of its output rows."""
+        def act(h: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+            return hash_dropout(F.relu(h), self.dropout, seed=self.seed, step=step, layer=layer,
+                                row_ids=ids if rows is None else ids[rows], training=self.training)
+        return act
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_dim}, {self.out_dim}, num_layers={self.num_layers})"

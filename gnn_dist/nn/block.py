@@ -198,6 +198,44 @@ class Block:
                             edge_weight=None if weight is None else weight[edge_pos])
 
     # ------------------------------------------------------------------ views
+    def sub_block(self, dst_rows: Any) -> tuple["Block", torch.Tensor]:
+        """The block of destinations ``dst_rows`` with all their in-edges, and its source rows.
+
+        ``dst_rows`` (int64 ``[D']``, distinct ids in ``[0, D)``) become the new destinations in
+        the given order; the new sources are those rows first, then the other sources of their
+        edges in ascending id. Returns ``(sub, src_rows)`` with ``src_rows`` int64 ``[S']`` the
+        new sources' ids in this block, so ``conv(sub, x_src[src_rows])`` equals
+        ``conv(self, x_src)[dst_rows]`` for every layer whose output row depends only on its
+        in-edges (all built-in ones): degrees, self-loop counts and original ids are carried
+        over, edges keep their order within each destination. This is how a layer runs on a
+        chunk of destinations (the chunked first layer) or on a subset first (boundary rows).
+        """
+        dst = _as_long("dst_rows", dst_rows).to(self.device)
+        if dst.numel() and (int(dst.min()) < 0 or int(dst.max()) >= self.num_dst):
+            raise BlockError(f"dst_rows must lie in [0, num_dst={self.num_dst}), got "
+                             f"[{int(dst.min())}, {int(dst.max())}]")
+        counts = self.in_count[dst]
+        indptr = torch.zeros(dst.numel() + 1, dtype=torch.long, device=self.device)
+        torch.cumsum(counts, 0, out=indptr[1:])
+        num_edges = int(indptr[-1])
+        row = torch.repeat_interleave(torch.arange(dst.numel(), device=self.device), counts,
+                                      output_size=num_edges)
+        edge_pos = self.indptr[dst][row] + torch.arange(num_edges, device=self.device) - indptr[:-1][row]
+        src = self.indices[edge_pos]
+        local_of = torch.full((self.num_src,), -1, dtype=torch.long, device=self.device)
+        local_of[dst] = torch.arange(dst.numel(), device=self.device)
+        if int((local_of[dst] != torch.arange(dst.numel(), device=self.device)).sum()):
+            raise BlockError("dst_rows has repeated ids")
+        others = torch.unique(src[local_of[src] < 0])
+        local_of[others] = dst.numel() + torch.arange(others.numel(), device=self.device)
+        rows = torch.cat([dst, others])
+        sub = Block(num_src=rows.numel(), num_dst=dst.numel(), indptr=indptr, indices=local_of[src],
+                    edge_weight=None if self.edge_weight is None else self.edge_weight[edge_pos],
+                    in_degree=self.in_degree[rows], out_degree=self.out_degree[rows],
+                    self_loops=self.self_loops[rows], src_original_ids=self.src_original_ids[rows])
+        sub._cache["dst_index"] = row
+        return sub, rows
+
     @property
     def num_edges(self) -> int:
         return int(self.indices.numel())

@@ -15,9 +15,10 @@ from typing import Any, Protocol
 import torch
 
 from ..distributed.halo import HaloExchanger, HaloSubset
+from ..models.basic_gnn import Activation
 from ..nn import Block
 
-__all__ = ["Pipeline", "SubsetFn", "SyncExchange"]
+__all__ = ["Pipeline", "SubsetFn", "SyncExchange", "LayerSteps", "Activation"]
 
 
 class SubsetFn(Protocol):
@@ -90,6 +91,20 @@ class LayerCounter:
         layer = self.layer
         self.layer += 1
         return layer
+
+    def seek(self, layer: int) -> None:
+        """The next call is layer ``layer`` (the model announces each layer: one that makes no
+        exchange, such as a first layer with static halo rows, does not shift the others)."""
+        self.layer = layer
+
+
+class LayerSteps:
+    """The ``begin_layer`` hook of the pipeline views (see :class:`~gnn_dist.models.PartLike`)."""
+
+    _layers: LayerCounter
+
+    def begin_layer(self, layer: int) -> None:
+        self._layers.seek(layer)
 
 
 def check_block(block: Block, ex: HaloExchanger) -> None:

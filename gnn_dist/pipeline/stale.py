@@ -30,7 +30,7 @@ import torch
 
 from ..distributed.halo import HaloExchanger, HaloHandle, HaloSubset
 from ..nn import Block
-from .base import LayerCounter, SubsetFn
+from .base import LayerSteps, LayerCounter, SubsetFn
 
 __all__ = ["StalePipeline", "EMABuffer"]
 
@@ -119,7 +119,7 @@ class _StaleExchange(torch.autograd.Function):
         return grad[:n] + contrib.to(grad.dtype), None, None, None, None, None
 
 
-class StalePipeline:
+class StalePipeline(LayerSteps):
     """PipeGCN's schedule (see the module docstring) as a :class:`~.base.Pipeline`.
 
     Args:

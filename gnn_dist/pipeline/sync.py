@@ -7,12 +7,12 @@ import torch
 
 from ..distributed.halo import HaloExchanger
 from ..nn import Block
-from .base import LayerCounter, SubsetFn, SyncExchange
+from .base import LayerSteps, LayerCounter, SubsetFn, SyncExchange
 
 __all__ = ["SyncPipeline"]
 
 
-class SyncPipeline:
+class SyncPipeline(LayerSteps):
     """Each layer's exchange runs to completion before the layer computes.
 
     Without ``subset_fn`` this is exactly the part's own :meth:`~gnn_dist.distributed.HaloExchanger.exchange`

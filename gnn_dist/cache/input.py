@@ -1,0 +1,320 @@
+"""The first layer's input: features served by a :class:`FeatureStore`, halo rows fetched once.
+
+Legend: ``I`` inner rows, ``H`` halo rows, ``S = I + H``, ``F`` feature width, ``F'`` the first
+layer's output width, ``D'`` destinations of one chunk.
+
+Input features never change during training, so three things a per-layer exchange would repeat
+every epoch are done once here:
+
+- **static halo cache** (``static_halo=True``, default): the halo rows' input features cross the
+  network once, when :class:`InputFeatures` is built (a collective), and are kept as the store's
+  rows ``[I, S)``. Layer 0 then makes no exchange at all; later layers are unchanged.
+- **precomputed first layer** (``precompute_first_layer=True``): for layers that aggregate
+  linearly before their weights (GCN, GraphSAGE-mean, GIN) the aggregate of the raw features is
+  computed once (exact: ``A (X W) = (A X) W``) and each step applies only the weights.
+- **chunked first layer** (``first_layer_chunk_rows``): when the store's device tier does not
+  hold every row, the first layer runs over chunks of destinations, each fetching only its
+  chunk's source rows through the store; a chunk's rows are recomputed in backward
+  (activation checkpointing) instead of kept, so device memory stays at the cache budget plus
+  one chunk. Exact: each destination sees its whole in-neighbourhood in its chunk.
+
+The built-in models take an :class:`InputFeatures` in place of ``x`` (see
+:class:`~gnn_dist.models.LayerInput`); custom models can call :meth:`InputFeatures.source_rows`
+for the ``[S, F]`` rows of the first layer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from ..nn import Block, GCNConv, GINConv, SAGEConv, gcn_norm, spmm
+from .budget import parse_budget
+from .policies import RowInfo, get_policy
+from .store import STORAGES, FeatureStore
+
+__all__ = ["InputFeatures", "PRECOMPUTABLE", "check_feature_options"]
+
+log = logging.getLogger(__name__)
+
+_AUTO_CHUNK_BYTES = 32 << 20
+"""Least bytes of source rows per chunk of an automatically chunked first layer."""
+
+
+def check_feature_options(*, storage: str, cache_policy: str, static_halo: bool, precompute_first_layer: bool,
+                          first_layer_chunk_rows: int | None, cache_budget: Any = None) -> None:
+    """Raise ``ValueError`` naming the option for a bad combination (no data needed)."""
+    if storage not in STORAGES:
+        raise ValueError(f"feature_storage={storage!r} is not supported; choose from {', '.join(STORAGES)}")
+    get_policy(cache_policy)
+    parse_budget(cache_budget, 1)
+    if precompute_first_layer and not static_halo:
+        raise ValueError("precompute_first_layer needs static_halo=True (the halo rows' features are "
+                         "aggregated once, so they must be fetched once)")
+    if first_layer_chunk_rows is not None and (isinstance(first_layer_chunk_rows, bool)
+                                               or not isinstance(first_layer_chunk_rows, int)
+                                               or first_layer_chunk_rows < 0):
+        raise ValueError(f"first_layer_chunk_rows={first_layer_chunk_rows!r} must be None (automatic), "
+                         f"0 (never chunk) or a positive number of destination rows")
+
+
+class InputFeatures:
+    """One rank's first-layer input (a :class:`~gnn_dist.models.LayerInput`).
+
+    Building it is a collective when ``static_halo`` is on (every rank builds its own at the same
+    point): each rank sends the input rows its peers hold as halo rows, read straight from its
+    ``features.npy``, once.
+
+    Args:
+        part: the rank's :class:`~gnn_dist.LocalPartition` (its ``features`` are read in place).
+        storage: ``"device"`` (every row on the device), ``"host"`` (host memory, pinned on
+            CUDA) or ``"mmap"`` (the part's ``features.npy`` read from disk), with a device tier of
+            the top-ranked rows for the last two.
+        cache_budget: the device tier's size: bytes (int), a fraction of the rows' bytes (float in
+            ``[0, 1]``), a size string (``"4GB"``, ``"512MiB"``, ``"25%"``), or None (every row).
+        cache_policy: how rows are ranked for the device tier (``gnn_dist.cache.POLICIES``).
+        static_halo: fetch the halo rows once (default); False exchanges them every step.
+        precompute_first_layer: aggregate the raw features once (GCN/SAGE/GIN first layers).
+        first_layer_chunk_rows: destinations per chunk of the first layer; None: chunk only when
+            the device tier does not hold every row (chunks of at least 32 MiB of source rows or
+            half the budget); 0: never chunk.
+
+    Attributes:
+        store: the :class:`FeatureStore` (counters ``hits``, ``misses``, ``h2d_bytes`` ...).
+        static_halo_bytes: bytes this rank sent for the one-time halo fetch.
+    """
+
+    def __init__(self, part: Any, *, storage: str = "device", cache_budget: str | int | float | None = None,
+                 cache_policy: str = "degree", static_halo: bool = True, precompute_first_layer: bool = False,
+                 first_layer_chunk_rows: int | None = None) -> None:
+        check_feature_options(storage=storage, cache_policy=cache_policy, static_halo=static_halo,
+                              precompute_first_layer=precompute_first_layer,
+                              first_layer_chunk_rows=first_layer_chunk_rows, cache_budget=cache_budget)
+        features = part.features
+        if features is None:
+            raise ValueError(f"{part.path}: the partition has no node features")
+        self.block: Block = part.block
+        self.num_rows = int(part.num_inner)
+        self.dim = int(features.shape[1])
+        self.static_halo = static_halo
+        self.needs_exchange = not static_halo
+        """True when :meth:`layer` exchanges halo rows through ``part.exchange`` (then call it once
+        per step for all rows, never per row subset)."""
+        self.precompute = precompute_first_layer
+        ex = part.exchanger
+        segments: list[np.ndarray | torch.Tensor] = [features]
+        self.static_halo_bytes = 0
+        if static_halo:
+            sent_before = ex.bytes_sent
+            send = torch.from_numpy(np.ascontiguousarray(features[ex.send_index.numpy()]))
+            halo = ex.fetch_rows(send, tag="input")
+            self.static_halo_bytes = ex.bytes_sent - sent_before
+            segments.append(halo)
+        self.policy = get_policy(cache_policy)
+        num_src = self.num_rows + (part.num_halo if static_halo else 0)
+        info = RowInfo(num_inner=self.num_rows, num_halo=num_src - self.num_rows, hotness=part.hotness,
+                       fan_out=np.bincount(ex.send_index.numpy(), minlength=self.num_rows).astype(np.int64),
+                       local_reads=np.bincount(self.block.indices.cpu().numpy(),
+                                               minlength=self.block.num_src)[:num_src].astype(np.int64))
+        self.store = FeatureStore.from_policy(segments, self.policy, info, device=part.device, storage=storage,
+                                              budget=None if storage == "device" else cache_budget)
+        row_bytes, budget = self.store.row_bytes, self.store.budget_bytes or 0
+        if first_layer_chunk_rows is None:
+            fits = self.store.cached_rows >= num_src
+            self._chunk_bound = 0 if fits else max(1, max(_AUTO_CHUNK_BYTES, budget // 2) // max(row_bytes, 1))
+        else:
+            self._chunk_bound = first_layer_chunk_rows
+        self._plans: dict[Any, list[tuple[Block, torch.Tensor, torch.Tensor]]] = {}
+        self._precomputed: dict[Any, tuple[torch.Tensor, ...]] = {}
+        self._counting = self.policy.counts_accesses
+        log.info("input features: %r, static halo %s (%d bytes sent once), %s first layer", self.store,
+                 "on" if static_halo else "off", self.static_halo_bytes,
+                 "precomputed" if self.precompute else ("chunked" if self._chunk_bound else "whole"))
+
+    # ------------------------------------------------------------------ the LayerInput protocol
+    def layer(self, conv: nn.Module, part: Any, *, dropout_key: Any = None,
+              rows: torch.Tensor | None = None) -> torch.Tensor:
+        """``conv``'s output ``[len(rows) or I, F']`` for destination rows ``rows`` (None: all
+        ``I``, in order). ``part.exchange`` is called (layer 0's exchange) only with
+        ``static_halo=False``."""
+        dtype = _param_dtype(conv)
+        if self.precompute:
+            return self._precomputed_layer(conv, rows, dtype)
+        if not self.static_halo:
+            x_src = part.exchange(self.store.gather_range(0, self.num_rows).to(dtype))
+            return self._run_rows(conv, x_src, rows, dropout_key)
+        if not self._chunk_bound:
+            return self._run_rows(conv, self.store.gather_range(0, self.store.num_rows).to(dtype), rows, dropout_key)
+        outs = []
+        if dropout_key is not None and isinstance(dropout_key.step, torch.Tensor):
+            # chunks are recomputed in backward, after the model has advanced its step buffer in
+            # place: freeze this step's value so the recomputation draws the same masks
+            dropout_key = dataclasses.replace(dropout_key, step=dropout_key.step.clone())
+        for sub, src_rows, _ in self._plan(rows):
+            fn = _ChunkFn(self.store, conv, sub, src_rows, dtype, dropout_key)
+            if torch.is_grad_enabled() and any(p.requires_grad for p in conv.parameters()):
+                outs.append(checkpoint(fn, src_rows, use_reentrant=False, preserve_rng_state=False))
+            else:
+                outs.append(fn(src_rows))
+        return torch.cat(outs, dim=0) if len(outs) != 1 else outs[0]
+
+    def source_rows(self, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """All the first layer's source rows ``[S, F]`` (inner then halo rows) on the device, for
+        custom models (needs ``static_halo``); ``dtype`` casts after the transfer."""
+        if not self.static_halo:
+            raise ValueError("source_rows needs static_halo=True (otherwise the halo rows are exchanged per step)")
+        x = self.store.gather_range(0, self.store.num_rows)
+        return x if dtype is None else x.to(dtype)
+
+    def end_epoch(self) -> None:
+        """After the first training step: a counting policy (``frequency``) re-ranks the store by
+        the accesses it saw."""
+        if self._counting:
+            self.store.rerank()
+            self._counting = False
+            log.info("input features: re-ranked by access counts: %r", self.store)
+
+    def stats(self) -> dict[str, Any]:
+        """The store's counters (``hits``, ``misses``, ``hit_rate``, ``h2d_bytes``, ...)."""
+        return self.store.stats()
+
+    def __repr__(self) -> str:
+        mode = "precomputed" if self.precompute else (f"chunks<={self._chunk_bound} rows" if self._chunk_bound
+                                                      else "whole")
+        return f"InputFeatures({self.store!r}, static_halo={self.static_halo}, first_layer={mode})"
+
+    # ------------------------------------------------------------------ internals
+    def _run_rows(self, conv: nn.Module, x_src: torch.Tensor, rows: torch.Tensor | None,
+                  key: Any) -> torch.Tensor:
+        if rows is None:
+            return _call(conv, self.block, x_src, key)
+        sub, src_rows, _ = self._plan(rows, whole=True)[0]
+        return _call(conv, sub, x_src[src_rows], key)
+
+    def _plan(self, rows: torch.Tensor | None, whole: bool = False) -> list[tuple[Block, torch.Tensor, torch.Tensor]]:
+        """Chunks ``(sub_block, src_rows, dst_rows)`` covering destinations ``rows`` (None: all),
+        each with at most ``_chunk_bound`` destinations + in-edges (a bound on its source rows);
+        one chunk if ``whole``. Cached by the rows' content."""
+        key = (whole, None if rows is None else _digest(rows))
+        if key not in self._plans:
+            dst = torch.arange(self.num_rows, device=self.block.device) if rows is None else rows.to(self.block.device)
+            bound = 0 if whole else self._chunk_bound
+            plan = []
+            for lo, hi in _chunk_bounds(self.block.in_count[dst].cpu().numpy(), bound):
+                sub, src_rows = self.block.sub_block(dst[lo:hi])
+                plan.append((sub, src_rows, dst[lo:hi]))
+            self._plans[key] = plan
+        return self._plans[key]
+
+    def _precomputed_layer(self, conv: nn.Module, rows: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor:
+        kind = type(conv)
+        if kind not in PRECOMPUTABLE:
+            raise ValueError(f"precompute_first_layer supports first layers that aggregate linearly "
+                             f"({', '.join(c.__name__ for c in PRECOMPUTABLE)}), not {conv!r}")
+        key = (kind, dtype)
+        if key not in self._precomputed:
+            with torch.no_grad():
+                self._precomputed[key] = self._aggregate_once(kind, dtype)
+        agg, x_inner = self._precomputed[key]
+        if rows is not None:
+            agg, x_inner = agg[rows], x_inner[rows]
+        return PRECOMPUTABLE[kind](conv, agg, x_inner)
+
+    def _aggregate_once(self, kind: type, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(aggregate [I, F], x_inner [I, F])`` of the raw features, chunk by chunk."""
+        aggs = []
+        bound = self._chunk_bound or 0
+        dst_all = torch.arange(self.num_rows, device=self.block.device)
+        for lo, hi in _chunk_bounds(self.block.in_count.cpu().numpy(), bound):
+            sub, src_rows = self.block.sub_block(dst_all[lo:hi])
+            x = self.store.gather(src_rows).to(dtype)
+            aggs.append(_AGGREGATE[kind](sub, x))
+        x_inner = self.store.gather_range(0, self.num_rows).to(dtype)
+        agg = torch.cat(aggs, dim=0) if aggs else x_inner.new_zeros((0, self.dim))
+        return agg, x_inner
+
+
+class _ChunkFn:
+    """One chunk of the first layer: fetch its source rows through the store, run the conv."""
+
+    def __init__(self, store: FeatureStore, conv: nn.Module, sub: Block, src_rows: torch.Tensor,
+                 dtype: torch.dtype, key: Any) -> None:
+        self.store, self.conv, self.sub, self.src_rows, self.dtype, self.key = store, conv, sub, src_rows, dtype, key
+
+    def __call__(self, src_rows: torch.Tensor) -> torch.Tensor:
+        return _call(self.conv, self.sub, self.store.gather(src_rows).to(self.dtype), self.key)
+
+
+def _call(conv: nn.Module, block: Block, x_src: torch.Tensor, key: Any) -> torch.Tensor:
+    if key is not None:
+        return conv(block, x_src, dropout_key=key)
+    return conv(block, x_src)
+
+
+def _param_dtype(conv: nn.Module) -> torch.dtype:
+    """The dtype the conv computes in (its first floating parameter's; float32 without one)."""
+    for p in conv.parameters():
+        if p.is_floating_point():
+            return p.dtype
+    return torch.float32
+
+
+def _digest(rows: torch.Tensor) -> tuple[int, str]:
+    data = rows.detach().to("cpu", torch.int64).contiguous().numpy().tobytes()
+    return rows.numel(), hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _chunk_bounds(in_count: np.ndarray, bound: int) -> list[tuple[int, int]]:
+    """Consecutive ``[lo, hi)`` ranges of destinations whose ``sum(in_count + 1) <= bound``
+    (a destination over the bound gets a chunk of its own); one range when ``bound`` is 0."""
+    n = len(in_count)
+    if bound <= 0 or n == 0:
+        return [(0, n)]
+    cum = np.cumsum(in_count.astype(np.int64) + 1)
+    out, lo, base = [], 0, 0
+    while lo < n:
+        hi = int(np.searchsorted(cum, base + bound, side="right"))
+        hi = max(hi, lo + 1)
+        out.append((lo, hi))
+        base = int(cum[hi - 1])
+        lo = hi
+    return out
+
+
+# ------------------------------------------------------------------ precomputable first layers
+# _AGGREGATE[kind](block, x_src [S, F]) -> the part of the layer that does not depend on its
+# weights, [D, F]; PRECOMPUTABLE[kind](conv, aggregate [D, F], x_dst [D, F]) -> the output [D, F'].
+
+def _gcn_aggregate(block: Block, x: torch.Tensor) -> torch.Tensor:
+    edge_norm, self_norm = gcn_norm(block, x.dtype)
+    return spmm(block, x, edge_norm) + self_norm.unsqueeze(1) * x[:block.num_dst]
+
+
+def _gcn_apply(conv: GCNConv, agg: torch.Tensor, _x: torch.Tensor) -> torch.Tensor:
+    out = conv.lin(agg)
+    return out + conv.bias if conv.bias is not None else out
+
+
+def _sage_apply(conv: SAGEConv, agg: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    return conv.lin_l(agg) + conv.lin_r(x)
+
+
+def _gin_apply(conv: GINConv, agg: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    return conv.nn(agg + (1 + conv.eps) * x)
+
+
+_AGGREGATE: dict[type, Callable[[Block, torch.Tensor], torch.Tensor]] = {
+    GCNConv: _gcn_aggregate,
+    SAGEConv: lambda block, x: spmm(block, x, reduce="mean"),
+    GINConv: lambda block, x: spmm(block, x),
+}
+PRECOMPUTABLE: dict[type, Callable[..., torch.Tensor]] = {GCNConv: _gcn_apply, SAGEConv: _sage_apply,
+                                                         GINConv: _gin_apply}
+"""First-layer types :class:`InputFeatures` can precompute, and how each applies its weights."""

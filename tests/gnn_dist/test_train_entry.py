@@ -78,7 +78,32 @@ def test_module_entry_point_runs_as_a_script(folders, tmp_path, monkeypatch):
     assert [r["epoch"] for r in recs] == [0, 1] and all(np.isfinite(r["train_loss"]) for r in recs)
 
 
+def test_feature_cache_flags_train_the_same_losses(folders, tmp_path):
+    """The feature-cache flags change where rows live and how the first layer reads them, never
+    the result; the metrics carry the cache's counters."""
+    from gnn_dist.train import main
+
+    base = ["--data", folders["p1"], "--model", "gcn", "--hidden", "8", "--epochs", "3", "--dropout", "0.5",
+            "--log-every", "0", "--eval-every", "0"]
+    runs = {"default": [], "mmap": ["--feature-storage", "mmap", "--feature-cache-budget", "25%",
+                                    "--feature-cache-policy", "frequency", "--first-layer-chunk-rows", "10"],
+            "precompute": ["--precompute-first-layer", "--feature-storage", "host", "--feature-cache-budget", "0"]}
+    recs = {}
+    for name, flags in runs.items():
+        metrics = tmp_path / f"{name}.jsonl"
+        assert main([*base, *flags, "--metrics", str(metrics)]) == 0
+        recs[name] = read_metrics(metrics)
+    for name in ("mmap", "precompute"):
+        np.testing.assert_allclose([r["train_loss"] for r in recs[name]],
+                                   [r["train_loss"] for r in recs["default"]], rtol=1e-5, err_msg=name)
+    mmap = recs["mmap"]
+    assert all(r["feature_misses"] > 0 and r["feature_hits"] > 0 and r["feature_h2d_bytes"] > 0 for r in mmap)
+    assert all(r["feature_misses"] == 0 and r["feature_h2d_bytes"] == 0 for r in recs["default"])
+
+
 @pytest.mark.parametrize("flags, message", [
+    (["--feature-cache-budget", "4XB"], r"--feature-cache-budget: .*4XB"),
+    (["--feature-storage", "disk"], r"--feature-storage: invalid choice: 'disk'"),
     (["--dropout", "1.5"], r"--dropout: expected a probability in \[0, 1\), got 1.5"),
     (["--hidden", "0"], r"--hidden: expected an integer >= 1, got 0"),
     (["--lr", "-1"], r"--lr: expected a positive number, got -1"),

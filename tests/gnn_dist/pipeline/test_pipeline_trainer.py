@@ -48,20 +48,21 @@ def test_simulated_link_is_exposed_in_sync_and_hidden_by_stale(tmp_path):
     path = write_parts(small_graph(), 2, tmp_path / "parts")
     for rank_res in run_ranks(_link, 2, path, timeout=120):
         sync, stale = rank_res["sync"]["history"], rank_res["stale"]["history"]
-        # sync: 2 layers, the forward of both and the backward of the second: 3 exchanges of >= 60 ms
+        # sync: 2 layers; layer 0's halo input rows were fetched once (static halo cache), so the
+        # forward and backward of layer 1 remain: 2 exchanges of >= 60 ms
         # (exposed is the time blocked in the wait: a rank descheduled between starting an
         # exchange and waiting for it, on a loaded machine, waits less; hence the median and 0.8)
-        assert np.median([h["exposed_comm_s"] for h in sync]) >= 3 * 0.06 * 0.8, sync
+        assert np.median([h["exposed_comm_s"] for h in sync]) >= 2 * 0.06 * 0.8, sync
         for h in sync:
-            assert h["comm_time_s"] >= 3 * 0.06
+            assert h["comm_time_s"] >= 2 * 0.06
             assert h["staleness"] == 0
-        assert stale[0]["exposed_comm_s"] >= 3 * 0.06 * 0.5, "stale's first epoch is synchronous"
+        assert stale[0]["exposed_comm_s"] >= 2 * 0.06 * 0.5, "stale's first epoch is synchronous"
         assert stale[0]["staleness"] == 0
         for h in stale[2:]:  # from epoch 2 on every wait is for an exchange started an epoch ago
             assert h["staleness"] == 1
             assert h["exposed_comm_s"] < 0.03, h
-            assert h["comm_time_s"] >= 3 * 0.06 * 0.9, "the communication still happens"
-        assert len(sync[1]["bytes_per_layer"]) == 2 and all(b > 0 for b in sync[1]["bytes_per_layer"])
+            assert h["comm_time_s"] >= 2 * 0.06 * 0.9, "the communication still happens"
+        assert len(sync[1]["bytes_per_layer"]) == 2 and sync[1]["bytes_per_layer"][0] == 0 < sync[1]["bytes_per_layer"][1]
         assert sync[1]["bytes_per_layer"] == stale[2]["bytes_per_layer"]
         assert sum(sync[1]["bytes_per_layer"]) == sync[1]["halo_bytes"]
 

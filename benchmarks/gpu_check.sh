@@ -4,7 +4,8 @@
 # 1. the CUDA paths: every built-in model on the GPU equals the CPU (benchmarks/gpu_check.py);
 # 2. the NCCL path: init_distributed on NCCL, load_partition on CUDA and a short training run
 #    under torchrun (one GPU: one rank; a random partition, so pymetis need not be there);
-# 3. GPU figures: one-rank GCN step vs PyG GCNConv (sparse CSR adj_t) and the SpMM on sbm-medium.
+# 3. the feature cache's CUDA paths (pinned host tier, non_blocking copies, chunked first layer);
+# 4. GPU figures: one-rank GCN step vs PyG GCNConv (sparse CSR adj_t) and the SpMM on sbm-medium.
 # The machine has no network: it runs the tree as it is (PYTHONPATH), with the image's torch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,3 +19,8 @@ DATA=$(mktemp -d)/sbm-small-1
 timeout 120 python3 -m partitioners.cli partition --dataset sbm-small --parts 1 --method random --out "$DATA" --no-progress
 timeout 180 python3 -m torch.distributed.run --standalone --nproc-per-node 1 -m gnn_dist.train --data "$DATA" \
   --backend nccl --model gcn --hidden 64 --epochs 50 --log-every 10 --metrics "$OUT/gpu_check_nccl_metrics.jsonl"
+# the feature cache on CUDA: pinned host tier, mmap tier, device tier and the chunked first layer
+timeout 180 python3 -m torch.distributed.run --standalone --nproc-per-node 1 -m gnn_dist.train --data "$DATA" \
+  --backend nccl --model gcn --hidden 64 --epochs 20 --log-every 10 --feature-storage host \
+  --feature-cache-budget 25% --first-layer-chunk-rows 2000 --metrics "$OUT/gpu_check_cache_metrics.jsonl"
+timeout 120 python3 -m pytest -q -p no:cacheprovider tests/gnn_dist/cache/test_store.py -k cuda 2>&1 | tail -3 || true

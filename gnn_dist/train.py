@@ -129,8 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true",
                    help="continue from the latest checkpoint in --checkpoint-dir (from epoch 0 if there is none)")
     p.add_argument("--pipeline", default="sync", choices=("sync", "stale", "overlap"),
-                   help="halo-exchange schedule: sync (exact), overlap (exact; the inner edges are aggregated "
-                        "while the halo rows travel) or stale (PipeGCN: previous-epoch halo rows and gradients, "
+                   help="halo-exchange schedule: sync (exact), overlap (exact; boundary rows are computed first and "
+                        "travel while the other rows compute) or stale (PipeGCN: previous-epoch halo rows and gradients, "
                         "communication hidden) (default: sync)")
     p.add_argument("--stale-smoothing", type=_smoothing, default=None, metavar="GAMMA",
                    help="with --pipeline stale: moving average of the stale halo features and gradients, "

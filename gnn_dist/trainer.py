@@ -85,8 +85,8 @@ class TrainerConfig:
     """Evaluate train/val/test accuracy every this many epochs; 0 never evaluates."""
     pipeline: str = "sync"
     """Halo-exchange schedule of training steps: ``sync`` (exchange, then compute; exact),
-    ``overlap`` (start the exchange, aggregate the inner-source edges meanwhile, then add the
-    halo-source part; exact) or ``stale`` (PipeGCN: previous-epoch halo features and gradients,
+    ``overlap`` (boundary rows first, their pieces of the next layer's exchange travel while the
+    other rows compute; inner-source edges while a layer's own rows travel; exact) or ``stale`` (PipeGCN: previous-epoch halo features and gradients,
     communication hidden)."""
     stale_smoothing: float | None = None
     """``stale`` only: moving-average factor ``gamma`` in ``[0, 1)`` for the stale halo features

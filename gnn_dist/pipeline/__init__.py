@@ -3,8 +3,10 @@
 - :class:`SyncPipeline` (``sync``): exchange, then compute; the reference.
 - :class:`StalePipeline` (``stale``, PipeGCN): previous-epoch halo features and gradients, this
   epoch's exchange in the background; optional moving-average smoothing.
-- :class:`OverlapPipeline` (``overlap``): start the exchange, aggregate the inner-source edges
-  meanwhile, then add the halo-source part; exact.
+- :class:`OverlapPipeline` (``overlap``): a hidden layer computes its boundary rows first, in
+  chunks that each start their piece of the next layer's exchange, then its other rows while the
+  pieces travel; within a layer the inner-source edges are aggregated while its input rows
+  travel; exact.
 - :class:`BoundarySampler` (BNS-GCN): a random fraction of the boundary rows per epoch,
   combinable with either mode.
 

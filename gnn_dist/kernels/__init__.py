@@ -5,12 +5,14 @@ Legend: ``R`` rows (outputs), ``C`` columns (inputs), ``E`` entries/edges, ``F``
 
 Every backend implements the same four raw (non-autograd) operations on a :class:`CSR`:
 
-- ``spmm(csr, values [E, H] | None, x [C, F]) -> [R, F]``
+- ``spmm(csr, values [E, H] | None, x [C, F], row_scale [R] | None, col_scale [C] | None) -> [R, F]``
+  (``out[r] = row_scale[r] sum_j values[eid_j] col_scale[col_j] x[col_j]``; the scales come
+  together or not at all)
 - ``sddmm(csr, a [R, F], b [C, F], heads, chunk_elements) -> [E, H]`` (edge order)
 - ``edge_softmax(csr, score [E, H], self_score [R, H] | None) -> (alpha, alpha_self)``
 - ``edge_softmax_backward(csr, alpha, alpha_self, grad, grad_self) -> (grad_score, grad_self_score)``
 
-Backends: ``"numba"`` (cache-blocked multi-threaded CPU kernels, :mod:`.numba_cpu`) and
+Backends: ``"numba"`` (multi-threaded CPU kernels with prefetched gathers, :mod:`.numba_cpu`) and
 ``"torch"`` (torch.sparse CSR and gathers: cuSPARSE on CUDA, the fallback on CPU). The choice is
 ``GNN_DIST_KERNELS`` = ``auto`` (default: numba for CPU tensors when numba imports, else torch),
 ``torch`` or ``numba``; :func:`use_backend` overrides it in a ``with`` block. CUDA tensors always
@@ -49,7 +51,8 @@ class KernelBackend(Protocol):
 
     name: str
 
-    def spmm(self, csr: CSR, values: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor: ...
+    def spmm(self, csr: CSR, values: torch.Tensor | None, x: torch.Tensor, row_scale: torch.Tensor | None = None,
+             col_scale: torch.Tensor | None = None) -> torch.Tensor: ...
 
     def sddmm(self, csr: CSR, a: torch.Tensor, b: torch.Tensor, heads: int,
               chunk_elements: int) -> torch.Tensor: ...
@@ -124,7 +127,7 @@ def get_backend(name: str | None = None) -> KernelBackend:
                                      f"install numba or set {ENV_VAR}=torch")
         _log_once(requested, "torch", f"numba unavailable: {_numba_error}")
         return _TORCH
-    _log_once(requested, "numba", "cache-blocked CPU kernels")
+    _log_once(requested, "numba", "prefetching CPU kernels")
     return backend
 
 

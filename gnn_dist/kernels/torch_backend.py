@@ -28,8 +28,16 @@ class TorchBackend:
 
     name = "torch"
 
-    def spmm(self, csr: CSR, values: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
-        """``out [R, F]``: ``out[r] = sum_j values[eid_j] * x[col_j]`` per head."""
+    def spmm(self, csr: CSR, values: torch.Tensor | None, x: torch.Tensor, row_scale: torch.Tensor | None = None,
+             col_scale: torch.Tensor | None = None) -> torch.Tensor:
+        """``out [R, F]``: ``out[r] = row_scale[r] sum_j values[eid_j] col_scale[col_j] x[col_j]`` per head
+        (scales ``[R]``/``[C]``, both or neither)."""
+        if col_scale is not None:
+            x = x * col_scale.unsqueeze(1)
+        out = self._spmm(csr, values, x)
+        return out if row_scale is None else out.mul_(row_scale.unsqueeze(1))
+
+    def _spmm(self, csr: CSR, values: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
         num_rows, num_feat = csr.num_rows, x.shape[1]
         if num_rows == 0 or num_feat == 0 or csr.num_entries == 0:
             return x.new_zeros(num_rows, num_feat)

@@ -10,11 +10,13 @@ or torch.sparse: see there for the choice and ``GNN_DIST_KERNELS``):
   backward is the same kernel on the block's transposed CSR (built once per block, its entries
   mapped back to the block's edge order, so edge values are never permuted per call) and an
   SDDMM for the edge values. No ``E x F`` message tensor is ever held.
+- :func:`spmm_scaled`: the unweighted SpMM between diagonal row and column scalings (GCN's
+  symmetric normalisation) in one pass; backward swaps the scales on the transposed CSR.
 - :func:`sddmm`: per-edge (per-head) dot products; backward is two SpMMs.
 - :func:`edge_softmax`: softmax over each destination's in-edges (and an optional self term);
   backward in one pass over the same rows.
 
-The backend chosen at forward is kept for backward. Custom layers call these three functions.
+The backend chosen at forward is kept for backward. Custom layers call these functions.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import torch
 from ..kernels import CSR, KernelBackend, backend_for
 from .block import Block
 
-__all__ = ["spmm", "sddmm", "edge_softmax", "prepare"]
+__all__ = ["spmm", "spmm_scaled", "sddmm", "edge_softmax", "prepare"]
 
 _CHUNK_ELEMENTS = 1 << 22
 """Edges x features gathered at once by the torch backend's SDDMM (bounds its temporary memory)."""
@@ -55,32 +57,38 @@ def prepare(block: Block) -> Block:
 
 
 class _SpMM(torch.autograd.Function):
-    """``out [D, F] = A(values) @ x_src [S, F]`` per head, ``A`` the block's ``[D, S]`` CSR.
+    """``out [D, F] = R A(values) C @ x_src [S, F]`` per head, ``A`` the block's ``[D, S]`` CSR and
+    ``R = diag(dst_scale [D])``, ``C = diag(src_scale [S])`` (constants; both or neither).
 
-    ``values [E, H]`` or None (all ones). Backward: ``grad_x [S, F] = A(values)^T @ grad_out``
-    (transposed CSR) and ``grad_values [E, H] = sddmm(grad_out, x_src)``. Not twice differentiable.
+    ``values [E, H]`` or None (all ones). Backward: ``grad_x [S, F] = C A(values)^T R @ grad_out``
+    (transposed CSR, the scales swapped) and ``grad_values [E, H] = sddmm(R grad_out, C x_src)``.
+    Not twice differentiable.
     """
 
     @staticmethod
-    def forward(ctx: Any, x_src: torch.Tensor, values: torch.Tensor | None, block: Block,
-                backend: KernelBackend) -> torch.Tensor:
+    def forward(ctx: Any, x_src: torch.Tensor, values: torch.Tensor | None, block: Block, backend: KernelBackend,
+                dst_scale: torch.Tensor | None = None, src_scale: torch.Tensor | None = None) -> torch.Tensor:
         ctx.block, ctx.backend = block, backend
-        ctx.save_for_backward(x_src, values)
-        return backend.spmm(_csr(block), values, x_src)
+        # x_src is needed only for the edge values' gradient: not kept alive otherwise
+        ctx.save_for_backward(x_src if values is not None and values.requires_grad else None, values,
+                              dst_scale, src_scale)
+        return backend.spmm(_csr(block), values, x_src, dst_scale, src_scale)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         block: Block = ctx.block
         backend: KernelBackend = ctx.backend
-        x_src, values = ctx.saved_tensors
+        x_src, values, dst_scale, src_scale = ctx.saved_tensors
         grad_out = grad_out.contiguous()
         grad_x = grad_values = None
         if ctx.needs_input_grad[0]:
-            grad_x = backend.spmm(_csr_t(block), values, grad_out)
+            grad_x = backend.spmm(_csr_t(block), values, grad_out, src_scale, dst_scale)
         if values is not None and ctx.needs_input_grad[1]:
+            if dst_scale is not None:
+                grad_out, x_src = grad_out * dst_scale.unsqueeze(1), x_src * src_scale.unsqueeze(1)
             grad_values = backend.sddmm(_csr(block), grad_out, x_src, values.shape[1], _CHUNK_ELEMENTS)
-        return grad_x, grad_values, None, None
+        return grad_x, grad_values, None, None, None, None
 
 
 class _SDDMM(torch.autograd.Function):
@@ -186,6 +194,36 @@ def spmm(block: Block, x_src: torch.Tensor, edge_values: torch.Tensor | None = N
                              lambda: block.in_count.clamp(min=1).to(out.dtype).reciprocal().unsqueeze(1))
         out = out * count
     return out
+
+
+def spmm_scaled(block: Block, x_src: torch.Tensor, dst_scale: torch.Tensor, src_scale: torch.Tensor) -> torch.Tensor:
+    r"""The unweighted sum of :func:`spmm` between two diagonal scalings, in one kernel pass.
+
+    .. math::
+        \mathbf{out}_v = s^{\mathrm{dst}}_v \sum_{u \to v} s^{\mathrm{src}}_u \, \mathbf{x}_u
+
+    (GCN's ``D^{-1/2} A D^{-1/2}``). The scales are constants (no gradient flows into them);
+    backward is the same kernel on the transposed CSR with the scales swapped. Not exported from
+    :mod:`gnn_dist.nn`: :class:`~gnn_dist.nn.GCNConv` uses it.
+
+    Args:
+        block (Block): the local graph.
+        x_src (torch.Tensor): source features ``[S, F]``, floating point.
+        dst_scale (torch.Tensor): ``[D]``, same dtype and device as ``x_src``.
+        src_scale (torch.Tensor): ``[S]``, same dtype and device as ``x_src``.
+
+    Returns:
+        torch.Tensor: ``[D, F]``.
+    """
+    block.check_src(x_src, None, "spmm_scaled")
+    if not x_src.is_floating_point():
+        raise ValueError(f"spmm_scaled: x_src must be a floating-point tensor, got {x_src.dtype}")
+    for name, scale, rows in (("dst_scale", dst_scale, block.num_dst), ("src_scale", src_scale, block.num_src)):
+        if tuple(scale.shape) != (rows,) or scale.dtype != x_src.dtype or scale.requires_grad:
+            raise ValueError(f"spmm_scaled: {name} has shape {list(scale.shape)}, dtype {scale.dtype} and "
+                             f"requires_grad={scale.requires_grad}; expected a constant [{rows}] of {x_src.dtype}")
+    return _SpMM.apply(x_src.contiguous(), None, block, backend_for(x_src), dst_scale.contiguous(),
+                       src_scale.contiguous())
 
 
 def sddmm(block: Block, a_dst: torch.Tensor, b_src: torch.Tensor, heads: int | None = None) -> torch.Tensor:

@@ -9,7 +9,7 @@ from gnn_dist.kernels import numba_available
 from gnn_dist.nn import Block
 
 _NEEDS_NUMBA = pytest.mark.skipif(not numba_available(), reason="numba is not importable")
-BACKENDS = ["torch", pytest.param("numba", marks=_NEEDS_NUMBA), pytest.param("numba-tiled", marks=_NEEDS_NUMBA)]
+BACKENDS = ["torch", pytest.param("numba", marks=_NEEDS_NUMBA), pytest.param("numba-noprefetch", marks=_NEEDS_NUMBA)]
 
 
 def random_block(seed: int, num_nodes: int = 30, num_edges: int = 120, halo: bool = True) -> Block:

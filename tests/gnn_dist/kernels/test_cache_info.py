@@ -52,12 +52,9 @@ def test_block_sizes_follow_the_cache(monkeypatch):
     numba_cpu = pytest.importorskip("gnn_dist.kernels.numba_cpu")
     monkeypatch.setattr(numba_cpu, "cache_sizes", lambda: CacheSizes(l2_bytes=1 << 20, l3_bytes=16 << 20,
                                                                       source="test"))
-    # x rows of 512 B: a tile is L3_FRACTION of 16 MiB
-    assert numba_cpu.tile_rows_for(10**6, 512) == int((16 << 20) * numba_cpu.L3_FRACTION) // 512
-    assert numba_cpu.tile_rows_for(100, 512) == 100                       # fits: one tile
-    monkeypatch.setattr(numba_cpu, "cache_sizes", lambda: CacheSizes(l2_bytes=1 << 20, l3_bytes=64 << 20,
-                                                                      source="test"))
-    assert numba_cpu.tile_rows_for(10**6, 512) == int((64 << 20) * numba_cpu.L3_FRACTION) // 512
+    # 10^5 even rows of 512 B: L2_FRACTION of 1 MiB holds 1024 of them -> 98 groups
+    even = np.arange(0, 10**6 + 1, 10)
+    assert len(numba_cpu.row_groups(even, 512, num_threads=2)) - 1 == -(-10**5 // int((1 << 20) * numba_cpu.L2_FRACTION // 512))
     # row groups: contiguous, cover all rows, balanced by entries + rows
     degrees = np.array([1000] + [1] * 999)
     indptr = np.concatenate([[0], np.cumsum(degrees)])

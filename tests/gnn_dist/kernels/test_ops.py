@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gnn_dist.kernels import use_backend
-from gnn_dist.nn.sparse import edge_softmax, sddmm, spmm
+from gnn_dist.nn.sparse import _SpMM, edge_softmax, sddmm, spmm, spmm_scaled
 
 from kernel_cases import BACKENDS, random_block, ref_sddmm, ref_softmax, ref_spmm
 
@@ -15,11 +15,11 @@ WIDTHS = [1, 7, 128]
 
 @pytest.fixture(params=BACKENDS)
 def backend(request, monkeypatch) -> str:
-    """A backend name; ``numba-tiled``: numba with a last-level cache so small that x is split
-    into many column tiles (and rows are walked sorted)."""
-    if request.param == "numba-tiled":
+    """A backend name; ``numba-noprefetch``: numba with software prefetching off (the kernels'
+    other code path; the default prefetches, which must not change a result)."""
+    if request.param == "numba-noprefetch":
         from gnn_dist.kernels import numba_cpu
-        monkeypatch.setattr(numba_cpu, "L3_FRACTION", 1e-7)
+        monkeypatch.setattr(numba_cpu, "PREFETCH_AHEAD", 0)
         return "numba"
     return request.param
 
@@ -54,6 +54,43 @@ def test_spmm(block, backend, width, weights):
         ref_grads = torch.autograd.grad(ref, inputs, up)
         for a, b in zip(grads, ref_grads):
             _close(a, b)
+
+
+def _scales(block, g):
+    dst_scale = torch.rand(block.num_dst, dtype=torch.float64, generator=g) + 0.5
+    src_scale = torch.rand(block.num_src, dtype=torch.float64, generator=g) + 0.5
+    return dst_scale, src_scale
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_spmm_scaled(block, backend, width):
+    """``diag(dst_scale) A diag(src_scale) x`` in one pass, and its gradient (the scales swapped)."""
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(block.num_src, width, dtype=torch.float64, generator=g, requires_grad=True)
+    dst_scale, src_scale = _scales(block, g)
+    with use_backend(backend):
+        out = spmm_scaled(block, x, dst_scale, src_scale)
+    ref = dst_scale.unsqueeze(1) * ref_spmm(block, x * src_scale.unsqueeze(1), None)
+    _close(out, ref)
+    up = torch.randn(block.num_dst, width, dtype=torch.float64, generator=g)
+    _close(torch.autograd.grad(out, x, up)[0], torch.autograd.grad(ref, x, up)[0])
+
+
+@pytest.mark.parametrize("heads", [1, 3])
+def test_scales_with_edge_values(block, backend, heads):
+    """The kernels' general form: per-edge (per-head) values between the two scalings, and the
+    values' gradient through the scales."""
+    g = torch.Generator().manual_seed(12)
+    x = torch.randn(block.num_src, 6, dtype=torch.float64, generator=g, requires_grad=True)
+    vals = torch.rand(block.num_edges, heads, dtype=torch.float64, generator=g).requires_grad_()
+    dst_scale, src_scale = _scales(block, g)
+    with use_backend(backend) as kernels:
+        out = _SpMM.apply(x, vals, block, kernels, dst_scale, src_scale)
+    ref = dst_scale.unsqueeze(1) * ref_spmm(block, x * src_scale.unsqueeze(1), vals)
+    _close(out, ref)
+    up = torch.randn(block.num_dst, 6, dtype=torch.float64, generator=g)
+    for a, b in zip(torch.autograd.grad(out, (x, vals), up), torch.autograd.grad(ref, (x, vals), up)):
+        _close(a, b)
 
 
 @pytest.mark.parametrize("width,heads", [(1, None), (7, None), (128, None), (7, 7), (128, 4)])
@@ -135,5 +172,12 @@ def test_errors():
         sddmm(block, torch.randn(block.num_dst, 5), x)
     with pytest.raises(ValueError, match=r"edge_softmax: score has shape \[2, 2, 2\]"):
         edge_softmax(block, torch.randn(2, 2, 2))
+    with pytest.raises(ValueError, match=r"spmm_scaled: dst_scale has shape \[3\], dtype torch.float32 and "
+                                         r"requires_grad=False; expected a constant \[\d+\] of torch.float32"):
+        spmm_scaled(block, x, torch.ones(3), torch.ones(block.num_src))
+    with pytest.raises(ValueError, match=r"spmm_scaled: src_scale .* requires_grad=True"):
+        spmm_scaled(block, x, torch.ones(block.num_dst), torch.ones(block.num_src, requires_grad=True))
+    with pytest.raises(ValueError, match=r"spmm_scaled: x_src must be a floating-point tensor"):
+        spmm_scaled(block, x.long(), torch.ones(block.num_dst), torch.ones(block.num_src))
     with pytest.raises(ValueError, match=r"edge_softmax: self_score has shape \[1\]"):
         edge_softmax(block, torch.randn(block.num_edges), torch.randn(1))

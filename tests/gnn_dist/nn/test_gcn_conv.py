@@ -68,3 +68,86 @@ def test_bad_shapes(kit):
         conv(block, torch.randn(3, 16))
     with pytest.raises(ValueError, match=r"x_src must be a 2-D tensor"):
         conv(block, torch.randn(4))
+
+
+def _backward_nodes(out: torch.Tensor) -> set[str]:
+    """Names of the autograd nodes ``out`` depends on."""
+    names, stack, seen = set(), [out.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.add(type(node).__name__)
+        stack.extend(next_fn for next_fn, _ in node.next_functions)
+    return names
+
+
+# (in, out, x needs grad, grad mode on) -> aggregate first? (fewer SpMM columns, ties aggregate first)
+ORDERS = [
+    (16, 32, True, True, True),     # 16 x 2 <= 32 x 2
+    (32, 16, True, True, False),    # 32 x 2 > 16 x 2
+    (32, 16, False, True, True),    # first layer: 32 x 1 <= 16 x 2, no backward SpMM at all
+    (40, 16, False, True, False),   # 40 x 1 > 16 x 2
+    (16, 16, True, True, True),     # tie
+    (32, 16, False, False, False),  # inference: 32 > 16
+    (16, 32, False, False, True),
+]
+
+
+@pytest.mark.parametrize("in_ch,out_ch,x_grad,grad_mode,agg_first", ORDERS)
+@pytest.mark.parametrize("bias", [True, False])
+def test_both_orders_match_pyg(kit, in_ch, out_ch, x_grad, grad_mode, agg_first, bias):
+    torch.manual_seed(0)
+    block = Block.from_graph(*kit.random_graph(4))
+    assert int(block.self_loops.max()) >= 2      # duplicate self-loops: the self term subtracts them
+    ours, ref = GCNConv(in_ch, out_ch, bias=bias), pyg.GCNConv(in_ch, out_ch, bias=bias)
+    ours.load_state_dict(ref.state_dict())
+    x = torch.randn(block.num_src, in_ch)
+    x1, x2 = x.clone().requires_grad_(x_grad), x.clone().requires_grad_(x_grad)
+    with torch.set_grad_enabled(grad_mode):
+        assert ours._aggregates_first(x1) is agg_first
+        out1 = ours(block, x1)
+        out2 = ref(x2, block.edge_index)
+    torch.testing.assert_close(out1, out2, atol=1e-5, rtol=1e-5)
+    if not grad_mode:
+        assert out1.grad_fn is None
+        return
+    # aggregating first, a first layer's backward is GEMMs only
+    assert ("_SpMMBackward" in _backward_nodes(out1)) is (x_grad or not agg_first)
+    kit.backward_all(out1)
+    kit.backward_all(out2)
+    if x_grad:
+        torch.testing.assert_close(x1.grad, x2.grad, atol=1e-5, rtol=1e-5)
+    ref_params = dict(ref.named_parameters())
+    for name, p in ours.named_parameters():
+        torch.testing.assert_close(p.grad, ref_params[name].grad, atol=1e-5, rtol=1e-5, msg=name)
+
+
+def test_graph_without_self_loops_matches_pyg(kit):
+    src = torch.tensor([0, 1, 1, 2, 3, 3, 4])
+    dst = torch.tensor([1, 0, 2, 3, 0, 4, 0])
+    block = Block.from_graph(*kit.csr(src, dst, 6))     # node 5 isolated
+    assert not block.self_loop_mask.any()
+    kit.assert_matches_pyg(GCNConv(3, 7), pyg.GCNConv(3, 7), block, torch.randn(6, 3))   # aggregates first
+    kit.assert_matches_pyg(GCNConv(7, 3), pyg.GCNConv(7, 3), block, torch.randn(6, 7))   # projects first
+
+
+@pytest.mark.parametrize("num_parts", [2, 3])
+def test_split_with_halo_aggregating_first_equals_whole_graph(kit, num_parts):
+    torch.manual_seed(1)
+    indptr, indices = kit.random_graph(6)
+    conv = GCNConv(4, 8)
+    assert conv._aggregates_first(torch.zeros(1, 4, requires_grad=True))
+    kit.assert_split_equals_global(conv, indptr, indices, torch.randn(indptr.numel() - 1, 4), num_parts)
+
+
+def test_gcn_norm_is_unchanged(kit):
+    """``gcn_norm`` (used by the pipelined path) still gives PyG's per-edge weights and self weights."""
+    from gnn_dist.nn import gcn_norm
+    block = Block.from_graph(*kit.random_graph(2))
+    edge_norm, self_norm = gcn_norm(block, torch.float64)
+    deg = (block.in_degree - block.self_loops + 1).double()
+    expect = (deg[block.indices] * deg[block.dst_index]).rsqrt().masked_fill(block.self_loop_mask, 0.0)
+    torch.testing.assert_close(edge_norm, expect)
+    torch.testing.assert_close(self_norm, 1 / deg[:block.num_dst])

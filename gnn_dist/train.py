@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="device cache size for --feature-storage host/mmap: bytes, a size (4GB, 512MiB), "
                         "a percentage of the features (25%%) or a fraction (0.25) (default: all rows)")
     p.add_argument("--feature-cache-policy", default="degree", choices=tuple(sorted(POLICIES)),
-                   help="which rows the device cache holds: degree (the partition's hotness order), halo "
+                   help="which rows the device cache holds: degree (inner and halo rows by their reads per epoch), halo "
                         "(rows sent to most peers first), frequency (counted in the first epoch), none "
                         "(default: degree)")
     p.add_argument("--no-static-halo", dest="static_halo", action="store_false",

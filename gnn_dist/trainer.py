@@ -108,7 +108,7 @@ class TrainerConfig:
     """The device cache's size: bytes, a fraction of the rows' bytes, or ``"4GB"``/``"25%"``;
     None: every row."""
     feature_cache_policy: str = "degree"
-    """How rows are ranked for the device cache: ``degree`` (the partition's hotness order),
+    """How rows are ranked for the device cache: ``degree`` (inner and halo rows by their reads per epoch),
     ``halo`` (fan-out to peers first), ``frequency`` (accesses counted in the first epoch) or
     ``none`` (no device cache)."""
     static_halo: bool = True

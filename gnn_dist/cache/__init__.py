@@ -15,7 +15,8 @@ Why a static ranking and no LRU: full-graph training reads every row every epoch
 scan. On a cyclic scan larger than the cache, LRU evicts each row just before it is read again
 and gets about no hits, while a static cache of ``C`` rows gets exactly ``C`` hits per scan. So
 the tier is filled once, by a :class:`CachePolicy` ranking decided from the partition (the
-``degree`` default puts the hottest inner rows, the prefix ``[0, C)``, first), or once more
+``degree`` default ranks inner and halo rows together by their reads per epoch; inner rows are
+stored hotness-sorted, so its tier is often the prefix ``[0, C)``), or once more
 after the first epoch from the counted accesses (``frequency``).
 
 Counters: hits, misses, hit rate and bytes copied host-to-device (:meth:`FeatureStore.stats`).

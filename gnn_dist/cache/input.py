@@ -132,6 +132,7 @@ class InputFeatures:
         else:
             self._chunk_bound = first_layer_chunk_rows
         self._plans: dict[Any, list[tuple[Block, torch.Tensor, torch.Tensor]]] = {}
+        self._host_block: Block | None = None
         self._precomputed: dict[Any, tuple[torch.Tensor, ...]] = {}
         self._counting = self.policy.counts_accesses
         log.info("input features: %r, static halo %s (%d bytes sent once), %s first layer", self.store,
@@ -201,14 +202,24 @@ class InputFeatures:
     def _plan(self, rows: torch.Tensor | None, whole: bool = False) -> list[tuple[Block, torch.Tensor, torch.Tensor]]:
         """Chunks ``(sub_block, src_rows, dst_rows)`` covering destinations ``rows`` (None: all),
         each with at most ``_chunk_bound`` destinations + in-edges (a bound on its source rows);
-        one chunk if ``whole``. Cached by the rows' content."""
+        one chunk if ``whole``. Cached by the rows' content.
+
+        A chunked plan for a GPU stays in host memory (together its sub-blocks hold about as many
+        edges as the part's block, more than the features chunking saves) and each chunk's
+        structure moves to the device with its rows (:class:`_ChunkFn`); otherwise the plan lives
+        on the block's device."""
         key = (whole, None if rows is None else _digest(rows))
         if key not in self._plans:
-            dst = torch.arange(self.num_rows, device=self.block.device) if rows is None else rows.to(self.block.device)
             bound = 0 if whole else self._chunk_bound
+            block = self.block
+            if bound and block.device.type != "cpu":
+                if self._host_block is None:
+                    self._host_block = block.to("cpu")
+                block = self._host_block
+            dst = torch.arange(self.num_rows, device=block.device) if rows is None else rows.to(block.device)
             plan = []
-            for lo, hi in _chunk_bounds(self.block.in_count[dst].cpu().numpy(), bound):
-                sub, src_rows = self.block.sub_block(dst[lo:hi])
+            for lo, hi in _chunk_bounds(block.in_count[dst].cpu().numpy(), bound):
+                sub, src_rows = block.sub_block(dst[lo:hi])
                 plan.append((sub, src_rows, dst[lo:hi]))
             self._plans[key] = plan
         return self._plans[key]
@@ -249,7 +260,9 @@ class _ChunkFn:
         self.store, self.conv, self.sub, self.src_rows, self.dtype, self.key = store, conv, sub, src_rows, dtype, key
 
     def __call__(self, src_rows: torch.Tensor) -> torch.Tensor:
-        return _call(self.conv, self.sub, self.store.gather(src_rows).to(self.dtype), self.key)
+        device = self.store.device
+        sub = self.sub if self.sub.device == device else self.sub.to(device, non_blocking=True)
+        return _call(self.conv, sub, self.store.gather(src_rows).to(self.dtype), self.key)
 
 
 def _call(conv: nn.Module, block: Block, x_src: torch.Tensor, key: Any) -> torch.Tensor:

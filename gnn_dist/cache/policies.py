@@ -8,10 +8,13 @@ reads every row every epoch: a cyclic scan on which recency (LRU) predicts nothi
 
 Built-in policies (:data:`POLICIES`):
 
-* ``degree`` (the default): inner rows in stored (hotness) order, then halo rows by
-  ``local_reads`` descending. The inner part of the device tier is the prefix ``[0, C)``.
+* ``degree`` (the default): inner and halo rows ranked together by their local reads per epoch,
+  descending (see :func:`degree_order`): an inner row is read by its local out-edges and once as
+  its own destination, a halo row by its local out-edges. Ties keep the stored order, inner rows
+  first. When the ``C`` rows that fit are the first ``C`` inner rows, the device tier is the
+  prefix ``[0, C)`` and the store keeps its fast path (a hit is ``id < C``).
 * ``halo``: inner rows by ``fan_out`` descending (rows many peers read first), ties in stored
-  order, then halo rows as in ``degree``.
+  order, then halo rows by ``local_reads`` descending.
 * ``frequency``: starts from ``degree``'s order; the store counts the rows gathered during the
   first epoch and re-ranks by those counts after it (``FeatureStore.rerank``).
 * ``none``: no device tier; every row is read from host memory or disk.
@@ -60,12 +63,13 @@ class RowInfo:
     """``H``: rows of other parts' nodes that local edges read (received once, at start)."""
     hotness: np.ndarray | None = None
     """``[I]`` the partition's score (local out-edges + peers reading the row), descending:
-    ``hotness.npy``. No built-in policy needs it (the stored order already follows it)."""
+    ``hotness.npy``. ``degree`` ranks inner rows by ``hotness - fan_out + 1`` (their reads per
+    epoch) when it has ``fan_out`` and ``local_reads`` too."""
     fan_out: np.ndarray | None = None
     """``[I]`` how many peers read each inner row as a halo row (``bincount(send_index)``);
     needed by ``halo``."""
     local_reads: np.ndarray | None = None
-    """``[I + H]`` how many local edges read each row as a source (``bincount(indices)``); orders
+    """``[I + H]`` how many local edges read each row as a source (``bincount(indices)``); ranks
     the halo rows (in stored order without it)."""
 
     def __post_init__(self) -> None:
@@ -151,13 +155,38 @@ def _halo_rows(info: RowInfo) -> np.ndarray:
     return info.num_inner + _descending(info.local_reads[info.num_inner:])
 
 
+def _epoch_reads(info: RowInfo) -> np.ndarray | None:
+    """``np.int64 [S]``: how many times one pass of the first layer reads each row, as known before
+    training; None unless ``info`` has ``hotness``, ``fan_out`` and ``local_reads``.
+
+    An inner row is read by its local out-edges (``hotness - fan_out``: the partition's score
+    less the peers it is sent to, which the one-time static halo fetch serves) and once as its own
+    destination (``+ 1``); a halo row by its local out-edges (``local_reads``). A chunked first
+    layer reads a row once per chunk that needs it, so the true count is at most this bound (and
+    ranks rows nearly alike: ``benchmarks/cache.py`` compares it with the counted accesses).
+    """
+    if info.hotness is None or info.fan_out is None or info.local_reads is None:
+        return None
+    return np.concatenate([info.hotness - info.fan_out + 1, info.local_reads[info.num_inner:]])
+
+
 def degree_order(info: RowInfo) -> np.ndarray:
-    """``[S]`` inner rows in stored (hotness) order, then halo rows by ``local_reads`` descending."""
-    return np.concatenate([np.arange(info.num_inner, dtype=np.int64), _halo_rows(info)])
+    """``np.int64 [S]``: rows by their reads per epoch (:func:`_epoch_reads`) descending, ties in
+    stored order (inner rows before halo rows). A part whose ``C`` top rows are its first ``C``
+    inner rows gets the order ``[0, C)`` first, so the store's tier is a prefix.
+
+    Without ``hotness``, ``fan_out`` or ``local_reads``: inner rows in stored (hotness) order,
+    then halo rows by ``local_reads`` descending (stored order without it).
+    """
+    reads = _epoch_reads(info)
+    if reads is None:
+        return np.concatenate([np.arange(info.num_inner, dtype=np.int64), _halo_rows(info)])
+    return _descending(reads)
 
 
 class DegreePolicy:
-    """``degree``: the partition's hotness order; the inner device tier is the prefix ``[0, C)``."""
+    """``degree``: rows by their local reads per epoch (:func:`degree_order`), inner and halo
+    together; the device tier is the prefix ``[0, C)`` when its ``C`` rows are the first inner rows."""
 
     name = "degree"
     counts_accesses = False

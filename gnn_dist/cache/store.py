@@ -208,7 +208,7 @@ class FeatureStore:
         count_accesses: count the rows requested (:attr:`access_counts`) until :meth:`rerank`.
 
     The store never converts the dtype. Torch segments on another device are copied to the host
-    (``host``/``mmap``). When the tier holds exactly the rows ``[0, C)`` (the ``degree`` policy's
+    (``host``/``mmap``). When the tier holds exactly the rows ``[0, C)`` (often the ``degree`` policy's
     inner rows), a row is a hit when ``id < C`` and :meth:`gather_range` slices both tiers;
     otherwise a slot map ``[S]`` gives each row's place in the tier (``-1``: not cached).
 

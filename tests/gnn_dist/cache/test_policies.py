@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from gnn_dist.cache import POLICIES, CachePolicy, RowInfo, degree_order, get_policy, oracle_order, register_policy
+from gnn_dist.cache import (POLICIES, CachePolicy, FeatureStore, RowInfo, degree_order, get_policy, oracle_order,
+                            register_policy)
 
 # A part with 5 inner rows (stored by hotness) and 3 halo rows (local ids 5, 6, 7).
 # Local edges' sources (CSR indices): row 6 is read 3 times, row 7 twice, row 5 once.
@@ -58,12 +59,64 @@ def test_row_info_from_graph_range_errors() -> None:
         RowInfo.from_graph(num_inner=5, num_halo=3, send_index=np.array([5]))
 
 
-def test_degree_is_a_prefix_of_inner_rows_then_halo_by_reads() -> None:
-    order = get_policy("degree").order(info())
+# A part as the partitioner writes it: hotness = local reads + fan-out, descending. Inner rows
+# 0..4 are read [3, 1, 2, 0, 0] times by local edges and sent to [1, 2, 0, 1, 0] peers (hotness
+# [4, 3, 2, 1, 0]); halo rows 5, 6, 7 are read [1, 3, 2] times.
+PART_INDICES = np.array([6, 0, 7, 2, 0, 6, 5, 1, 2, 7, 6, 0])
+PART_SEND_INDEX = np.array([0, 1, 1, 3])  # peer A reads rows 0 and 1, peer B rows 1 and 3
+
+
+def part_info(**overrides) -> RowInfo:
+    ri = RowInfo.from_graph(num_inner=5, num_halo=3, indices=PART_INDICES, send_index=PART_SEND_INDEX,
+                            hotness=np.array([4, 3, 2, 1, 0]))
+    for name, value in overrides.items():
+        setattr(ri, name, value)
+    return ri
+
+
+def test_degree_ranks_inner_and_halo_rows_by_reads_per_epoch() -> None:
+    ri = part_info()
+    np.testing.assert_array_equal(ri.hotness, ri.local_reads[:5] + ri.fan_out)  # the format's hotness
+    order = get_policy("degree").order(ri)
     assert order.dtype == np.int64
-    np.testing.assert_array_equal(order, [0, 1, 2, 3, 4, 6, 7, 5])
-    # without local_reads the halo rows keep their stored order
+    # reads per epoch: inner = local reads + 1 (its own destination) = [4, 2, 3, 1, 1], halo = [1, 3, 2];
+    # ties keep the stored order (inner rows first)
+    np.testing.assert_array_equal(order, [0, 2, 6, 1, 7, 3, 4, 5])
+
+
+def test_degree_reads_are_the_counts_of_a_pass_that_reads_each_edge_once() -> None:
+    """One pass over the part's destinations, each reading itself and its in-edges' sources: the
+    access counts are the reads, so degree's order is the oracle's."""
+    ri = part_info()
+    counts = np.bincount(np.concatenate([np.arange(5), PART_INDICES]), minlength=8)
+    np.testing.assert_array_equal(degree_order(ri), oracle_order(counts))
+
+
+def test_degree_without_reads_keeps_inner_rows_first() -> None:
+    """Without hotness, fan-out or local reads the inner rows' reads are unknown: stored order, then
+    halo rows by local reads (stored order without them)."""
+    for missing in ("hotness", "fan_out"):
+        np.testing.assert_array_equal(degree_order(part_info(**{missing: None})), [0, 1, 2, 3, 4, 6, 7, 5])
     np.testing.assert_array_equal(degree_order(RowInfo(num_inner=2, num_halo=2)), [0, 1, 2, 3])
+
+
+def test_degree_keeps_the_prefix_when_inner_rows_are_the_hottest() -> None:
+    """Halo rows read less than every inner row: the order is the stored one and the store's tier
+    is the prefix [0, C)."""
+    ri = RowInfo(num_inner=4, num_halo=2, hotness=np.array([6, 4, 2, 1]), fan_out=np.array([1, 0, 1, 0]),
+                 local_reads=np.array([5, 4, 1, 1, 1, 1]))
+    np.testing.assert_array_equal(degree_order(ri), np.arange(6))
+    rows = torch.randn(6, 3)
+    store = FeatureStore.from_policy([rows[:4], rows[4:]], "degree", ri, budget=3 * 3 * 4)
+    assert store.prefix_cached and store.cached_rows == 3
+    torch.testing.assert_close(store.gather(torch.arange(6)), rows)
+    # a halo row read more than the third inner row moves into the tier: no prefix any more
+    ri.local_reads = np.array([5, 4, 1, 1, 4, 1])
+    np.testing.assert_array_equal(degree_order(ri), [0, 1, 4, 2, 3, 5])
+    store = FeatureStore.from_policy([rows[:4], rows[4:]], "degree", ri, budget=3 * 3 * 4)
+    assert not store.prefix_cached
+    np.testing.assert_array_equal(np.sort(store.order[:store.cached_rows]), [0, 1, 4])
+    torch.testing.assert_close(store.gather(torch.tensor([4, 5, 0, 2])), rows[[4, 5, 0, 2]])
 
 
 def test_halo_ties_keep_stored_order() -> None:

@@ -104,9 +104,13 @@ class InputFeatures:
         self.num_rows = int(part.num_inner)
         self.dim = int(features.shape[1])
         self.static_halo = static_halo
-        self.needs_exchange = not static_halo
-        """True when :meth:`layer` exchanges halo rows through ``part.exchange`` (then call it once
-        per step for all rows, never per row subset)."""
+        self.needs_exchange = not static_halo and storage != "device"
+        """True when :meth:`layer` hands ``part.exchange`` a freshly gathered tensor on every
+        call (``static_halo=False`` with a host/mmap store): then call it once per step for all
+        rows, never per row subset. Without the static halo cache but with every row on the
+        device, each call passes the same tensor (a view of the device tier), so a part that
+        remembers its exchange by tensor identity exchanges once per step."""
+        self._inner_view: torch.Tensor | None = None
         self.precompute = precompute_first_layer
         ex = part.exchanger
         segments: list[np.ndarray | torch.Tensor] = [features]
@@ -149,8 +153,7 @@ class InputFeatures:
         if self.precompute:
             return self._precomputed_layer(conv, rows, dtype)
         if not self.static_halo:
-            x_src = part.exchange(self.store.gather_range(0, self.num_rows).to(dtype))
-            return self._run_rows(conv, x_src, rows, dropout_key)
+            return self._run_rows(conv, part.exchange(self._inner_rows(dtype)), rows, dropout_key)
         if not self._chunk_bound:
             return self._run_rows(conv, self.store.gather_range(0, self.store.num_rows).to(dtype), rows, dropout_key)
         outs = []
@@ -198,6 +201,15 @@ class InputFeatures:
             return _call(conv, self.block, x_src, key)
         sub, src_rows, _ = self._plan(rows, whole=True)[0]
         return _call(conv, sub, x_src[src_rows], key)
+
+    def _inner_rows(self, dtype: torch.dtype) -> torch.Tensor:
+        """The inner rows ``[I, F]`` in ``dtype`` on the device; with every row on the device, the
+        same tensor on every call (see :attr:`needs_exchange`)."""
+        if self.needs_exchange:
+            return self.store.gather_range(0, self.num_rows).to(dtype)
+        if self._inner_view is None or self._inner_view.dtype != dtype:
+            self._inner_view = self.store.gather_range(0, self.num_rows).to(dtype)
+        return self._inner_view
 
     def _plan(self, rows: torch.Tensor | None, whole: bool = False) -> list[tuple[Block, torch.Tensor, torch.Tensor]]:
         """Chunks ``(sub_block, src_rows, dst_rows)`` covering destinations ``rows`` (None: all),

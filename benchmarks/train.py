@@ -433,7 +433,7 @@ def single_rank_job(rank: int, world_size: int, cfg: dict[str, Any]) -> dict[str
     if cfg["profile"]:
         # labelled regions: patch the module-level names the models call (this process only)
         basic_gnn.hash_dropout = _labelled(basic_gnn.hash_dropout, "bench::dropout")
-        gcn_conv.spmm = _labelled(gcn_conv.spmm, "bench::spmm")
+        gcn_conv.spmm_scaled = _labelled(gcn_conv.spmm_scaled, "bench::spmm")
         pyg_gcn_conv.spmm = _labelled(pyg_gcn_conv.spmm, "bench::spmm")
         gnn_labels = {"dropout forward (hash)": "bench::dropout", "SpMM forward": "bench::spmm",
                       "SpMM backward": "autograd::engine::evaluate_function: _SpMMBackward",
@@ -558,10 +558,11 @@ def layer_widths(cfg: BenchConfig, feature_dim: int) -> list[int]:
 def halo_minimum(cfg: BenchConfig, num_parts: int, feature_dim: int, element_size: int) -> list[dict[str, int]]:
     """Per rank, the halo bytes one epoch must send, from the partition folder.
 
-    Forward, every layer: the rows the rank sends (``send_offsets[-1]``) x the layer's input width.
-    Backward, every layer whose input needs a gradient (all but the first: the input features are
-    a leaf): the rank's halo rows (``num_halo``, from ``partition.json``) x that width. Also the
-    formula that counts a backward for every layer, for reference.
+    Forward, every layer after the first (the first layer's halo input rows cross once, at start:
+    the trainer's static halo cache): the rows the rank sends (``send_offsets[-1]``) x the layer's
+    input width. Backward, the same layers: the rank's halo rows (``num_halo``, from
+    ``partition.json``) x that width. Also the formula that counts every layer both ways, for
+    reference.
     """
     from partitioners.format import load_part, load_partition_meta
 
@@ -572,7 +573,7 @@ def halo_minimum(cfg: BenchConfig, num_parts: int, feature_dim: int, element_siz
     for r in range(num_parts):
         num_send = int(load_part(path, r, mmap=True, verify=False).send_offsets[-1])
         num_halo = int(meta.parts[r].num_halo)
-        fwd = num_send * sum(widths) * element_size
+        fwd = num_send * sum(widths[1:]) * element_size
         bwd = num_halo * sum(widths[1:]) * element_size
         rows.append({"rank": r, "num_send": num_send, "num_halo": num_halo, "num_inner": int(meta.parts[r].num_inner),
                      "forward": fwd, "backward": bwd, "minimum": fwd + bwd,
@@ -896,8 +897,8 @@ def _multi_notes(cfg: BenchConfig, single: dict[str, Any], res: dict[str, Any]) 
     for num_parts, m in res["multi_rank"].items():
         constant = all(pr["bytes_constant"] for pr in m["per_rank"])
         lines.append(f"- P={num_parts}: measured / minimum halo bytes = {m['bytes_ratio']:.4f} "
-                     f"(every epoch the same: {constant}); against the formula that also counts a backward "
-                     f"exchange for layer 0, {m['bytes_ratio_vs_every_layer_both_ways']:.2f}. Loss trajectory "
+                     f"(every epoch the same: {constant}); against the formula that counts every layer both ways "
+                     f"every epoch, {m['bytes_ratio_vs_every_layer_both_ways']:.2f}. Loss trajectory "
                      f"vs one rank: max |diff| = {m['max_abs_loss_diff_vs_one_rank']:.1e} over "
                      f"{m['loss_epochs_compared']} epochs. Peak-RSS target (data RSS <= 1.1 x (single/P + halo "
                      f"share)): max ratio {m['max_data_rss_ratio']:.2f}x "
@@ -932,21 +933,20 @@ def _multi_notes(cfg: BenchConfig, single: dict[str, Any], res: dict[str, Any]) 
     m0 = next(iter(res["multi_rank"].values()), None)
     if m0 is not None and len(widths) > 1:
         lines.append(
-            f"The minimum is the minimum of the present schedule (exchange each layer's input every epoch). "
-            f"Two changes in gnn_dist would cut it: the node features are static, so their halo rows could "
-            f"cross once instead of every epoch (DESIGN.md promises this; `BasicGNN.forward` exchanges `x` "
-            f"every epoch), and `GCNConv.forward` applies `lin` to all inner + halo rows after the exchange, "
-            f"so layer 2 moves {widths[1]}-wide rows where the {single['num_classes']}-wide output of `lin` on "
-            f"the inner rows would do (the linear map commutes with the aggregation). Both together: "
+            f"The minimum is the minimum of the present schedule: the first layer's halo input rows cross "
+            f"once at start (the static halo cache), every later layer exchanges its input every epoch. "
+            f"One more change would cut it: layer 2 moves {widths[1]}-wide rows where the "
+            f"{single['num_classes']}-wide output of its linear map on the inner rows would do (GCN's linear "
+            f"map commutes with the aggregation). With it: "
             + ", ".join(f"P={p} {common.fmt_bytes(m['halo_bytes_static_features_narrow_total'])} instead of "
                         f"{common.fmt_bytes(m['halo_bytes_minimum_total'])} per epoch "
                         f"({m['halo_bytes_minimum_total'] / max(1, m['halo_bytes_static_features_narrow_total']):.0f}x)"
                         for p, m in res["multi_rank"].items()) + ".")
         lines.append("")
     lines.append(
-        f"Minimum bytes per epoch and rank = 4 B x (rows sent x ({' + '.join(map(str, widths))}) forward + halo rows x "
-        f"({' + '.join(map(str, widths[1:]))}) backward): the first layer's input (the node features) is a leaf "
-        f"without gradient, so its exchange has no backward. Rows sent come from each part's `send_offsets`, halo "
+        f"Minimum bytes per epoch and rank = 4 B x (rows sent x ({' + '.join(map(str, widths[1:]))}) forward + halo "
+        f"rows x ({' + '.join(map(str, widths[1:]))}) backward): the first layer's input (the node features) is "
+        f"static, so its halo rows cross once at start, not per epoch. Rows sent come from each part's `send_offsets`, halo "
         f"rows from `partition.json`; the exchanger's `bytes_sent` counter is the measured side. "
         f"The halo share of the memory budget is single-rank data RSS x num_halo / num_nodes, so the budget is "
         f"1.1 x single-rank data RSS x (inner + halo rows) / num_nodes: memory proportional to local rows. "

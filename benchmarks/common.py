@@ -3,7 +3,8 @@
 Nothing here knows about a particular benchmark (or imports torch), so every script in
 ``benchmarks/`` can use it::
 
-    import common                                     # benchmarks/ is sys.path[0] for a script
+    import common                                     # benchmarks/ is sys.path[0] for a script;
+                                                      # importing it puts the repo root and tests/ there too
     times = common.interleave({"ours": step_a, "peer": step_b}, rounds=5)   # ABAB...
     summary = {name: common.summarize(t) for name, t in times.items()}
     common.write_results("benchmarks/results/theme_cpu2_2026-01-01", payload, markdown)
@@ -29,6 +30,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+for _path in (str(ROOT), str(ROOT / "tests")):  # gnn_dist/partitioners without an install; mp_utils
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
 
 __all__ = [
     "timed",

@@ -50,9 +50,6 @@ from typing import Any
 
 _HERE = Path(__file__).resolve().parent
 _ROOT = _HERE.parent
-for _p in (str(_HERE), str(_ROOT)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
 
 import common  # noqa: E402
 

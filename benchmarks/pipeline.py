@@ -40,9 +40,6 @@ from typing import Any
 
 _HERE = Path(__file__).resolve().parent
 _ROOT = _HERE.parent
-for _p in (str(_HERE), str(_ROOT), str(_ROOT / "tests")):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
 
 import common  # noqa: E402
 from mp_utils import run_ranks  # noqa: E402

@@ -86,8 +86,8 @@ class TrainerConfig:
     pipeline: str = "sync"
     """Halo-exchange schedule of training steps: ``sync`` (exchange, then compute; exact),
     ``overlap`` (boundary rows first, their pieces of the next layer's exchange travel while the
-    other rows compute; inner-source edges while a layer's own rows travel; exact) or ``stale`` (PipeGCN: previous-epoch halo features and gradients,
-    communication hidden)."""
+    other rows compute; inner-source edges while a layer's own rows travel; exact) or ``stale``
+    (PipeGCN: previous-epoch halo features and gradients, communication hidden)."""
     stale_smoothing: float | None = None
     """``stale`` only: moving-average factor ``gamma`` in ``[0, 1)`` for the stale halo features
     and gradients (with bias correction); None: no smoothing."""
@@ -257,7 +257,7 @@ class Trainer:
         by_layer_before = dict(ex.bytes_by_tag)
         view = self.pipeline.begin_step(self.epoch)
         store_before = self._store_counts()
-        logits = self.model(view, self.inputs if self.inputs is not None else self.part.x)
+        logits = self.model(view, self._model_input())
         loss = self._loss_sum(logits) / self.part.global_num_train
         loss.backward()
         grad_bytes = self._all_reduce_grads()
@@ -279,6 +279,11 @@ class Trainer:
                 "exposed_comm_s": exposed,
                 "bytes_per_layer": [ex.bytes_by_tag.get(i, 0) - by_layer_before.get(i, 0) for i in range(num_layers)],
                 "staleness": self.pipeline.staleness(), **self._store_delta(store_before)}
+
+    def _model_input(self) -> Any:
+        """What the model's ``x`` is: the :class:`InputFeatures`, or the part's ``x`` for a model
+        that takes a tensor."""
+        return self.inputs if self.inputs is not None else self.part.x
 
     def _store_line(self, rec: dict[str, Any]) -> str:
         if self.inputs is None or self.inputs.store.storage == "device":
@@ -304,7 +309,7 @@ class Trainer:
     def evaluate(self) -> dict[str, float]:
         """Accuracy (micro-F1 for multi-label) on the train/val/test masks, over all ranks."""
         self.model.eval()
-        logits = self.model(self.part, self.inputs if self.inputs is not None else self.part.x)
+        logits = self.model(self.part, self._model_input())
         p = self.part
         stats = []
         for mask in (p.train_mask, p.val_mask, p.test_mask):

@@ -36,6 +36,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from ..nn import Block, GCNConv, GINConv, SAGEConv, gcn_norm, spmm
+from ..nn.dropout import call_conv
 from .budget import parse_budget
 from .policies import RowInfo, get_policy
 from .store import STORAGES, FeatureStore
@@ -123,10 +124,9 @@ class InputFeatures:
             segments.append(halo)
         self.policy = get_policy(cache_policy)
         num_src = self.num_rows + (part.num_halo if static_halo else 0)
-        info = RowInfo(num_inner=self.num_rows, num_halo=num_src - self.num_rows, hotness=part.hotness,
-                       fan_out=np.bincount(ex.send_index.numpy(), minlength=self.num_rows).astype(np.int64),
-                       local_reads=np.bincount(self.block.indices.cpu().numpy(),
-                                               minlength=self.block.num_src)[:num_src].astype(np.int64))
+        indices = self.block.indices if static_halo else self.block.indices[self.block.indices < num_src]
+        info = RowInfo.from_graph(num_inner=self.num_rows, num_halo=num_src - self.num_rows, indices=indices,
+                                  send_index=ex.send_index, hotness=part.hotness)
         self.store = FeatureStore.from_policy(segments, self.policy, info, device=part.device, storage=storage,
                                               budget=None if storage == "device" else cache_budget)
         row_bytes, budget = self.store.row_bytes, self.store.budget_bytes or 0
@@ -138,7 +138,6 @@ class InputFeatures:
         self._plans: dict[Any, list[tuple[Block, torch.Tensor, torch.Tensor]]] = {}
         self._host_block: Block | None = None
         self._precomputed: dict[Any, tuple[torch.Tensor, ...]] = {}
-        self._counting = self.policy.counts_accesses
         log.info("input features: %r, static halo %s (%d bytes sent once), %s first layer", self.store,
                  "on" if static_halo else "off", self.static_halo_bytes,
                  "precomputed" if self.precompute else ("chunked" if self._chunk_bound else "whole"))
@@ -162,7 +161,7 @@ class InputFeatures:
             # place: freeze this step's value so the recomputation draws the same masks
             dropout_key = dataclasses.replace(dropout_key, step=dropout_key.step.clone())
         for sub, src_rows, _ in self._plan(rows):
-            fn = _ChunkFn(self.store, conv, sub, src_rows, dtype, dropout_key)
+            fn = _ChunkFn(self.store, conv, sub, dtype, dropout_key)
             if torch.is_grad_enabled() and any(p.requires_grad for p in conv.parameters()):
                 outs.append(checkpoint(fn, src_rows, use_reentrant=False, preserve_rng_state=False))
             else:
@@ -180,9 +179,8 @@ class InputFeatures:
     def end_epoch(self) -> None:
         """After the first training step: a counting policy (``frequency``) re-ranks the store by
         the accesses it saw."""
-        if self._counting:
+        if self.store.counting:
             self.store.rerank()
-            self._counting = False
             log.info("input features: re-ranked by access counts: %r", self.store)
 
     def stats(self) -> dict[str, Any]:
@@ -198,9 +196,9 @@ class InputFeatures:
     def _run_rows(self, conv: nn.Module, x_src: torch.Tensor, rows: torch.Tensor | None,
                   key: Any) -> torch.Tensor:
         if rows is None:
-            return _call(conv, self.block, x_src, key)
+            return call_conv(conv, self.block, x_src, key)
         sub, src_rows, _ = self._plan(rows, whole=True)[0]
-        return _call(conv, sub, x_src[src_rows], key)
+        return call_conv(conv, sub, x_src[src_rows], key)
 
     def _inner_rows(self, dtype: torch.dtype) -> torch.Tensor:
         """The inner rows ``[I, F]`` in ``dtype`` on the device; with every row on the device, the
@@ -251,36 +249,33 @@ class InputFeatures:
         return PRECOMPUTABLE[kind](conv, agg, x_inner)
 
     def _aggregate_once(self, kind: type, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(aggregate [I, F], x_inner [I, F])`` of the raw features, chunk by chunk."""
-        aggs = []
-        bound = self._chunk_bound or 0
-        dst_all = torch.arange(self.num_rows, device=self.block.device)
-        for lo, hi in _chunk_bounds(self.block.in_count.cpu().numpy(), bound):
-            sub, src_rows = self.block.sub_block(dst_all[lo:hi])
-            x = self.store.gather(src_rows).to(dtype)
-            aggs.append(_AGGREGATE[kind](sub, x))
-        x_inner = self.store.gather_range(0, self.num_rows).to(dtype)
-        agg = torch.cat(aggs, dim=0) if aggs else x_inner.new_zeros((0, self.dim))
-        return agg, x_inner
+        """``(aggregate [I, F], x_inner [I, F])`` of the raw features: on the whole block, or
+        chunk by chunk over the chunked layer's plan (dropped afterwards: it is used once)."""
+        aggregate = _AGGREGATE[kind]
+        if not self._chunk_bound:
+            agg = aggregate(self.block, self.store.gather_range(0, self.store.num_rows).to(dtype))
+        else:
+            device = self.store.device
+            agg = torch.cat([aggregate(_on(sub, device), self.store.gather(src_rows).to(dtype))
+                             for sub, src_rows, _ in self._plan(None)], dim=0)
+            self._plans.clear()
+        return agg, self.store.gather_range(0, self.num_rows).to(dtype)
 
 
 class _ChunkFn:
     """One chunk of the first layer: fetch its source rows through the store, run the conv."""
 
-    def __init__(self, store: FeatureStore, conv: nn.Module, sub: Block, src_rows: torch.Tensor,
-                 dtype: torch.dtype, key: Any) -> None:
-        self.store, self.conv, self.sub, self.src_rows, self.dtype, self.key = store, conv, sub, src_rows, dtype, key
+    def __init__(self, store: FeatureStore, conv: nn.Module, sub: Block, dtype: torch.dtype, key: Any) -> None:
+        self.store, self.conv, self.sub, self.dtype, self.key = store, conv, sub, dtype, key
 
     def __call__(self, src_rows: torch.Tensor) -> torch.Tensor:
-        device = self.store.device
-        sub = self.sub if self.sub.device == device else self.sub.to(device, non_blocking=True)
-        return _call(self.conv, sub, self.store.gather(src_rows).to(self.dtype), self.key)
+        sub = _on(self.sub, self.store.device)
+        return call_conv(self.conv, sub, self.store.gather(src_rows).to(self.dtype), self.key)
 
 
-def _call(conv: nn.Module, block: Block, x_src: torch.Tensor, key: Any) -> torch.Tensor:
-    if key is not None:
-        return conv(block, x_src, dropout_key=key)
-    return conv(block, x_src)
+def _on(block: Block, device: torch.device) -> Block:
+    """``block`` on ``device`` (a chunk's structure kept in host memory moves with its rows)."""
+    return block if block.device == device else block.to(device, non_blocking=True)
 
 
 def _param_dtype(conv: nn.Module) -> torch.dtype:

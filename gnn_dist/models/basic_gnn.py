@@ -12,8 +12,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..nn import Block, DropoutKey, GATConv, GCNConv, GINConv, SAGEConv, hash_dropout
+from ..nn.dropout import call_conv
 
-__all__ = ["PartLike", "LayerInput", "Activation", "FullGraph", "BasicGNN", "GCN", "GraphSAGE", "GAT", "GIN", "MODELS", "build_model"]
+__all__ = ["PartLike", "LayerInput", "Activation", "FullGraph", "BasicGNN", "GCN", "GraphSAGE", "GAT", "GIN",
+           "MODELS", "build_model"]
 
 
 Activation = Callable[[torch.Tensor, Optional[torch.Tensor]], torch.Tensor]
@@ -175,7 +177,7 @@ class BasicGNN(nn.Module):
                 h = layer(conv, h, dropout_key=key, activation=act)
                 continue
             h_all = part.exchange(h)
-            h = conv(block, h_all, dropout_key=key) if key is not None else conv(block, h_all)
+            h = call_conv(conv, block, h_all, key)
             h = h if act is None else act(h, None)
         if self.training:
             with torch.no_grad():

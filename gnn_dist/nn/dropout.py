@@ -14,6 +14,7 @@ logical right shifts are emulated with a mask), with no host synchronisation.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -160,3 +161,11 @@ def hash_edge_dropout(values: torch.Tensor, p: float, *, key: DropoutKey, src_id
         h = _absorb(_absorb(base, src_ids[lo:hi].to(dev, torch.long)), dst_ids[lo:hi].to(dev, torch.long))
         mask[lo:hi] = _keep(_mix(h.unsqueeze(1) + heads), threshold)
     return values * (mask.to(values.dtype) * (1.0 / (1.0 - p)))
+
+
+def call_conv(conv: torch.nn.Module, block: Any, x_src: torch.Tensor, key: DropoutKey | None) -> torch.Tensor:
+    """``conv(block, x_src)``, with ``dropout_key=key`` for layers that take one
+    (``uses_dropout_key``: GAT's attention dropout)."""
+    if getattr(conv, "uses_dropout_key", False):
+        return conv(block, x_src, dropout_key=key)
+    return conv(block, x_src)

@@ -58,6 +58,7 @@ import torch.nn.functional as F
 
 from ..distributed.halo import HaloExchanger, HaloHandle, HaloSubset
 from ..nn import Block, DropoutKey, GATConv, GCNConv, GINConv, SAGEConv, hash_edge_dropout, spmm
+from ..nn.dropout import call_conv
 from .base import Activation, LayerCounter, LayerSteps, SubsetFn
 
 __all__ = ["OverlapPipeline", "SplitBlock", "split_block"]
@@ -425,12 +426,12 @@ class OverlapPipeline(LayerSteps):
         tag = self._layers.next()
         form = _FORMS.get(type(conv))
         if self.exchanger.world_size == 1:
-            return _activate(_call(conv, self.block, h_inner, dropout_key), activation)
+            return _activate(call_conv(conv, self.block, h_inner, dropout_key), activation)
         if form is None:
             if type(conv).__name__ not in self._warned:
                 self._warned.add(type(conv).__name__)
                 log.warning("overlap: %s has no split form; it runs exchange-then-compute", type(conv).__name__)
-            return _activate(_call(conv, self.block, self._exchange(h_inner, tag), dropout_key), activation)
+            return _activate(call_conv(conv, self.block, self._exchange(h_inner, tag), dropout_key), activation)
         flight, h = self._incoming(h_inner, tag)
         halo = _once(lambda: _Arrive.apply(h, flight))
 
@@ -521,12 +522,6 @@ class OverlapPipeline(LayerSteps):
 
 def _activate(out: torch.Tensor, activation: Activation | None) -> torch.Tensor:
     return out if activation is None else activation(out, None)
-
-
-def _call(conv: torch.nn.Module, block: Block, x_src: torch.Tensor, key: DropoutKey | None) -> torch.Tensor:
-    if getattr(conv, "uses_dropout_key", False):
-        return conv(block, x_src, dropout_key=key)
-    return conv(block, x_src)
 
 
 # ------------------------------------------------------------------------ split layer forms

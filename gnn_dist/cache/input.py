@@ -35,8 +35,9 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from ..nn import Block, GCNConv, GINConv, SAGEConv, gcn_norm, spmm
+from ..nn import Block, GCNConv, GINConv, SAGEConv, spmm
 from ..nn.dropout import call_conv
+from ..nn.gcn_conv import gcn_propagate
 from .budget import parse_budget
 from .policies import RowInfo, get_policy
 from .store import STORAGES, FeatureStore
@@ -312,11 +313,6 @@ def _chunk_bounds(in_count: np.ndarray, bound: int) -> list[tuple[int, int]]:
 # _AGGREGATE[kind](block, x_src [S, F]) -> the part of the layer that does not depend on its
 # weights, [D, F]; PRECOMPUTABLE[kind](conv, aggregate [D, F], x_dst [D, F]) -> the output [D, F'].
 
-def _gcn_aggregate(block: Block, x: torch.Tensor) -> torch.Tensor:
-    edge_norm, self_norm = gcn_norm(block, x.dtype)
-    return spmm(block, x, edge_norm) + self_norm.unsqueeze(1) * x[:block.num_dst]
-
-
 def _gcn_apply(conv: GCNConv, agg: torch.Tensor, _x: torch.Tensor) -> torch.Tensor:
     out = conv.lin(agg)
     return out + conv.bias if conv.bias is not None else out
@@ -331,7 +327,7 @@ def _gin_apply(conv: GINConv, agg: torch.Tensor, x: torch.Tensor) -> torch.Tenso
 
 
 _AGGREGATE: dict[type, Callable[[Block, torch.Tensor], torch.Tensor]] = {
-    GCNConv: _gcn_aggregate,
+    GCNConv: gcn_propagate,
     SAGEConv: lambda block, x: spmm(block, x, reduce="mean"),
     GINConv: lambda block, x: spmm(block, x),
 }

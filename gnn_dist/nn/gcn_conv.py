@@ -10,7 +10,7 @@ from torch import nn
 from .block import Block
 from .sparse import spmm_scaled
 
-__all__ = ["GCNConv"]
+__all__ = ["GCNConv", "gcn_norm", "gcn_propagate"]
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +74,8 @@ class GCNConv(nn.Module):
                         "which partition format v1 does not store", self)
             self._warned_weights = True
         if self._aggregates_first(x_src):
-            return nn.functional.linear(_propagate(block, x_src), self.lin.weight, self.bias)
-        out = _propagate(block, self.lin(x_src))
+            return nn.functional.linear(gcn_propagate(block, x_src), self.lin.weight, self.bias)
+        out = gcn_propagate(block, self.lin(x_src))
         return out if self.bias is None else out.add_(self.bias)   # a fresh tensor: no extra [D, F] pass
 
     def _aggregates_first(self, x_src: torch.Tensor) -> bool:
@@ -104,7 +104,7 @@ def gcn_norm(block: Block, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tens
     return edge_norm, self_norm
 
 
-def _propagate(block: Block, h: torch.Tensor) -> torch.Tensor:
+def gcn_propagate(block: Block, h: torch.Tensor) -> torch.Tensor:
     """``[S, F] -> [D, F]``: ``out[v] = sum over u -> v, u != v of h[u] / sqrt(d_u d_v) + h[v] / d_v``.
 
     Computed as ``dinv[v] sum_{u -> v} dinv[u] h[u] + (1 - loops[v]) h[v] / d_v`` with one scaled,

@@ -1,11 +1,20 @@
 """CUDA checks and GPU figures for a lent GPU machine (run by ``benchmarks/gpu_check.sh``).
 
 1. Correctness on the device: every built-in layer and model gives the same forward and
-   gradients on ``--device`` as on the CPU (1e-4 relative, float32; cuSPARSE sums in another order).
+   gradients on ``--device`` as on the CPU (1e-4 relative, float32; cuSPARSE sums in another
+   order), with each CUDA kernel backend: ``torch`` (cuSPARSE) and ``triton`` (when it imports).
 2. Timing on the device, same run: one-rank 2-layer GCN training step (hidden 128) on an SBM
    graph against PyG ``GCNConv`` on a sparse CSR ``adj_t``, and the SpMM alone (torch.sparse).
+3. Kernel backends, same run, on the graph of ``benchmarks/kernels.py`` (``--nodes`` 100k nodes,
+   ``--edges`` 4M uniform random edges, 128-wide float32): ``torch`` (cuSPARSE) against
+   ``triton`` (fused Triton kernels), units interleaved A B A B, median of ``--reps``:
+   unweighted SpMM, GCN's scaled SpMM, 4-head weighted SpMM (GAT's aggregation), its transposed
+   backward, 4-head SDDMM, edge softmax forward + backward, and a GCN and a GAT training epoch
+   (the shapes of ``benchmarks/kernels.py``). ``faster`` names the backend ``auto`` should take
+   on CUDA for each unit; the report gives ``triton / torch`` per unit.
 
-``--device cpu`` runs the same code on the CPU (how this script is tested without a GPU).
+``--device cpu`` runs the same code on the CPU (how this script is tested without a GPU; the
+Triton rows then need ``TRITON_INTERPRET=1`` and a tiny ``--nodes``/``--edges``).
 """
 
 from __future__ import annotations
@@ -14,6 +23,8 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -35,8 +46,10 @@ def _time(fn, device: torch.device, reps: int) -> float:
     return statistics.median(samples)
 
 
-def check_models(device: torch.device, graph) -> dict[str, float]:
-    """Max relative difference of logits and gradients between ``device`` and the CPU."""
+def check_models(device: torch.device, graph, backend: str = "torch") -> dict[str, float]:
+    """Max relative difference of logits and gradients between ``device`` (kernel ``backend``)
+    and the CPU (its default kernels)."""
+    from gnn_dist.kernels import use_backend
     from gnn_dist.models import FullGraph, build_model
     from gnn_dist.nn import Block
 
@@ -51,8 +64,9 @@ def check_models(device: torch.device, graph) -> dict[str, float]:
         for dev in (torch.device("cpu"), device):
             m = model.to(dev)
             m.zero_grad()
-            logits = m(FullGraph(block.to(dev)), x.to(dev))
-            logits.square().sum().backward()
+            with use_backend(backend if dev == device else "auto"):
+                logits = m(FullGraph(block.to(dev)), x.to(dev))
+                logits.square().sum().backward()
             grads = torch.cat([p.grad.reshape(-1) for p in m.parameters()]).cpu()
             results.append((logits.detach().cpu(), grads))
         (l0, g0), (l1, g1) = results
@@ -98,22 +112,109 @@ def time_gcn(device: torch.device, graph, reps: int) -> dict[str, float]:
             "spmm_128_s": _time(lambda: spmm(block, h), device, reps)}
 
 
+def compare_backends(device: torch.device, backends: list[str], num_nodes: int, num_edges: int, width: int,
+                     reps: int) -> dict[str, dict[str, float]]:
+    """Seconds per unit (median of ``reps``, units interleaved across backends) for each kernel backend."""
+    from kernels import csr_block, random_graph
+
+    from gnn_dist.kernels import backend_for, use_backend
+    from gnn_dist.models import GAT, GCN, FullGraph
+    from gnn_dist.nn import prepare
+    from gnn_dist.nn.sparse import _csr_t, edge_softmax, sddmm, spmm, spmm_scaled
+
+    heads = 4
+    block = prepare(csr_block(num_nodes, *random_graph(num_nodes, num_edges, seed=0)).to(device))
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(num_nodes, width, generator=g).to(device)
+    y = torch.randint(0, 16, (num_nodes,), generator=g).to(device)
+    values = torch.rand(num_edges, heads, generator=g).to(device)
+    score = torch.randn(num_edges, heads, generator=g).to(device).requires_grad_()
+    scale = (block.in_count.clamp(min=1).float() ** -0.5).to(device)
+    up = torch.randn(num_edges, heads, generator=g).to(device)
+    part = FullGraph(block)
+
+    def epoch(model: torch.nn.Module) -> Callable[[], None]:
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+
+        def run() -> None:
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(part, x), y).backward()
+            opt.step()
+        return run
+
+    units: dict[str, Callable[[], Any]] = {
+        "spmm": lambda: spmm(block, x),
+        "spmm_gcn_scaled": lambda: spmm_scaled(block, x, scale, scale),
+        "spmm_heads": lambda: spmm(block, x, values),
+        "spmm_heads_t": lambda: backend_for(x).spmm(_csr_t(block), values, x),
+        "sddmm_heads": lambda: sddmm(block, x, x, heads=heads),
+        "edge_softmax_fwd_bwd": lambda: torch.autograd.grad(edge_softmax(block, score)[0], score, up),
+    }
+    runners: dict[str, dict[str, Callable[[], Any]]] = {unit: {} for unit in [*units, "gcn_epoch", "gat_epoch"]}
+    for name in backends:
+        for unit, fn in units.items():
+            runners[unit][name] = fn
+        torch.manual_seed(0)
+        runners["gcn_epoch"][name] = epoch(GCN(width, 128, 16, num_layers=2, dropout=0.0).to(device))
+        torch.manual_seed(0)
+        runners["gat_epoch"][name] = epoch(GAT(width, 128, 16, num_layers=2, dropout=0.0, heads=heads).to(device))
+
+    def timed(name: str, fn: Callable[[], Any]) -> float:
+        with use_backend(name):
+            _sync(device)
+            t0 = time.perf_counter()
+            fn()
+            _sync(device)
+            return time.perf_counter() - t0
+
+    samples: dict[str, dict[str, list[float]]] = {u: {b: [] for b in backends} for u in runners}
+    for unit, by_backend in runners.items():
+        for name, fn in by_backend.items():
+            timed(name, fn)   # warm-up: Triton compiles, cuSPARSE plans
+        for _ in range(reps):
+            for name, fn in by_backend.items():
+                samples[unit][name].append(timed(name, fn))
+    result = {}
+    for unit, by_backend in samples.items():
+        row = {name: statistics.median(times) for name, times in by_backend.items()}
+        row["faster"] = min(backends, key=lambda b: row[b])   # type: ignore[assignment]
+        if "triton" in row and "torch" in row:
+            row["triton_over_torch"] = row["triton"] / row["torch"]
+        result[unit] = row
+    return result
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda")
     p.add_argument("--dataset", default="sbm-medium")
     p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--nodes", type=int, default=100_000, help="kernel comparison graph: nodes")
+    p.add_argument("--edges", type=int, default=4_000_000, help="kernel comparison graph: edges")
+    p.add_argument("--skip-pyg", action="store_true", help="leave out the GCN step against PyG")
     p.add_argument("--out", default=None, help="JSON file for the figures")
     args = p.parse_args()
     device = torch.device(args.device)
     from partitioners.catalog import load_dataset
 
-    report = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-              "torch": torch.__version__}
-    report["max_rel_diff_vs_cpu"] = check_models(device, load_dataset("sbm-tiny"))
-    bad = {k: v for k, v in report["max_rel_diff_vs_cpu"].items() if not v <= 1e-4}
-    timing = time_gcn(device, load_dataset(args.dataset), args.reps)
-    report.update(timing, dataset=args.dataset, ratio_vs_pyg=timing["gnn_dist_step_s"] / timing["pyg_sparse_step_s"])
+    from gnn_dist.kernels import triton_available
+
+    backends = ["torch"] + (["triton"] if triton_available() else [])
+    report: dict[str, Any] = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                              "torch": torch.__version__, "backends": backends}
+    if "triton" in backends:
+        import triton
+        report["triton"] = triton.__version__
+    tiny = load_dataset("sbm-tiny")
+    report["max_rel_diff_vs_cpu"] = {b: check_models(device, tiny, b) for b in backends}
+    bad = {f"{b}/{m}": v for b, diffs in report["max_rel_diff_vs_cpu"].items() for m, v in diffs.items()
+           if not v <= 1e-4}
+    if not args.skip_pyg:
+        timing = time_gcn(device, load_dataset(args.dataset), args.reps)
+        report.update(timing, dataset=args.dataset,
+                      ratio_vs_pyg=timing["gnn_dist_step_s"] / timing["pyg_sparse_step_s"])
+    report["kernel_graph"] = {"nodes": args.nodes, "edges": args.edges, "width": 128}
+    report["kernels"] = compare_backends(device, backends, args.nodes, args.edges, 128, args.reps)
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:

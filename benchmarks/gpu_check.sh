@@ -5,7 +5,10 @@
 # 2. the NCCL path: init_distributed on NCCL, load_partition on CUDA and a short training run
 #    under torchrun (one GPU: one rank; a random partition, so pymetis need not be there);
 # 3. the feature cache's CUDA paths (pinned host tier, non_blocking copies, chunked first layer);
-# 4. GPU figures: one-rank GCN step vs PyG GCNConv (sparse CSR adj_t) and the SpMM on sbm-medium.
+# 4. GPU figures: one-rank GCN step vs PyG GCNConv (sparse CSR adj_t) and the SpMM on sbm-medium;
+#    the CUDA kernel backends, torch (cuSPARSE) against triton, unit by unit and in GCN/GAT epochs
+#    (issue 6: which one GNN_DIST_KERNELS=auto should take on CUDA), and both backends' models
+#    against the CPU.
 # The machine has no network: it runs the tree as it is (PYTHONPATH), with the image's torch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +17,7 @@ OUT=${OUT:-benchmarks/results}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))"
-timeout 240 python3 benchmarks/gpu_check.py --device cuda --out "$OUT/gpu_check_h200.json"
+timeout 300 python3 benchmarks/gpu_check.py --device cuda --out "$OUT/gpu_check_h200.json"
 DATA=$(mktemp -d)/sbm-small-1
 timeout 120 python3 -m partitioners.cli partition --dataset sbm-small --parts 1 --method random --out "$DATA" --no-progress
 timeout 180 python3 -m torch.distributed.run --standalone --nproc-per-node 1 -m gnn_dist.train --data "$DATA" \

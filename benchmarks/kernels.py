@@ -105,6 +105,14 @@ def random_graph(num_nodes: int, num_edges: int, seed: int) -> tuple[np.ndarray,
     return rng.integers(0, num_nodes, num_edges), rng.integers(0, num_nodes, num_edges)
 
 
+def csr_block(num_nodes: int, src: np.ndarray, dst: np.ndarray) -> Block:
+    """The block of edges ``src -> dst`` (CSR by destination, sources in edge order per row)."""
+    order = np.argsort(dst, kind="stable")
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=num_nodes), out=indptr[1:])
+    return Block.from_graph(indptr, src[order])
+
+
 def memory_bandwidth(num_bytes: int = 1 << 28, rounds: int = 5) -> float:
     """Bytes per second of a numpy copy (counted as read + write), best of ``rounds``."""
     a = np.ones(num_bytes // 8)
@@ -250,11 +258,8 @@ def main() -> None:
     n, e, width = args.nodes, args.edges, args.width
 
     src, dst = random_graph(n, e, seed=0)
-    order = np.argsort(dst, kind="stable")
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(dst, minlength=n), out=indptr[1:])
     t0 = time.perf_counter()
-    block = prepare(Block.from_graph(indptr, src[order]))
+    block = prepare(csr_block(n, src, dst))
     load_s = time.perf_counter() - t0
     torch.manual_seed(0)
     x = torch.randn(n, width)

@@ -12,11 +12,19 @@ Every backend implements the same four raw (non-autograd) operations on a :class
 - ``edge_softmax(csr, score [E, H], self_score [R, H] | None) -> (alpha, alpha_self)``
 - ``edge_softmax_backward(csr, alpha, alpha_self, grad, grad_self) -> (grad_score, grad_self_score)``
 
-Backends: ``"numba"`` (multi-threaded CPU kernels with prefetched gathers, :mod:`.numba_cpu`) and
-``"torch"`` (torch.sparse CSR and gathers: cuSPARSE on CUDA, the fallback on CPU). The choice is
-``GNN_DIST_KERNELS`` = ``auto`` (default: numba for CPU tensors when numba imports, else torch),
-``torch`` or ``numba``; :func:`use_backend` overrides it in a ``with`` block. CUDA tensors always
-take the torch path. The choice is logged once. Autograd lives in :mod:`gnn_dist.nn.sparse`.
+Backends, by name, and what each runs on CPU and on CUDA tensors:
+
+- ``auto`` (default): CPU: numba when it imports (float32/64), else torch. CUDA: torch
+  (cuSPARSE) until a GPU measurement chooses (``benchmarks/gpu_check.sh`` times both).
+- ``torch``: torch.sparse CSR and gathers on both (:mod:`.torch_backend`).
+- ``numba``: CPU: multi-threaded kernels with prefetched gathers (:mod:`.numba_cpu`). CUDA: torch.
+- ``triton``: CUDA: fused Triton kernels (:mod:`.triton_gpu`). CPU: the ``auto`` choice, or
+  the Triton kernels in Triton's interpreter when ``TRITON_INTERPRET=1`` (how they are tested).
+
+The name comes from ``GNN_DIST_KERNELS`` (default ``auto``); :func:`use_backend` overrides it in
+a ``with`` block. Asking for ``numba`` or ``triton`` when it cannot be imported is an error that
+says why; ``auto`` falls back to torch instead. Each choice is logged once. Half and bfloat16
+CPU tensors take torch (no numba kernel). Autograd lives in :mod:`gnn_dist.nn.sparse`.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 import torch
@@ -34,12 +42,12 @@ from .csr import CSR
 from .torch_backend import TorchBackend
 
 __all__ = ["CSR", "KernelBackend", "KernelBackendError", "ENV_VAR", "BACKEND_NAMES", "get_backend",
-           "backend_for", "use_backend", "numba_available"]
+           "backend_for", "use_backend", "numba_available", "triton_available"]
 
 log = logging.getLogger(__name__)
 
 ENV_VAR = "GNN_DIST_KERNELS"
-BACKEND_NAMES = ("auto", "torch", "numba")
+BACKEND_NAMES = ("auto", "torch", "numba", "triton")
 
 
 class KernelBackendError(ValueError):
@@ -67,28 +75,61 @@ class KernelBackend(Protocol):
 
 _TORCH = TorchBackend()
 _state = threading.local()
-_lock = threading.Lock()
-_numba_backend: KernelBackend | None = None
-_numba_error: str | None = None
 _logged: set[tuple[str, str]] = set()
 
 
-def _load_numba() -> KernelBackend | None:
-    """The numba backend, or None (with the reason kept) when numba cannot be imported."""
-    global _numba_backend, _numba_error
-    with _lock:
-        if _numba_backend is None and _numba_error is None:
-            try:
-                from .numba_cpu import NumbaBackend
-                _numba_backend = NumbaBackend()
-            except ImportError as err:
-                _numba_error = f"{type(err).__name__}: {err}"
-        return _numba_backend
+class _OptionalBackend:
+    """A backend whose module needs an optional package: imported on first use, once; when the
+    import fails, the reason is kept for the error or the log line."""
+
+    def __init__(self, name: str, load: Callable[[], KernelBackend]) -> None:
+        self.name = name
+        self._load = load
+        self._lock = threading.Lock()
+        self.backend: KernelBackend | None = None
+        self.error: str | None = None
+
+    def get(self) -> KernelBackend | None:
+        with self._lock:
+            if self.backend is None and self.error is None:
+                try:
+                    self.backend = self._load()
+                except ImportError as err:
+                    self.error = f"{type(err).__name__}: {err}"
+            return self.backend
+
+    def require(self) -> KernelBackend:
+        """The backend, or :class:`KernelBackendError` naming the import error."""
+        backend = self.get()
+        if backend is None:
+            raise KernelBackendError(f"{ENV_VAR}={self.name} but {self.name} cannot be imported ({self.error}); "
+                                     f"install {self.name} or set {ENV_VAR}=auto")
+        return backend
+
+
+def _numba_backend() -> KernelBackend:
+    from .numba_cpu import NumbaBackend
+    return NumbaBackend()
+
+
+def _triton_backend() -> KernelBackend:
+    from .triton_gpu import TritonBackend
+    return TritonBackend()
+
+
+_NUMBA = _OptionalBackend("numba", _numba_backend)
+_TRITON = _OptionalBackend("triton", _triton_backend)
 
 
 def numba_available() -> bool:
     """Whether the numba CPU kernels can be used in this process."""
-    return _load_numba() is not None
+    return _NUMBA.get() is not None
+
+
+def triton_available() -> bool:
+    """Whether the Triton kernels can be used in this process (on CUDA tensors, or on CPU tensors
+    under Triton's interpreter)."""
+    return _TRITON.get() is not None
 
 
 def _requested() -> str:
@@ -109,10 +150,11 @@ def _log_once(requested: str, chosen: str, why: str) -> None:
 
 
 def get_backend(name: str | None = None) -> KernelBackend:
-    """The CPU backend for ``name`` (default: :func:`use_backend`'s, else ``$GNN_DIST_KERNELS``).
+    """The backend for ``name`` (default: :func:`use_backend`'s, else ``$GNN_DIST_KERNELS``);
+    ``auto`` is the CPU choice (numba, else torch).
 
-    Raises :class:`KernelBackendError` for an unknown name, or for ``"numba"`` when numba cannot
-    be imported (``"auto"`` falls back to torch instead, and logs why).
+    Raises :class:`KernelBackendError` for an unknown name, or for ``"numba"``/``"triton"`` when
+    that package cannot be imported (``"auto"`` falls back to torch instead, and logs why).
     """
     requested = _requested() if name is None else name
     if requested not in BACKEND_NAMES:
@@ -120,22 +162,38 @@ def get_backend(name: str | None = None) -> KernelBackend:
     if requested == "torch":
         _log_once(requested, "torch", "forced")
         return _TORCH
-    backend = _load_numba()
-    if backend is None:
-        if requested == "numba":
-            raise KernelBackendError(f"{ENV_VAR}=numba but numba cannot be imported ({_numba_error}); "
-                                     f"install numba or set {ENV_VAR}=torch")
-        _log_once(requested, "torch", f"numba unavailable: {_numba_error}")
-        return _TORCH
+    if requested == "triton":
+        backend = _TRITON.require()
+        _log_once(requested, "triton", "fused Triton kernels")
+        return backend
+    if requested == "numba":
+        backend = _NUMBA.require()
+    else:
+        backend = _NUMBA.get()
+        if backend is None:
+            _log_once(requested, "torch", f"numba unavailable: {_NUMBA.error}")
+            return _TORCH
     _log_once(requested, "numba", "prefetching CPU kernels")
     return backend
 
 
 def backend_for(t: torch.Tensor) -> KernelBackend:
-    """The backend for tensors on ``t``'s device: torch on CUDA/other devices, else :func:`get_backend`."""
+    """The backend for tensors on ``t``'s device and of its dtype (see the module docstring)."""
+    requested = _requested()
+    if t.device.type == "cuda":
+        if requested == "triton":
+            return get_backend("triton")
+        _log_once(requested, "torch", "CUDA tensors: cuSPARSE")
+        return _TORCH
     if t.device.type != "cpu":
         return _TORCH
-    backend = get_backend()
+    if requested == "triton":
+        backend = get_backend("triton")
+        if getattr(backend, "interpreted", False):
+            return backend
+        _log_once(requested, "auto", "Triton kernels take CUDA tensors (CPU ones only under TRITON_INTERPRET=1)")
+        requested = "auto"
+    backend = get_backend(requested)
     if backend.name == "numba" and t.dtype not in (torch.float32, torch.float64):
         return _TORCH  # half/bfloat16: no numba kernel
     return backend
@@ -143,7 +201,7 @@ def backend_for(t: torch.Tensor) -> KernelBackend:
 
 @contextlib.contextmanager
 def use_backend(name: str) -> Iterator[KernelBackend]:
-    """Use backend ``name`` (``auto``/``torch``/``numba``) in this thread inside the ``with`` block."""
+    """Use backend ``name`` (``auto``/``torch``/``numba``/``triton``) in this thread inside the ``with`` block."""
     backend = get_backend(name)
     previous = getattr(_state, "override", None)
     _state.override = name

@@ -73,12 +73,12 @@ class GCNConv(nn.Module):
             log.warning("%r ignores the block's edge weights: it needs global weighted degrees, "
                         "which partition format v1 does not store", self)
             self._warned_weights = True
-        if self._aggregates_first(x_src):
+        if self.aggregates_first(x_src):
             return nn.functional.linear(gcn_propagate(block, x_src), self.lin.weight, self.bias)
         out = gcn_propagate(block, self.lin(x_src))
         return out if self.bias is None else out.add_(self.bias)   # a fresh tensor: no extra [D, F] pass
 
-    def _aggregates_first(self, x_src: torch.Tensor) -> bool:
+    def aggregates_first(self, x_src: torch.Tensor) -> bool:
         """Whether aggregating ``x_src`` before the linear map runs fewer SpMM columns (see the
         class docstring); ties aggregate first."""
         grad = torch.is_grad_enabled()

@@ -42,7 +42,7 @@ def _gcn(conv: GCNConv, sb: SplitBlock, h: torch.Tensor, arrive: ArriveFn, _key:
     sums), ``A`` split by source; the SpMM counts existing self-loop edges, the self term the
     one that replaces them."""
     full, d, s = sb.full, sb.full.num_dst, sb.num_first
-    aggregate_first = conv._aggregates_first(h)  # GCNConv's choice of side for the aggregation
+    aggregate_first = conv.aggregates_first(h)  # GCNConv's choice of side for the aggregation
     dinv = full.cached(("overlap_gcn_dinv", h.dtype), lambda: (full.in_degree - full.self_loops + 1)
                        .to(h.dtype).pow(-0.5).unsqueeze(1))                                 # [S', 1]
     self_coef = full.cached(("overlap_gcn_self", h.dtype),

@@ -5,11 +5,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gnn_dist.kernels import numba_available
+from gnn_dist.kernels import numba_available, triton_available
 from gnn_dist.nn import Block
 
 _NEEDS_NUMBA = pytest.mark.skipif(not numba_available(), reason="numba is not importable")
-BACKENDS = ["torch", pytest.param("numba", marks=_NEEDS_NUMBA), pytest.param("numba-noprefetch", marks=_NEEDS_NUMBA)]
+_NEEDS_TRITON = pytest.mark.skipif(not triton_available(), reason="triton is not importable")
+BACKENDS = ["torch", pytest.param("numba", marks=_NEEDS_NUMBA), pytest.param("numba-noprefetch", marks=_NEEDS_NUMBA),
+            pytest.param("triton", marks=_NEEDS_TRITON)]
+"""Backends every kernel test runs: ``triton`` runs its kernels in Triton's interpreter on the CPU
+(``conftest.py`` sets ``TRITON_INTERPRET=1`` before the kernels are imported)."""
 
 
 def random_block(seed: int, num_nodes: int = 30, num_edges: int = 120, halo: bool = True) -> Block:
@@ -36,8 +40,13 @@ def blocks() -> list[tuple[str, Block]]:
     single = Block.from_graph(torch.tensor([0, 3]), torch.tensor([0, 0, 0]))          # one row, loops only
     empty_rows = Block.from_graph(torch.tensor([0, 0, 2, 2, 2]), torch.tensor([3, 1]))  # mostly empty rows
     no_edges = Block.from_graph(torch.tensor([0, 0, 0]), torch.zeros(0, dtype=torch.long))
+    # one row gathers 40 sources (a hub: longer than a tile of the Triton kernels), the others a few
+    hub_dst = torch.cat([torch.zeros(40, dtype=torch.long), torch.arange(1, 12).repeat_interleave(2)])
+    hub_src = torch.cat([torch.arange(40) % 13, torch.arange(22) % 13])
+    hub = Block.from_graph(torch.cat([torch.zeros(1, dtype=torch.long), torch.bincount(hub_dst, minlength=13).cumsum(0)]),
+                           hub_src)
     return [("halo", random_block(0)), ("whole", random_block(1, halo=False)), ("single_row", single),
-            ("empty_rows", empty_rows), ("no_edges", no_edges), ("wide", random_block(2, 300, 2000))]
+            ("empty_rows", empty_rows), ("no_edges", no_edges), ("hub", hub), ("wide", random_block(2, 300, 2000))]
 
 
 def ref_spmm(block: Block, x: torch.Tensor, values: torch.Tensor | None) -> torch.Tensor:

@@ -5,11 +5,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gnn_dist.kernels import numba_available, use_backend
+from gnn_dist.kernels import numba_available, triton_available, use_backend
 from gnn_dist.nn import DropoutKey, GATConv, GCNConv, GINConv, SAGEConv
 from kernel_cases import random_block
 
-pytestmark = pytest.mark.skipif(not numba_available(), reason="numba is not importable")
+OTHERS = [pytest.param("numba", True, marks=pytest.mark.skipif(not numba_available(), reason="no numba")),
+          pytest.param("numba", False, id="numba-noprefetch",
+                       marks=pytest.mark.skipif(not numba_available(), reason="no numba")),
+          pytest.param("triton", True, marks=pytest.mark.skipif(not triton_available(), reason="no triton"))]
+"""Each backend compared with torch (triton: in Triton's interpreter, see the conftest)."""
 
 
 def _layers():
@@ -27,8 +31,8 @@ def _layers():
 
 
 @pytest.mark.parametrize("name", list(_layers()))
-@pytest.mark.parametrize("prefetch", [True, False])
-def test_same_with_each_backend(name, prefetch, monkeypatch):
+@pytest.mark.parametrize("other,prefetch", OTHERS)
+def test_same_with_each_backend(name, other, prefetch, monkeypatch):
     if not prefetch:
         from gnn_dist.kernels import numba_cpu
         monkeypatch.setattr(numba_cpu, "PREFETCH_AHEAD", 0)
@@ -39,14 +43,14 @@ def test_same_with_each_backend(name, prefetch, monkeypatch):
     up = torch.randn(block.num_dst, conv(block, x, DropoutKey(0, 0, 0)).shape[1] if name.startswith("gat")
                      else conv(block, x).shape[1], generator=torch.Generator().manual_seed(2))
     results = {}
-    for backend in ("torch", "numba"):
+    for backend in ("torch", other):
         conv.zero_grad()
         xb = x.clone().requires_grad_()
         with use_backend(backend):
             out = conv(block, xb, DropoutKey(7, 3, 1)) if name.startswith("gat") else conv(block, xb)
             out.backward(up)
         results[backend] = (out.detach(), xb.grad, {n: p.grad.clone() for n, p in conv.named_parameters()})
-    (o1, g1, p1), (o2, g2, p2) = results["torch"], results["numba"]
+    (o1, g1, p1), (o2, g2, p2) = results["torch"], results[other]
     torch.testing.assert_close(o2, o1, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(g2, g1, atol=1e-5, rtol=1e-5)
     for n in p1:

@@ -1,5 +1,5 @@
-"""Backend choice: GNN_DIST_KERNELS, the override, the fallback when numba is missing, the
-logged choice, the numba cache fallback, and the thread count."""
+"""Backend choice: GNN_DIST_KERNELS, the override, the fallback when numba or triton is missing,
+the choice per device, the logged choice, the numba cache fallback, and the thread count."""
 
 from __future__ import annotations
 
@@ -13,12 +13,16 @@ from gnn_dist.kernels import KernelBackendError, backend_for, get_backend, use_b
 from kernel_cases import random_block
 
 
+def _missing(monkeypatch, optional, package: str) -> None:
+    monkeypatch.setattr(optional, "backend", None)
+    monkeypatch.setattr(optional, "error", f"ModuleNotFoundError: No module named '{package}'")
+    monkeypatch.setattr(kernels, "_logged", set())
+
+
 @pytest.fixture
 def no_numba(monkeypatch):
     """numba as if it could not be imported."""
-    monkeypatch.setattr(kernels, "_numba_backend", None)
-    monkeypatch.setattr(kernels, "_numba_error", "ModuleNotFoundError: No module named 'numba'")
-    monkeypatch.setattr(kernels, "_logged", set())
+    _missing(monkeypatch, kernels._NUMBA, "numba")
 
 
 def test_env_var_chooses(monkeypatch):
@@ -30,7 +34,7 @@ def test_env_var_chooses(monkeypatch):
         assert get_backend().name == "torch"
     monkeypatch.setenv("GNN_DIST_KERNELS", "cuda-magic")
     with pytest.raises(KernelBackendError, match=r"GNN_DIST_KERNELS='cuda-magic' is not a kernel backend; "
-                                                 r"use one of auto, torch, numba"):
+                                                 r"use one of auto, torch, numba, triton"):
         get_backend()
     with pytest.raises(KernelBackendError, match=r"kernel backend 'fast' is unknown"):
         get_backend("fast")
@@ -45,7 +49,7 @@ def test_fallback_without_numba(no_numba, monkeypatch, caplog):
     assert len(msgs) == 1 and "numba unavailable: ModuleNotFoundError" in msgs[0]   # logged once
     monkeypatch.setenv("GNN_DIST_KERNELS", "numba")
     with pytest.raises(KernelBackendError, match=r"GNN_DIST_KERNELS=numba but numba cannot be imported "
-                                                 r"\(ModuleNotFoundError.*set GNN_DIST_KERNELS=torch"):
+                                                 r"\(ModuleNotFoundError.*set GNN_DIST_KERNELS=auto"):
         get_backend()
     b = random_block(0)   # the layers' spmm still works through the fallback
     from gnn_dist.nn.sparse import spmm
@@ -53,6 +57,33 @@ def test_fallback_without_numba(no_numba, monkeypatch, caplog):
     x = torch.randn(b.num_src, 3, dtype=torch.float64)
     expect = torch.zeros(b.num_dst, 3, dtype=torch.float64).index_add(0, b.dst_index, x[b.indices])
     torch.testing.assert_close(spmm(b, x), expect)
+
+
+def test_triton_per_device(monkeypatch, caplog):
+    """``triton``: CUDA tensors take it; CPU tensors take it only under Triton's interpreter (the
+    kernels conftest turns it on), else the CPU ``auto`` choice, logged once."""
+    triton_gpu = pytest.importorskip("gnn_dist.kernels.triton_gpu")
+    assert triton_gpu.INTERPRETED
+    with use_backend("triton"):
+        assert backend_for(torch.zeros(1)).name == "triton"
+        monkeypatch.setattr(triton_gpu.TritonBackend, "interpreted", False)
+        with caplog.at_level(logging.INFO, logger="gnn_dist.kernels"):
+            monkeypatch.setattr(kernels, "_logged", set())
+            assert backend_for(torch.zeros(1)).name == get_backend("auto").name
+        assert "Triton kernels take CUDA tensors" in caplog.text
+    monkeypatch.setenv("GNN_DIST_KERNELS", "auto")
+    assert backend_for(torch.zeros(1, device="meta")).name == "torch"
+
+
+def test_triton_missing(monkeypatch):
+    _missing(monkeypatch, kernels._TRITON, "triton")
+    assert not kernels.triton_available()
+    with pytest.raises(KernelBackendError, match=r"GNN_DIST_KERNELS=triton but triton cannot be imported "
+                                                 r"\(ModuleNotFoundError: No module named 'triton'\); install triton"):
+        use_backend("triton").__enter__()
+    monkeypatch.setenv("GNN_DIST_KERNELS", "triton")
+    with pytest.raises(KernelBackendError, match=r"triton cannot be imported"):
+        backend_for(torch.zeros(1))
 
 
 def test_non_float_dtypes_use_torch():
@@ -68,7 +99,9 @@ def test_jit_without_cache_location(monkeypatch, caplog):
     real = numba_cpu.numba.njit
     calls = []
 
-    def njit(**options):
+    def njit(*args, **options):
+        if args:   # numba's own modules, imported lazily while compiling, decorate with njit(fn)
+            return real(*args, **options)
         calls.append(options["cache"])
         if options["cache"]:
             raise RuntimeError("cannot cache function 'f': no locator available for file 'x.py'")

@@ -106,7 +106,7 @@ def test_both_orders_match_pyg(kit, in_ch, out_ch, x_grad, grad_mode, agg_first,
     x = torch.randn(block.num_src, in_ch)
     x1, x2 = x.clone().requires_grad_(x_grad), x.clone().requires_grad_(x_grad)
     with torch.set_grad_enabled(grad_mode):
-        assert ours._aggregates_first(x1) is agg_first
+        assert ours.aggregates_first(x1) is agg_first
         out1 = ours(block, x1)
         out2 = ref(x2, block.edge_index)
     torch.testing.assert_close(out1, out2, atol=1e-5, rtol=1e-5)
@@ -138,7 +138,7 @@ def test_split_with_halo_aggregating_first_equals_whole_graph(kit, num_parts):
     torch.manual_seed(1)
     indptr, indices = kit.random_graph(6)
     conv = GCNConv(4, 8)
-    assert conv._aggregates_first(torch.zeros(1, 4, requires_grad=True))
+    assert conv.aggregates_first(torch.zeros(1, 4, requires_grad=True))
     kit.assert_split_equals_global(conv, indptr, indices, torch.randn(indptr.numel() - 1, 4), num_parts)
 
 

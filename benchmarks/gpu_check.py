@@ -11,7 +11,9 @@
    unweighted SpMM, GCN's scaled SpMM, 4-head weighted SpMM (GAT's aggregation), its transposed
    backward, 4-head SDDMM, edge softmax forward + backward, and a GCN and a GAT training epoch
    (the shapes of ``benchmarks/kernels.py``). ``faster`` names the backend ``auto`` should take
-   on CUDA for each unit; the report gives ``triton / torch`` per unit.
+   on CUDA for each unit; the report gives ``triton / torch`` per unit and, for the SpMM/SDDMM
+   units, the bytes they must move at least (gathered rows + output) per second of each backend,
+   to set against the card's bandwidth (about 4.3 TB/s measured on the H200 for a copy).
 
 ``--device cpu`` runs the same code on the CPU (how this script is tested without a GPU; the
 Triton rows then need ``TRITON_INTERPRET=1`` and a tiny ``--nodes``/``--edges``).
@@ -174,12 +176,20 @@ def compare_backends(device: torch.device, backends: list[str], num_nodes: int, 
         for _ in range(reps):
             for name, fn in by_backend.items():
                 samples[unit][name].append(timed(name, fn))
+    # bytes a unit must move at least: its gathered rows (E x F, float32) and its output once
+    gathered = {"spmm": num_edges * width * 4 + num_nodes * width * 4,
+                "spmm_gcn_scaled": num_edges * width * 4 + num_nodes * width * 4,
+                "spmm_heads": num_edges * (width + heads) * 4 + num_nodes * width * 4,
+                "sddmm_heads": num_edges * width * 4 + num_edges * heads * 4}
     result = {}
     for unit, by_backend in samples.items():
-        row = {name: statistics.median(times) for name, times in by_backend.items()}
-        row["faster"] = min(backends, key=lambda b: row[b])   # type: ignore[assignment]
+        row: dict[str, Any] = {name: statistics.median(times) for name, times in by_backend.items()}
+        row["faster"] = min(backends, key=lambda b: row[b])
         if "triton" in row and "torch" in row:
             row["triton_over_torch"] = row["triton"] / row["torch"]
+        if unit in gathered:
+            row["min_bytes"] = gathered[unit]
+            row.update({f"{b}_GBps": gathered[unit] / row[b] / 1e9 for b in backends})
         result[unit] = row
     return result
 

@@ -1,22 +1,44 @@
-"""Training checkpoints: model, optimizer, epoch, RNG states, config and history.
+"""Training checkpoints: model, optimizer, epoch, RNG states, config and history, plus each
+rank's pipeline state where the mode keeps one (``pipeline="stale"``).
 
 On disk::
 
     DIR/
-      checkpoint-000010.pt   # the state after 10 completed epochs (torch.save of a dict)
+      checkpoint-000010.pt                       # the state after 10 completed epochs (torch.save of a dict)
+      checkpoint-000010.rank-00000-of-00002.pt   # rank 0's pipeline state at that point (stale only)
+      checkpoint-000010.rank-00001-of-00002.pt   # rank 1's (on rank 1's filesystem)
       checkpoint-000020.pt
-      latest                 # one line: the file name of the newest complete checkpoint
+      latest                                     # one line: the file name of the newest complete checkpoint
 
 Rank 0 writes ``checkpoint-EEEEEE.pt`` atomically (temp file in ``DIR``, fsync, rename, fsync of
 the folder) and only then points ``latest`` at it (also by rename), so a crash at any moment
 leaves either the previous or the new checkpoint as ``latest``, never a half-written one.
 
-Who reads it: the :class:`~gnn_dist.trainer.Trainer` loads the checkpoint on **rank 0 only** and
-broadcasts the state to the other ranks, so ``DIR`` does not have to be on a filesystem that all
-nodes share, and every rank resumes from the same file even if ``latest`` moves meanwhile. The
-weights are identical on all ranks after each step (gradients are all-reduced), so rank 0's copy
-is the model. The RNG states are rank 0's and are restored on every rank: the ranks are seeded
-alike and training draws no per-rank random numbers (dropout masks are a hash, see
+Rank files (:func:`save_rank_state`): a mode whose next step reads more than the weights (the
+``stale`` mode's previous-epoch halo rows and halo gradients, which differ per rank) has **every
+rank** write its own ``checkpoint-EEEEEE.rank-RRRRR-of-PPPPP.pt``, atomically as above, before
+rank 0 writes the main file. Each rank returns the file's size and sha256; the trainer gathers
+them (which is also the barrier: no rank has failed, every rank file is complete) and rank 0
+records them in the main file under ``pipeline_state``, with the mode, ``stale_smoothing``, the
+number of parts and the partition's fingerprint (:func:`partition_fingerprint`). So ``latest``
+never names a checkpoint whose rank files are incomplete, and a rank file that does not match
+the checksum its checkpoint recorded (truncated, corrupt, or overwritten by another run) is
+refused by :func:`load_rank_state`. Why one file per rank rather than gathering to rank 0: the
+state is as large as the halo (``sum over layers of (H + B) * F * itemsize`` per rank, see
+:mod:`gnn_dist.pipeline.stale`), which would all pass through rank 0's memory and network link;
+per-rank files cost each rank its own share and no traffic.
+
+Who reads it: the :class:`~gnn_dist.trainer.Trainer` loads the main checkpoint on **rank 0
+only** and broadcasts the state to the other ranks; each rank reads only its own rank file,
+from the same folder name on its own filesystem. So ``DIR`` still does not have to be shared:
+without a shared filesystem a resume on the same hosts (each rank finding the file it wrote)
+reproduces the run exactly; a rank that cannot see its rank file (e.g. it moved to another host)
+makes every rank fall back, with a warning, to a fresh pipeline (the stale mode's first resumed
+step is synchronous), as does another number of parts, partition, pipeline mode or smoothing.
+Every rank resumes from the same main file even if ``latest`` moves meanwhile. The weights are
+identical on all ranks after each step (gradients are all-reduced), so rank 0's copy is the
+model. The RNG states are rank 0's and are restored on every rank: the ranks are seeded alike
+and training draws no per-rank random numbers (dropout masks are a hash, see
 :mod:`gnn_dist.nn.dropout`).
 
 A checkpoint holds numpy RNG states and Python tuples, so it is loaded with
@@ -25,19 +47,25 @@ A checkpoint holds numpy RNG states and Python tuples, so it is loaded with
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import random
 import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
+if TYPE_CHECKING:
+    from partitioners.format import PartitionMeta
+
 __all__ = ["CheckpointError", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "REQUIRED_KEYS", "checkpoint_path",
-           "save_checkpoint", "load_checkpoint", "latest_checkpoint", "rng_state", "set_rng_state"]
+           "save_checkpoint", "load_checkpoint", "latest_checkpoint", "rng_state", "set_rng_state",
+           "RANK_STATE_FORMAT", "rank_state_path", "save_rank_state", "load_rank_state", "partition_fingerprint"]
 
 LATEST = "latest"
 """Name of the pointer file in the checkpoint folder."""
@@ -47,6 +75,8 @@ CHECKPOINT_VERSION = 1
 """Value of the ``version`` key; a reader refuses other versions."""
 REQUIRED_KEYS = ("model", "optimizer", "epoch", "rng", "config")
 """Keys a checkpoint must hold (besides ``format`` and ``version``)."""
+RANK_STATE_FORMAT = "gnn-dist-rank-state"
+"""Value of the ``format`` key of every rank file (its ``version`` is :data:`CHECKPOINT_VERSION`)."""
 
 _NAME_RE = re.compile(r"^checkpoint-(\d{6,})\.pt$")
 
@@ -106,6 +136,29 @@ def _atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
             os.unlink(tmp)
         raise
     _fsync_dir(path.parent)
+
+
+class _HashingWriter:
+    """A write-only file wrapper that counts and hashes (sha256) what goes through it."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f, self.size, self.sha256 = f, 0, hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.sha256.update(data)
+        self.size += len(data)
+        return self.f.write(data)
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def checkpoint_path(directory: str | os.PathLike, epoch: int) -> Path:
@@ -202,3 +255,82 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     if missing:
         raise CheckpointError(f"the checkpoint lacks {', '.join(missing)}", path=path)
     return state
+
+
+# ---------------------------------------------------------------- per-rank pipeline state
+def rank_state_path(directory: str | os.PathLike, epoch: int, rank: int, num_parts: int) -> Path:
+    """``DIR/checkpoint-EEEEEE.rank-RRRRR-of-PPPPP.pt``: rank ``rank``'s state after ``epoch``."""
+    return Path(directory) / f"checkpoint-{int(epoch):06d}.rank-{int(rank):05d}-of-{int(num_parts):05d}.pt"
+
+
+def partition_fingerprint(meta: PartitionMeta) -> str:
+    """Hex sha256 of a partition folder's manifest: the number of parts and every file's path
+    and sha256 as ``partition.json`` lists them (top-level files, then each part's). Two folders
+    with the same fingerprint hold the same parts, halo rows and row orders; it reads no data."""
+    manifest = {"num_parts": int(meta.num_parts),
+                "files": sorted((e.path, e.sha256) for e in meta.files.values()),
+                "parts": [sorted((e.path, e.sha256) for e in pm.files.values()) for pm in meta.parts]}
+    return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
+
+
+def save_rank_state(directory: str | os.PathLike, epoch: int, rank: int, num_parts: int,
+                    state: dict[str, Any]) -> dict[str, Any]:
+    """Write rank ``rank``'s ``state`` (atomically, see the module docstring); returns its entry
+    for the main checkpoint: ``{"name", "size", "sha256"}``.
+
+    Raises:
+        CheckpointError: the folder cannot be created.
+    """
+    d = Path(directory)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CheckpointError(f"cannot create the checkpoint folder ({exc})", path=d) from exc
+    path = rank_state_path(d, epoch, rank, num_parts)
+    payload = {"format": RANK_STATE_FORMAT, "version": CHECKPOINT_VERSION, "epoch": int(epoch),
+               "rank": int(rank), "num_parts": int(num_parts), "state": state}
+    writers: list[_HashingWriter] = []
+
+    def write(f: IO[bytes]) -> None:
+        writers.append(_HashingWriter(f))
+        torch.save(payload, writers[-1])  # type: ignore[arg-type]
+
+    _atomic_write(path, write)
+    return {"name": path.name, "size": writers[-1].size, "sha256": writers[-1].sha256.hexdigest()}
+
+
+def load_rank_state(directory: str | os.PathLike, entry: dict[str, Any], *, epoch: int, rank: int,
+                    num_parts: int) -> dict[str, Any] | None:
+    """Rank ``rank``'s state from the file ``entry`` (of the main checkpoint) names in
+    ``directory``, checked against the entry's size and sha256; None when there is no such file.
+
+    Raises:
+        CheckpointError: the file is unreadable, of another size or checksum than the checkpoint
+            recorded (truncated, corrupt, or overwritten by another run), not a rank file, or of
+            another epoch/rank/number of parts; the message names the file.
+    """
+    path = Path(directory) / str(entry["name"])
+    if not path.exists():
+        return None
+    fix = "; delete it to resume without it (the pipeline then restarts fresh)"
+    try:
+        size = path.stat().st_size
+        if size != entry["size"]:
+            raise CheckpointError(f"the rank file is {size} bytes, its checkpoint recorded {entry['size']}: "
+                                  f"truncated or overwritten by another run{fix}", path=path)
+        digest = _sha256_file(path)
+    except OSError as exc:
+        raise CheckpointError(f"unreadable rank file ({exc})", path=path) from exc
+    if digest != entry["sha256"]:
+        raise CheckpointError(f"the rank file's sha256 {digest[:12]}... is not the {entry['sha256'][:12]}... its "
+                              f"checkpoint recorded: corrupt or overwritten by another run{fix}", path=path)
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:
+        raise CheckpointError(f"not a readable rank file ({type(exc).__name__}: {exc})", path=path) from exc
+    want = {"format": RANK_STATE_FORMAT, "version": CHECKPOINT_VERSION, "epoch": int(epoch), "rank": int(rank),
+            "num_parts": int(num_parts)}
+    got = {k: payload.get(k) for k in want} if isinstance(payload, dict) else {}
+    if got != want or "state" not in payload:
+        raise CheckpointError(f"not the rank file this checkpoint expects (holds {got}, expected {want})", path=path)
+    return payload["state"]

@@ -10,7 +10,8 @@ every collective.
 Pipelining (``pipeline=``, see :mod:`gnn_dist.pipeline`): ``sync`` exchanges, then computes, each
 layer (the exact reference); ``overlap`` aggregates the inner-source edges while the halo rows
 travel (exact); ``stale`` (PipeGCN) uses the previous epoch's halo rows and halo
-gradients while this epoch's exchange runs in the background (its first step is synchronous).
+gradients while this epoch's exchange runs in the background (its first step is synchronous;
+checkpoints keep its buffers, one file per rank, so a resume continues it exactly).
 Boundary sampling (``boundary_sample_rate < 1``, BNS-GCN), a wire dtype for halo rows
 (``halo_dtype``) and a simulated network link (``simulate_link``) combine with either.
 Evaluation always uses the exact, synchronous exchange.
@@ -64,6 +65,15 @@ def _model_info(model: torch.nn.Module) -> dict[str, Any]:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             info[name] = value
     return info
+
+
+def _gather(value: Any) -> list[Any]:
+    """Every rank's ``value``, in rank order (a collective; ``[value]`` without a group)."""
+    if not is_distributed():
+        return [value]
+    out: list[Any] = [None] * get_world_size()
+    dist.all_gather_object(out, value)
+    return out
 
 
 def _json_safe(value: Any) -> Any:
@@ -197,6 +207,7 @@ class Trainer:
         self.epoch = 0
         self.history: list[dict[str, Any]] = []
         self.rank = get_rank()
+        self._partition_id: str | None = None
 
     @staticmethod
     def _check_model_fits(model: torch.nn.Module, part: Any) -> None:
@@ -372,26 +383,50 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """What a checkpoint holds: weights, optimizer state, epoch, RNG states, config, history."""
+        """What a checkpoint holds: weights, optimizer state, epoch, RNG states, config, history
+        (:meth:`save_checkpoint` adds ``pipeline_state``: the mode, smoothing, number of parts,
+        partition fingerprint and the rank files' names, sizes and sha256, or None)."""
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "epoch": self.epoch, "rng": ckpt.rng_state(), "config": asdict(self.config),
                 "model_info": _model_info(self.model), "world_size": get_world_size(),
                 "history": self.history}
 
+    def _pipeline_info(self) -> dict[str, Any]:
+        """What a pipeline state must match to be restored: mode, smoothing, parts, partition."""
+        if self._partition_id is None:
+            self._partition_id = ckpt.partition_fingerprint(self.part.meta)
+        c = self.config
+        return {"mode": c.pipeline, "smoothing": c.stale_smoothing, "num_parts": int(self.part.num_parts),
+                "partition": self._partition_id}
+
     def save_checkpoint(self) -> Path:
         """Checkpoint the state after ``self.epoch`` epochs; returns the path rank 0 wrote.
 
-        Every rank calls it (it is a collective): rank 0 writes the file atomically (see
-        :mod:`gnn_dist.checkpoint`), then all ranks meet, so no rank goes on (or reads the
-        checkpoint) before it is complete, and a failed write raises on every rank.
+        Every rank calls it (it is a collective). When the pipeline mode keeps state between
+        steps (``stale``), every rank first writes its own rank file (after waiting for its
+        exchanges in flight) and all ranks meet; then rank 0 writes the main file atomically
+        (see :mod:`gnn_dist.checkpoint`), recording the rank files' checksums, and all ranks meet
+        again, so no rank goes on (or reads the checkpoint) before it is complete, ``latest``
+        never names a checkpoint with missing rank files, and a failed write raises on every rank.
         """
         if self.config.checkpoint_dir is None:
             raise ValueError("save_checkpoint needs checkpoint_dir")
-        path = ckpt.checkpoint_path(self.config.checkpoint_dir, self.epoch)
+        directory = self.config.checkpoint_dir
+        path = ckpt.checkpoint_path(directory, self.epoch)
+        info = {**self._pipeline_info(), "rank_files": None}
+        pipeline_state = self.pipeline.state_dict()  # same emptiness on every rank (it is the mode's)
         error: BaseException | None = None
+        if pipeline_state:
+            entry = None
+            try:
+                entry = ckpt.save_rank_state(directory, self.epoch, self.rank, info["num_parts"], pipeline_state)
+            except Exception as exc:  # shared with the peers, then re-raised
+                error = exc
+            raise_on_all_ranks(error, f"writing the rank files of the checkpoint {path}")
+            info["rank_files"] = _gather(entry)
         if self.rank == 0:
             try:
-                path = ckpt.save_checkpoint(self.config.checkpoint_dir, self.epoch, self.state_dict())
+                path = ckpt.save_checkpoint(directory, self.epoch, {**self.state_dict(), "pipeline_state": info})
             except Exception as exc:  # shared with the peers, then re-raised
                 error = exc
         raise_on_all_ranks(error, f"writing the checkpoint {path}")
@@ -406,15 +441,20 @@ class Trainer:
         folder has none). Every rank calls it (a collective): rank 0 reads the file and
         broadcasts its contents, so only rank 0 needs to see ``path`` (no shared filesystem
         needed) and all ranks resume from the same file. Epoch numbers continue from the
-        checkpoint's; the weights, optimizer state, dropout step and RNG states are restored, so
-        the run reproduces the uninterrupted one exactly (except ``pipeline="stale"``, whose stale
-        buffers are not checkpointed: its first resumed step is synchronous). The number of ranks may differ from the
-        run that wrote it. ``lr`` and ``weight_decay`` are this trainer's (a warning says when the
+        checkpoint's; the weights, optimizer state, dropout step and RNG states are restored, and
+        so is the pipeline mode's state (``stale``: each rank reads its own rank file from the
+        checkpoint's folder), so the run reproduces the uninterrupted one exactly. The number of
+        ranks may differ from the run that wrote it; the pipeline state is then not restored, nor
+        when the partition, the pipeline mode or ``stale_smoothing`` differ or a rank cannot see
+        its rank file: a warning says why, and a ``stale`` run's first resumed step is
+        synchronous. ``lr`` and ``weight_decay`` are this trainer's (a warning says when the
         checkpoint's differ).
 
         Raises:
-            CheckpointError: (on every rank) the file is missing, corrupt, or was written for
-                another model shape or optimizer; the message names the file.
+            CheckpointError: (on every rank) the checkpoint file is missing, it or a rank file is
+                corrupt or truncated (rank files are checked before anything changes), or the
+                checkpoint was written for another model shape or optimizer; the message names
+                the file.
         """
         if path is None and self.config.checkpoint_dir is None:
             raise ValueError("resume needs a path or checkpoint_dir")
@@ -437,12 +477,72 @@ class Trainer:
             where = path if path is not None else self.config.checkpoint_dir
             log.info(f"no checkpoint in {where}")
             return False
-        self._load_state(state, Path(path))  # type: ignore[arg-type]
-        log.info(f"resumed from {path} at epoch {self.epoch}")
+        pipeline = self._read_pipeline_state(state, Path(path))  # type: ignore[arg-type]
+        self._load_state(state, Path(path), pipeline)  # type: ignore[arg-type]
+        log.info(f"resumed from {path} at epoch {self.epoch}"
+                 + ("" if pipeline is None else f" with the {pipeline.name} pipeline's state"))
         return True
 
-    def _load_state(self, state: dict[str, Any], path: Path) -> None:
-        """Apply a checked checkpoint; identical on every rank, so any error is raised by all."""
+    def _pipeline_mismatch(self, saved: dict[str, Any] | None) -> str | None:
+        """Why the checkpoint's pipeline state (``saved``) cannot be restored, or None when it
+        can (or when neither side has any); the same on every rank."""
+        mine = self._pipeline_info()
+        if saved is None:
+            return "the checkpoint holds no pipeline state" if self.config.pipeline == "stale" else None
+        if saved.get("mode") != mine["mode"]:
+            if saved.get("rank_files") or self.config.pipeline == "stale":
+                return f"the checkpoint was written with pipeline={saved.get('mode')!r}, this run uses {mine['mode']!r}"
+            return None
+        if not saved.get("rank_files"):
+            return "the checkpoint holds no pipeline state" if self.config.pipeline == "stale" else None
+        for key, what in (("smoothing", "stale_smoothing"), ("num_parts", "num_parts")):
+            if saved.get(key) != mine[key]:
+                return f"the checkpoint was written with {what}={saved.get(key)}, this run has {what}={mine[key]}"
+        if saved.get("partition") != mine["partition"]:
+            return (f"the checkpoint was written for another partition (fingerprint "
+                    f"{str(saved.get('partition'))[:12]}..., this run's {self.part.path} is "
+                    f"{mine['partition'][:12]}...)")
+        return None
+
+    def _read_pipeline_state(self, state: dict[str, Any], path: Path) -> Pipeline | None:
+        """A fresh pipeline holding this rank's saved state, or None (a fresh pipeline then
+        starts; a warning says why, on every rank). A collective when the checkpoint has rank
+        files: every rank reads its own from ``path``'s folder; a corrupt one raises everywhere."""
+        saved = state.get("pipeline_state")
+        why = self._pipeline_mismatch(saved)
+        if why is None and saved is not None and saved.get("rank_files"):
+            entry = saved["rank_files"][self.rank]
+            pipeline: Pipeline | None = None
+            error: BaseException | None = None
+            try:
+                loaded = ckpt.load_rank_state(path.parent, entry, epoch=int(state["epoch"]), rank=self.rank,
+                                              num_parts=saved["num_parts"])
+                if loaded is not None:
+                    pipeline = self._build_pipeline()
+                    try:
+                        pipeline.load_state_dict(loaded)
+                    except (ValueError, KeyError, TypeError) as exc:
+                        raise CheckpointError(f"the rank file does not fit this rank's pipeline ({exc})",
+                                              path=path.parent / entry["name"]) from exc
+            except Exception as exc:  # shared with the peers, then re-raised
+                error = exc
+            raise_on_all_ranks(error, f"reading the rank files of the checkpoint {path}")
+            missing = [r for r, ok in enumerate(_gather(pipeline is not None)) if not ok]
+            if not missing:
+                return pipeline
+            names = ", ".join(saved["rank_files"][r]["name"] for r in missing)
+            why = (f"rank(s) {', '.join(map(str, missing))} cannot see their rank file ({names}) in "
+                   f"{path.parent} on their host (no shared filesystem, or it was deleted)")
+        if why is not None:
+            log.warning(f"{path}: {why}; the {saved.get('mode') if saved else 'pipeline'} state is not restored "
+                        f"(pipeline={self.config.pipeline!r} starts fresh"
+                        + (": its first resumed step is synchronous" if self.config.pipeline == "stale" else "")
+                        + "), so the resumed run will not reproduce the uninterrupted one")
+        return None
+
+    def _load_state(self, state: dict[str, Any], path: Path, pipeline: Pipeline | None = None) -> None:
+        """Apply a checked checkpoint; identical on every rank, so any error is raised by all.
+        ``pipeline`` (with its restored state) replaces the current one; None: a fresh one."""
         saved, mine = state["config"], asdict(self.config)
         if saved.get("optimizer") != mine["optimizer"]:
             raise CheckpointError(f"the checkpoint was written with optimizer={saved.get('optimizer')!r}, "
@@ -469,5 +569,5 @@ class Trainer:
         self.epoch = int(state["epoch"])
         self.history = list(state.get("history", []))
         self.pipeline.flush()
-        self.pipeline = self._build_pipeline()  # stale buffers of other weights are not reused
+        self.pipeline = pipeline if pipeline is not None else self._build_pipeline()  # never this run's old buffers
         ckpt.set_rng_state(state["rng"])

@@ -5,6 +5,12 @@ calls ``view.exchange(h)`` once per layer, in layer order, and the mode decides 
 and which ones the layer sees. Evaluation never goes through a mode: it uses the part's exact,
 synchronous exchange.
 
+Checkpoints: a mode's ``state_dict()`` is what its next step needs besides the weights (this
+rank's only: the halo rows differ per rank), and ``load_state_dict(state)`` restores it into a
+fresh mode of the same kind. ``sync`` and ``overlap`` keep nothing between steps (an empty dict,
+the :class:`LayerSteps` default); ``stale`` keeps its step count and stale buffers (see
+:mod:`.stale`). The trainer writes a non-empty state to one file per rank.
+
 Legend: ``I`` inner rows, ``H`` halo rows, ``F`` feature width.
 """
 
@@ -49,6 +55,15 @@ class Pipeline(Protocol):
 
     def flush(self) -> None:
         """Wait for every exchange in flight (their results are kept for the next step)."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """This rank's state that the next step reads (empty: none); waits for the exchanges
+        in flight first, so a collective when there are any."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output (of this rank, same mode and partition)."""
         ...
 
 
@@ -99,12 +114,29 @@ class LayerCounter:
 
 
 class LayerSteps:
-    """The ``begin_layer`` hook of the pipeline views (see :class:`~gnn_dist.models.PartLike`)."""
+    """What the pipeline modes share: the ``begin_layer`` hook of their views (see
+    :class:`~gnn_dist.models.PartLike`), and the checkpoint state of a mode that keeps nothing
+    between steps (an empty dict)."""
 
     _layers: LayerCounter
+    name: str
 
     def begin_layer(self, layer: int) -> None:
         self._layers.seek(layer)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Empty: nothing of this mode outlives a step."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Accepts only the empty state.
+
+        Raises:
+            ValueError: ``state`` is not empty (it belongs to another mode).
+        """
+        if state:
+            raise ValueError(f"pipeline={self.name!r} keeps no state between steps, got one with keys "
+                             f"{sorted(state)}")
 
 
 def check_block(block: Block, ex: HaloExchanger) -> None:

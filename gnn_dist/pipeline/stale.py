@@ -20,6 +20,17 @@ Smoothing (``gamma``, PipeGCN's "-GF" variant with Adam-style bias correction): 
 features and gradients alike; ``gamma = 0`` (or None) is plain staleness.
 
 All ranks run the same schedule (it depends only on the step count), so the collectives match.
+
+Checkpoints (:meth:`StalePipeline.state_dict` / :meth:`StalePipeline.load_state_dict`): the
+step count and, per layer, both moving averages (``count`` and ``m``; ``value`` is recomputed by
+the same expression, so it is bit-identical). ``state_dict`` first waits for the exchanges in
+flight and folds them in, exactly as the next step would before reading the buffers (folding
+earlier does not change a value: the same updates run in the same order), so a pipeline loaded
+from it takes the next step exactly as this one would. The state is per rank (its halo rows).
+Size per rank: ``sum over exchanging layers l of (H + B) * F_l * itemsize`` bytes, ``H`` halo
+rows, ``B <= min(I, S)`` the distinct rows this rank sends (``S`` = ``len(send_index)``): the
+gradient buffer is ``[I, F]`` but zero outside those rows, so only they are kept. Over all
+ranks ``sum B <= sum S = sum H``: at most ``2 * (total halo rows) * F * layers * itemsize``.
 """
 
 from __future__ import annotations
@@ -38,7 +49,8 @@ __all__ = ["StalePipeline", "EMABuffer"]
 class EMABuffer:
     """An exponential moving average with bias correction (``gamma`` None or 0: the last value).
 
-    ``update(x)`` folds ``x`` in; ``value`` is ``m_n / (1 - gamma ** n)``.
+    ``update(x)`` folds ``x`` in; ``value`` is ``m_n / (1 - gamma ** n)``. ``state_dict()`` /
+    ``load_state_dict(state)``: ``gamma``, ``count`` and ``m`` (``value`` is recomputed).
     """
 
     def __init__(self, gamma: float | None = None) -> None:
@@ -55,8 +67,35 @@ class EMABuffer:
             self._m = (1.0 - self.gamma) * x if self.gamma else x
         else:
             self._m = self.gamma * self._m + (1.0 - self.gamma) * x
-        self.value = self._m / (1.0 - self.gamma ** self.count) if self.gamma else self._m
+        return self._refresh()
+
+    def _refresh(self) -> torch.Tensor | None:
+        """``value`` from ``m`` and ``count`` (one expression for update and load: bit-identical)."""
+        if self._m is None:
+            self.value = None
+        else:
+            self.value = self._m / (1.0 - self.gamma ** self.count) if self.gamma else self._m
         return self.value
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"gamma", "count", "m"}`` (``m`` None before the first update)."""
+        return {"gamma": self.gamma, "count": self.count, "m": self._m}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output (``m`` as given: move it to the device first).
+
+        Raises:
+            ValueError: ``state`` was saved with another ``gamma``, or is malformed.
+        """
+        gamma, count, m = state.get("gamma"), state.get("count"), state.get("m")
+        if gamma != self.gamma:
+            raise ValueError(f"the saved moving average has gamma={gamma}, this one gamma={self.gamma} "
+                             f"(stale_smoothing must match to restore it)")
+        if not isinstance(count, int) or count < 0 or (m is None) != (count == 0) or not (
+                m is None or isinstance(m, torch.Tensor)):
+            raise ValueError(f"malformed moving-average state (count={count!r}, m of type {type(m).__name__})")
+        self.count, self._m = count, m
+        self._refresh()
 
 
 class _LayerState:
@@ -170,6 +209,66 @@ class StalePipeline(LayerSteps):
         for state in self._states.values():
             state.settle_features()
             state.settle_grads()
+
+    def _sent_rows(self) -> torch.Tensor:
+        """int64 ``[B]`` (block device): the distinct inner rows this rank sends, the only rows
+        where a gradient buffer can be non-zero."""
+        return torch.unique(self.exchanger.send_index).to(self.block.device)
+
+    def state_dict(self) -> dict[str, Any]:
+        """This rank's state: ``{"steps": int, "layers": {layer: {"features": ..., "grads": ...}}}``.
+
+        A collective when exchanges are in flight: it waits for them first (:meth:`flush`), so
+        the buffers hold exactly what the next step would read. ``features`` is the layer's
+        :class:`EMABuffer` state (``m`` ``[H, F]``); ``grads`` likewise with ``m`` cut to the sent
+        rows ``[B, F]`` (see the module docstring). Tensors stay on their device.
+        """
+        self.flush()
+        rows = self._sent_rows()
+        layers: dict[int, dict[str, Any]] = {}
+        for layer, state in sorted(self._states.items()):
+            grads = state.grads.state_dict()
+            m = grads["m"]
+            if m is not None:
+                assert not m.index_fill(0, rows, 0).any(), "a halo-gradient buffer is non-zero outside the sent rows"
+                grads["m"] = m.index_select(0, rows)
+            layers[layer] = {"features": state.features.state_dict(), "grads": grads}
+        return {"steps": self._steps, "layers": layers}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict`'s output (saved on this rank of the same partition,
+        with the same ``smoothing``); tensors move to the block's device.
+
+        Raises:
+            ValueError: the state is malformed, or its shapes do not fit this rank's halo rows.
+        """
+        steps, saved = state.get("steps"), state.get("layers")
+        if not isinstance(steps, int) or steps < 0 or not isinstance(saved, dict):
+            raise ValueError(f"malformed stale pipeline state (steps={steps!r}, layers of type "
+                             f"{type(saved).__name__})")
+        self.flush()
+        ex, device = self.exchanger, self.block.device
+        rows = self._sent_rows()
+        states: dict[int, _LayerState] = {}
+        for layer, entry in saved.items():
+            layer_state = _LayerState(self.smoothing)
+            for name, buffer, num_rows in (("features", layer_state.features, ex.num_halo),
+                                           ("grads", layer_state.grads, rows.numel())):
+                buf = dict(entry[name])
+                m = buf.get("m")
+                if m is not None:
+                    if not isinstance(m, torch.Tensor) or m.ndim < 1 or m.shape[0] != num_rows:
+                        raise ValueError(f"layer {layer} {name}: saved buffer of shape "
+                                         f"{tuple(getattr(m, 'shape', ()))} does not fit this rank's "
+                                         f"{num_rows} rows")
+                    m = m.to(device)
+                    if name == "grads":
+                        m = m.new_zeros((ex.num_inner, *m.shape[1:])).index_copy_(0, rows, m)
+                    buf["m"] = m
+                buffer.load_state_dict(buf)
+            states[int(layer)] = layer_state
+        self._states, self._steps = states, steps
+        self._first = steps == 0
 
     def __repr__(self) -> str:
         return f"StalePipeline(smoothing={self.smoothing}, sampled={self.subset_fn is not None})"

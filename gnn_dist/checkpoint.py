@@ -41,6 +41,12 @@ model. The RNG states are rank 0's and are restored on every rank: the ranks are
 and training draws no per-rank random numbers (dropout masks are a hash, see
 :mod:`gnn_dist.nn.dropout`).
 
+Retention (:func:`prune_checkpoints`, the trainer's ``checkpoint_keep``): after a checkpoint is
+complete and ``latest`` names it, the older ones beyond the newest ``keep`` are deleted; rank 0
+deletes main files, every rank its own rank files (so no shared filesystem is needed for this
+either). Files of epochs after the one just written (left by a run that went further before
+this one resumed from an earlier checkpoint) are not touched.
+
 A checkpoint holds numpy RNG states and Python tuples, so it is loaded with
 ``weights_only=False``: load only checkpoints you wrote yourself.
 """
@@ -65,7 +71,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CheckpointError", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "REQUIRED_KEYS", "checkpoint_path",
            "save_checkpoint", "load_checkpoint", "latest_checkpoint", "rng_state", "set_rng_state",
-           "RANK_STATE_FORMAT", "rank_state_path", "save_rank_state", "load_rank_state", "partition_fingerprint"]
+           "RANK_STATE_FORMAT", "rank_state_path", "save_rank_state", "load_rank_state", "partition_fingerprint",
+           "checkpoint_epochs", "prune_checkpoints"]
 
 LATEST = "latest"
 """Name of the pointer file in the checkpoint folder."""
@@ -79,6 +86,7 @@ RANK_STATE_FORMAT = "gnn-dist-rank-state"
 """Value of the ``format`` key of every rank file (its ``version`` is :data:`CHECKPOINT_VERSION`)."""
 
 _NAME_RE = re.compile(r"^checkpoint-(\d{6,})\.pt$")
+_RANK_NAME_RE = re.compile(r"^checkpoint-(\d{6,})\.rank-(\d{5,})-of-(\d{5,})\.pt$")
 
 
 class CheckpointError(ValueError):
@@ -334,3 +342,38 @@ def load_rank_state(directory: str | os.PathLike, entry: dict[str, Any], *, epoc
     if got != want or "state" not in payload:
         raise CheckpointError(f"not the rank file this checkpoint expects (holds {got}, expected {want})", path=path)
     return payload["state"]
+
+
+# ---------------------------------------------------------------- retention
+def checkpoint_epochs(directory: str | os.PathLike) -> list[int]:
+    """The epochs of the main checkpoint files (``checkpoint-EEEEEE.pt``) in ``directory``, sorted."""
+    d = Path(directory)
+    if not d.is_dir():
+        return []
+    return sorted(int(m.group(1)) for e in d.iterdir() if (m := _NAME_RE.match(e.name)) and e.is_file())
+
+
+def prune_checkpoints(directory: str | os.PathLike, keep_epochs: set[int], newest: int, *,
+                      rank: int | None) -> list[Path]:
+    """Delete the checkpoints of epochs before ``newest`` that are not in ``keep_epochs``: the main
+    files when ``rank`` is 0 or None, and rank ``rank``'s own rank files (all ranks' when None).
+    Returns what was deleted. A file that cannot be deleted is left (the caller logs it)."""
+    d = Path(directory)
+    deleted: list[Path] = []
+    if not d.is_dir():
+        return deleted
+    for entry in d.iterdir():
+        main, own = _NAME_RE.match(entry.name), _RANK_NAME_RE.match(entry.name)
+        if main and rank in (0, None):
+            epoch = int(main.group(1))
+        elif own and (rank is None or int(own.group(2)) == rank):
+            epoch = int(own.group(1))
+        else:
+            continue
+        if epoch < newest and epoch not in keep_epochs and entry.is_file():
+            try:
+                entry.unlink()
+                deleted.append(entry)
+            except OSError:
+                continue
+    return deleted

@@ -134,6 +134,9 @@ class TrainerConfig:
     """Where rank 0 writes checkpoints; None writes none."""
     checkpoint_every: int = 10
     """Checkpoint every this many epochs (and after the last epoch of each ``fit``)."""
+    checkpoint_keep: int | None = None
+    """Keep only the newest this many checkpoints (older ones are deleted once a new one is
+    complete); None keeps all."""
     metrics_path: str | None = None
     """A JSON-lines file rank 0 appends one object per epoch to."""
     log_every: int = 1
@@ -171,6 +174,8 @@ class TrainerConfig:
         for name in ("eval_every", "checkpoint_every", "log_every"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 0")
+        if self.checkpoint_keep is not None and self.checkpoint_keep < 1:
+            raise ValueError(f"checkpoint_keep={self.checkpoint_keep} must be >= 1 (or None to keep all)")
 
 
 class Trainer:
@@ -432,7 +437,22 @@ class Trainer:
         raise_on_all_ranks(error, f"writing the checkpoint {path}")
         if self.rank == 0:
             log.info(f"saved {path}")
+        if self.config.checkpoint_keep is not None:
+            self._prune_checkpoints(directory, self.config.checkpoint_keep)
         return path
+
+    def _prune_checkpoints(self, directory: str, keep: int) -> None:
+        """Delete the checkpoints beyond the newest ``keep`` (a collective: rank 0 decides which
+        epochs stay from the main files it sees; each rank deletes its own rank files)."""
+        box: list[Any] = [None]
+        if self.rank == 0:
+            older = [e for e in ckpt.checkpoint_epochs(directory) if e < self.epoch]
+            box[0] = set(older[-(keep - 1):] if keep > 1 else [])
+        if is_distributed():
+            dist.broadcast_object_list(box, src=0)
+        deleted = ckpt.prune_checkpoints(directory, box[0] | {self.epoch}, self.epoch, rank=self.rank)
+        if deleted:
+            log.debug(f"deleted {len(deleted)} old checkpoint file(s) in {directory}, keeping the newest {keep}")
 
     def resume(self, path: str | Path | None = None) -> bool:
         """Continue from a checkpoint; False (and nothing changes) if there is none.

@@ -240,3 +240,39 @@ def test_resume_takes_this_runs_learning_rate(part1, tmp_path, caplog):
         assert trainer.resume()
     assert all(g["lr"] == 0.001 for g in trainer.optimizer.param_groups)
     assert "the checkpoint has lr=0.05, continuing with lr=0.001" in caplog.text
+
+
+def test_keep_checkpoints_deletes_the_oldest(part1, tmp_path):
+    trainer = make_trainer(part1, tmp_path, checkpoint_every=1, checkpoint_keep=2)
+    trainer.fit(5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-000004.pt", "checkpoint-000005.pt", "latest"]
+    with pytest.raises(ValueError, match=r"checkpoint_keep=0 must be >= 1 \(or None to keep all\)"):
+        make_trainer(part1, tmp_path, checkpoint_keep=0)
+
+
+def test_keep_checkpoints_leaves_the_later_ones_of_an_earlier_run(part1, tmp_path):
+    """Resumed from epoch 2 of a run that went to 5: writing 3 prunes 1 only (4 and 5 stay)."""
+    make_trainer(part1, tmp_path, checkpoint_every=1).fit(5)
+    trainer = make_trainer(part1, tmp_path, checkpoint_every=1, checkpoint_keep=2)
+    assert trainer.resume(tmp_path / "checkpoint-000002.pt")
+    trainer.fit(1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "checkpoint-000002.pt", "checkpoint-000003.pt", "checkpoint-000004.pt", "checkpoint-000005.pt", "latest"]
+    assert (tmp_path / "latest").read_text().strip() == "checkpoint-000003.pt"
+
+
+def test_prune_deletes_only_this_ranks_files(tmp_path):
+    from gnn_dist.checkpoint import prune_checkpoints
+
+    names = [f"checkpoint-00000{e}{suffix}.pt" for e in (1, 2, 3)
+             for suffix in ("", ".rank-00000-of-00002", ".rank-00001-of-00002")]
+    for name in names + ["latest", "notes.txt"]:
+        (tmp_path / name).write_bytes(b"x")
+    deleted = prune_checkpoints(tmp_path, {2, 3}, 3, rank=1)
+    assert [p.name for p in deleted] == ["checkpoint-000001.rank-00001-of-00002.pt"]
+    deleted = prune_checkpoints(tmp_path, {3}, 3, rank=0)
+    assert sorted(p.name for p in deleted) == ["checkpoint-000001.pt", "checkpoint-000001.rank-00000-of-00002.pt",
+                                               "checkpoint-000002.pt", "checkpoint-000002.rank-00000-of-00002.pt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["checkpoint-000002.rank-00001-of-00002.pt", "checkpoint-000003.pt", "checkpoint-000003.rank-00000-of-00002.pt",
+         "checkpoint-000003.rank-00001-of-00002.pt", "latest", "notes.txt"])

@@ -126,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where rank 0 writes checkpoints (only rank 0 reads them back: no shared filesystem needed)")
     p.add_argument("--checkpoint-every", type=_int_at_least(1), default=10,
                    help="checkpoint every K epochs and after the last (default: 10)")
+    p.add_argument("--keep-checkpoints", type=_int_at_least(1), default=None, metavar="N",
+                   help="keep only the newest N checkpoints (default: all)")
     p.add_argument("--resume", action="store_true",
                    help="continue from the latest checkpoint in --checkpoint-dir (from epoch 0 if there is none)")
     p.add_argument("--pipeline", default="sync", choices=("sync", "stale", "overlap"),
@@ -238,7 +240,8 @@ def run(args: argparse.Namespace, device: Any = None) -> dict:
                         seed=args.seed, heads=args.heads)
     trainer = Trainer(model, part, optimizer=args.optimizer, lr=args.lr, weight_decay=args.weight_decay,
                       eval_every=args.eval_every, checkpoint_dir=args.checkpoint_dir,
-                      checkpoint_every=args.checkpoint_every, metrics_path=args.metrics,
+                      checkpoint_every=args.checkpoint_every, checkpoint_keep=args.keep_checkpoints,
+                      metrics_path=args.metrics,
                       log_every=args.log_every, pipeline=args.pipeline,
                       stale_smoothing=args.stale_smoothing, boundary_sample_rate=args.boundary_sample_rate,
                       halo_dtype=args.halo_dtype, simulate_link=args.simulate_link,
@@ -280,10 +283,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.stale_smoothing is not None and args.pipeline != "stale":
         parser.error("--stale-smoothing needs --pipeline stale")
     from .distributed import init_distributed
+    from .distributed.allocator import tune_allocator
 
     with init_distributed(backend=args.backend, timeout=args.timeout) as ctx:
         restore_logging = init_logger(ctx.rank)
         try:
+            tune_allocator()  # glibc malloc thresholds (logged), before the partition and the steps allocate
             log.info("config: " + json.dumps(vars(args), sort_keys=True, default=str))
             run(args, device=ctx.device)
         except Exception as exc:

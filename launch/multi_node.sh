@@ -10,6 +10,9 @@ shift
 : "${NNODES:?set NNODES}" "${NPROC_PER_NODE:?set NPROC_PER_NODE}" "${RDZV_HOST:?set RDZV_HOST (node running the rendezvous)}"
 RDZV_PORT=${RDZV_PORT:-29400}
 RDZV_ID=${RDZV_ID:-gnn-dist-$(basename "$DATA")}
+# torch's CPU allocator: 2 MiB pages for blocks >= 2 MiB (fewer page faults); with it each rank
+# also fixes glibc's malloc thresholds (gnn_dist/distributed/allocator.py). Set it to 0 to opt out.
+export THP_MEM_ALLOC_ENABLE=${THP_MEM_ALLOC_ENABLE:-1}
 exec torchrun --nnodes "$NNODES" --nproc-per-node "$NPROC_PER_NODE" \
   --rdzv-backend c10d --rdzv-endpoint "$RDZV_HOST:$RDZV_PORT" --rdzv-id "$RDZV_ID" \
   -m gnn_dist.train --data "$DATA" "$@"

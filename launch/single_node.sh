@@ -7,4 +7,7 @@ DATA=${1:?usage: launch/single_node.sh DATA_DIR [train options...]}
 shift
 NPROC=${NPROC:-$(python3 -c "import json,sys; print(json.load(open(sys.argv[1] + '/partition.json'))['num_parts'])" "$DATA")}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( $(nproc) / NPROC > 0 ? $(nproc) / NPROC : 1 ))}
+# torch's CPU allocator: 2 MiB pages for blocks >= 2 MiB (fewer page faults); with it each rank
+# also fixes glibc's malloc thresholds (gnn_dist/distributed/allocator.py). Set it to 0 to opt out.
+export THP_MEM_ALLOC_ENABLE=${THP_MEM_ALLOC_ENABLE:-1}
 exec torchrun --standalone --nproc-per-node "$NPROC" -m gnn_dist.train --data "$DATA" "$@"

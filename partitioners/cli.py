@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .errors import PartitionFormatError
 
@@ -398,9 +398,20 @@ def cmd_train(args: argparse.Namespace, rest: Sequence[str]) -> int:
                          f"with --parts {nproc}")
     cmd = train_command(args.data, nproc, rest)
     log.info("running: " + " ".join(cmd))
-    env = dict(os.environ)
+    return subprocess.call(cmd, env=train_env(os.environ, nproc))
+
+
+def train_env(environ: Mapping[str, str], nproc: int) -> dict[str, str]:
+    """The environment of the torchrun child: ``environ`` plus defaults the user did not set.
+
+    ``OMP_NUM_THREADS``: this machine's CPUs / ``nproc``. ``THP_MEM_ALLOC_ENABLE=1``: torch's CPU
+    allocator asks for 2 MiB pages for blocks of 2 MiB and more (fewer page faults), and with it
+    each rank fixes glibc's malloc thresholds (``gnn_dist/distributed/allocator.py``).
+    """
+    env = dict(environ)
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
-    return subprocess.call(cmd, env=env)
+    env.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+    return env
 
 
 # -------------------------------------------------------------------------------------- main

@@ -464,6 +464,7 @@ def test_help_exits_zero(capsys):
 
 # ------------------------------------------------------------------------------------- train
 def test_train_runs_torchrun_with_the_folder_part_count(capsys, monkeypatch, good_dir):
+    monkeypatch.delenv("THP_MEM_ALLOC_ENABLE", raising=False)
     calls = []
     monkeypatch.setattr(cli.subprocess, "call", lambda cmd, env: calls.append((cmd, env)) or 7)
     code, out, err = run(capsys, "train", "--data", good_dir, "--model", "sage", "--epochs", "3")
@@ -472,6 +473,18 @@ def test_train_runs_torchrun_with_the_folder_part_count(capsys, monkeypatch, goo
     assert cmd == [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=3",
                    "-m", "gnn_dist.train", "--data", str(good_dir), "--model", "sage", "--epochs", "3"]
     assert "OMP_NUM_THREADS" in env
+    assert env["THP_MEM_ALLOC_ENABLE"] == "1"  # torch's huge-page CPU allocations for the ranks
+
+
+@pytest.mark.parametrize("user", ["0", "1"])
+def test_train_keeps_the_users_huge_page_and_thread_settings(capsys, monkeypatch, good_dir, user):
+    monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", user)
+    monkeypatch.setenv("OMP_NUM_THREADS", "5")
+    calls = []
+    monkeypatch.setattr(cli.subprocess, "call", lambda cmd, env: calls.append(env) or 0)
+    assert run(capsys, "train", "--data", good_dir)[0] == EXIT_OK
+    (env,) = calls
+    assert env["THP_MEM_ALLOC_ENABLE"] == user and env["OMP_NUM_THREADS"] == "5"
 
 
 def test_train_refuses_a_bad_folder_or_rank_count(capsys, monkeypatch, tmp_path, good_dir):

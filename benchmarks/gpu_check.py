@@ -50,7 +50,7 @@ def _time(fn, device: torch.device, reps: int) -> float:
 
 def check_models(device: torch.device, graph, backend: str = "torch") -> dict[str, float]:
     """Max relative difference of logits and gradients between ``device`` (kernel ``backend``)
-    and the CPU (its default kernels)."""
+    and the CPU with the torch kernels (on ``--device cpu``: each CPU backend against torch)."""
     from gnn_dist.kernels import use_backend
     from gnn_dist.models import FullGraph, build_model
     from gnn_dist.nn import Block
@@ -63,10 +63,10 @@ def check_models(device: torch.device, graph, backend: str = "torch") -> dict[st
         model = build_model(name, in_dim=x.shape[1], hidden_dim=16, out_dim=graph.num_classes, num_layers=2,
                             dropout=0.0, **({"heads": 2} if name == "gat" else {}))
         results = []
-        for dev in (torch.device("cpu"), device):
+        for dev, kernels in ((torch.device("cpu"), "torch"), (device, backend)):   # reference: torch on CPU
             m = model.to(dev)
             m.zero_grad()
-            with use_backend(backend if dev == device else "auto"):
+            with use_backend(kernels):
                 logits = m(FullGraph(block.to(dev)), x.to(dev))
                 logits.square().sum().backward()
             grads = torch.cat([p.grad.reshape(-1) for p in m.parameters()]).cpu()

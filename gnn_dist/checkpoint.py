@@ -354,20 +354,23 @@ def checkpoint_epochs(directory: str | os.PathLike) -> list[int]:
 
 
 def prune_checkpoints(directory: str | os.PathLike, keep_epochs: set[int], newest: int, *,
-                      rank: int | None) -> list[Path]:
+                      rank: int | None, num_parts: int | None = None) -> list[Path]:
     """Delete the checkpoints of epochs before ``newest`` that are not in ``keep_epochs``: the main
-    files when ``rank`` is 0 or None, and rank ``rank``'s own rank files (all ranks' when None).
-    Returns what was deleted. A file that cannot be deleted is left (the caller logs it)."""
+    files when ``rank`` is 0 or None, and rank ``rank``'s own rank files (all ranks' when None);
+    rank 0 also deletes the rank files of another number of parts than ``num_parts`` (an earlier
+    run's, whose ranks are gone). Returns what was deleted. A file that cannot be deleted is
+    left; a folder that cannot be listed raises ``OSError`` (the trainer logs both)."""
     d = Path(directory)
     deleted: list[Path] = []
     if not d.is_dir():
         return deleted
     for entry in d.iterdir():
-        main, own = _NAME_RE.match(entry.name), _RANK_NAME_RE.match(entry.name)
+        main, ranked = _NAME_RE.match(entry.name), _RANK_NAME_RE.match(entry.name)
         if main and rank in (0, None):
             epoch = int(main.group(1))
-        elif own and (rank is None or int(own.group(2)) == rank):
-            epoch = int(own.group(1))
+        elif ranked and (rank is None or int(ranked.group(2)) == rank
+                         or (rank == 0 and num_parts is not None and int(ranked.group(3)) != num_parts)):
+            epoch = int(ranked.group(1))
         else:
             continue
         if epoch < newest and epoch not in keep_epochs and entry.is_file():

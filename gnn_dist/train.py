@@ -123,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="JSON-lines file, one object per epoch (rank 0); started afresh unless --resume, "
                         "which keeps the lines of the epochs before the checkpoint")
     p.add_argument("--checkpoint-dir", default=None,
-                   help="where rank 0 writes checkpoints (only rank 0 reads them back: no shared filesystem needed)")
+                   help="where rank 0 writes checkpoints (only rank 0 reads them back: no shared filesystem "
+                        "needed; with --pipeline stale each rank also writes and reads its own rank file)")
     p.add_argument("--checkpoint-every", type=_int_at_least(1), default=10,
                    help="checkpoint every K epochs and after the last (default: 10)")
     p.add_argument("--keep-checkpoints", type=_int_at_least(1), default=None, metavar="N",
@@ -280,6 +281,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.resume and not args.checkpoint_dir:
         parser.error("--resume needs --checkpoint-dir")
+    if args.keep_checkpoints is not None and not args.checkpoint_dir:
+        parser.error("--keep-checkpoints needs --checkpoint-dir")
     if args.stale_smoothing is not None and args.pipeline != "stale":
         parser.error("--stale-smoothing needs --pipeline stale")
     from .distributed import init_distributed

@@ -67,6 +67,10 @@ def _model_info(model: torch.nn.Module) -> dict[str, Any]:
     return info
 
 
+_STATEFUL_PIPELINES = ("stale",)
+"""Pipeline modes whose next step reads more than the weights: checkpoints hold their state."""
+
+
 def _gather(value: Any) -> list[Any]:
     """Every rank's ``value``, in rank order (a collective; ``[value]`` without a group)."""
     if not is_distributed():
@@ -174,7 +178,9 @@ class TrainerConfig:
         for name in ("eval_every", "checkpoint_every", "log_every"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 0")
-        if self.checkpoint_keep is not None and self.checkpoint_keep < 1:
+        if self.checkpoint_keep is not None and (isinstance(self.checkpoint_keep, bool)
+                                                 or not isinstance(self.checkpoint_keep, int)
+                                                 or self.checkpoint_keep < 1):
             raise ValueError(f"checkpoint_keep={self.checkpoint_keep} must be >= 1 (or None to keep all)")
 
 
@@ -419,12 +425,12 @@ class Trainer:
         directory = self.config.checkpoint_dir
         path = ckpt.checkpoint_path(directory, self.epoch)
         info = {**self._pipeline_info(), "rank_files": None}
-        pipeline_state = self.pipeline.state_dict()  # same emptiness on every rank (it is the mode's)
         error: BaseException | None = None
-        if pipeline_state:
+        if self.config.pipeline in _STATEFUL_PIPELINES:  # the config, not the state: the same on every rank
             entry = None
             try:
-                entry = ckpt.save_rank_state(directory, self.epoch, self.rank, info["num_parts"], pipeline_state)
+                entry = ckpt.save_rank_state(directory, self.epoch, self.rank, info["num_parts"],
+                                             self.pipeline.state_dict())
             except Exception as exc:  # shared with the peers, then re-raised
                 error = exc
             raise_on_all_ranks(error, f"writing the rank files of the checkpoint {path}")
@@ -444,13 +450,23 @@ class Trainer:
     def _prune_checkpoints(self, directory: str, keep: int) -> None:
         """Delete the checkpoints beyond the newest ``keep`` (a collective: rank 0 decides which
         epochs stay from the main files it sees; each rank deletes its own rank files)."""
-        box: list[Any] = [None]
+        box: list[Any] = [None]   # None: keep everything (rank 0 could not list the folder)
         if self.rank == 0:
-            older = [e for e in ckpt.checkpoint_epochs(directory) if e < self.epoch]
-            box[0] = set(older[-(keep - 1):] if keep > 1 else [])
+            try:
+                older = [e for e in ckpt.checkpoint_epochs(directory) if e < self.epoch]
+                box[0] = set(older[-(keep - 1):] if keep > 1 else [])
+            except OSError as exc:   # best effort: never a reason to stop training or to skip the broadcast
+                log.warning(f"cannot list the checkpoints in {directory} to keep the newest {keep} ({exc})")
         if is_distributed():
             dist.broadcast_object_list(box, src=0)
-        deleted = ckpt.prune_checkpoints(directory, box[0] | {self.epoch}, self.epoch, rank=self.rank)
+        if box[0] is None:
+            return
+        try:
+            deleted = ckpt.prune_checkpoints(directory, box[0] | {self.epoch}, self.epoch, rank=self.rank,
+                                             num_parts=int(self.part.num_parts))
+        except OSError as exc:
+            log.warning(f"cannot delete old checkpoints in {directory} ({exc})")
+            return
         if deleted:
             log.debug(f"deleted {len(deleted)} old checkpoint file(s) in {directory}, keeping the newest {keep}")
 
@@ -529,30 +545,39 @@ class Trainer:
         starts; a warning says why, on every rank). A collective when the checkpoint has rank
         files: every rank reads its own from ``path``'s folder; a corrupt one raises everywhere."""
         saved = state.get("pipeline_state")
-        why = self._pipeline_mismatch(saved)
-        if why is None and saved is not None and saved.get("rank_files"):
-            entry = saved["rank_files"][self.rank]
+        why = self._pipeline_mismatch(saved)   # from this rank's config and its copy of the partition
+        if saved is not None and saved.get("rank_files"):
+            # The main checkpoint is rank 0's, broadcast: every rank takes this branch, and makes the
+            # same two collectives whatever its own ``why`` (hosts may hold different partition copies).
             pipeline: Pipeline | None = None
             error: BaseException | None = None
-            try:
-                loaded = ckpt.load_rank_state(path.parent, entry, epoch=int(state["epoch"]), rank=self.rank,
-                                              num_parts=saved["num_parts"])
-                if loaded is not None:
-                    pipeline = self._build_pipeline()
-                    try:
-                        pipeline.load_state_dict(loaded)
-                    except (ValueError, KeyError, TypeError) as exc:
-                        raise CheckpointError(f"the rank file does not fit this rank's pipeline ({exc})",
-                                              path=path.parent / entry["name"]) from exc
-            except Exception as exc:  # shared with the peers, then re-raised
-                error = exc
+            if why is None:
+                entry = saved["rank_files"][self.rank]
+                try:
+                    loaded = ckpt.load_rank_state(path.parent, entry, epoch=int(state["epoch"]), rank=self.rank,
+                                                  num_parts=saved["num_parts"])
+                    if loaded is not None:
+                        pipeline = self._build_pipeline()
+                        try:
+                            pipeline.load_state_dict(loaded)
+                        except (ValueError, KeyError, TypeError) as exc:
+                            raise CheckpointError(f"the rank file does not fit this rank's pipeline ({exc})",
+                                                  path=path.parent / entry["name"]) from exc
+                except Exception as exc:  # shared with the peers, then re-raised
+                    error = exc
             raise_on_all_ranks(error, f"reading the rank files of the checkpoint {path}")
-            missing = [r for r, ok in enumerate(_gather(pipeline is not None)) if not ok]
-            if not missing:
+            status = _gather((why, pipeline is not None))
+            reasons = [(r, w) for r, (w, _) in enumerate(status) if w is not None]
+            missing = [r for r, (w, ok) in enumerate(status) if w is None and not ok]
+            if reasons:
+                r, w = reasons[0]
+                why = w if len(reasons) == len(status) else f"on rank {r}, {w}"
+            elif missing:
+                names = ", ".join(saved["rank_files"][r]["name"] for r in missing)
+                why = (f"rank(s) {', '.join(map(str, missing))} cannot see their rank file ({names}) in "
+                       f"{path.parent} on their host (no shared filesystem, or it was deleted)")
+            else:
                 return pipeline
-            names = ", ".join(saved["rank_files"][r]["name"] for r in missing)
-            why = (f"rank(s) {', '.join(map(str, missing))} cannot see their rank file ({names}) in "
-                   f"{path.parent} on their host (no shared filesystem, or it was deleted)")
         if why is not None:
             log.warning(f"{path}: {why}; the {saved.get('mode') if saved else 'pipeline'} state is not restored "
                         f"(pipeline={self.config.pipeline!r} starts fresh"

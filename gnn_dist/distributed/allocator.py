@@ -1,7 +1,7 @@
 """glibc malloc tuning for a training rank: fixed mmap and trim thresholds instead of dynamic ones.
 
-Call :func:`tune_allocator` once, early in a rank's life (``gnn_dist.train.main`` does, before
-the process group starts). It changes process-wide settings of the C allocator and nothing
+Call :func:`tune_allocator` once, early in a rank's life (``gnn_dist.train.main`` does, right
+after the process group and the rank's logging start, before the partition is loaded). It changes process-wide settings of the C allocator and nothing
 else; results do not change, only how much freed memory the process keeps and what page faults
 cost.
 

@@ -16,7 +16,8 @@ What they fuse, against the torch backend (cuSPARSE) on the same tensors:
   divide, each a pass over ``E x H``.
 
 Every kernel is row-parallel: one program owns one output row (and one feature block or head)
-and sums its entries in entry order, so results are deterministic and no atomics are used.
+and sums its entries in a fixed order (tile lane ``i`` takes entries ``i, i + BLOCK_E, ...``,
+then the tile is reduced), so results are deterministic run to run and no atomics are used.
 Accumulation is in float32 (float64 for float64 inputs); float16/bfloat16 inputs are stored
 back in their own type. Row and column offsets are int64 (``R x F`` may pass 2**31).
 

@@ -292,3 +292,58 @@ def test_a_checkpoint_without_pipeline_state_falls_back(tmp_path, caplog):
     assert "checkpoint-000001.pt: the checkpoint holds no pipeline state; the pipeline state is not restored" \
         in caplog.text
     assert trainer.fit(1)[0]["staleness"] == 0
+
+
+def test_malformed_states_are_named():
+    from gnn_dist.pipeline import EMABuffer
+
+    with pytest.raises(ValueError, match=r"malformed moving-average state \(count='3', m of type NoneType\)"):
+        EMABuffer(None).load_state_dict({"gamma": 0.0, "count": "3", "m": None})
+    with pytest.raises(ValueError, match=r"malformed moving-average state \(count=0, m of type Tensor\)"):
+        EMABuffer(None).load_state_dict({"gamma": 0.0, "count": 0, "m": torch.zeros(2)})
+
+
+def test_stale_state_that_does_not_fit_is_named(tmp_path):
+    import gnn_dist
+    from gnn_dist.pipeline import build_pipeline
+
+    part = gnn_dist.load_partition(write_parts(tmp_path / "p1", num_parts=1))
+    stale = build_pipeline("stale", part)
+    with pytest.raises(ValueError, match=r"malformed stale pipeline state \(steps=-1, layers of type dict\)"):
+        stale.load_state_dict({"steps": -1, "layers": {}})
+    bad = {"steps": 2, "layers": {1: {"features": {"gamma": 0.0, "count": 1, "m": torch.zeros(5, 3)},
+                                      "grads": {"gamma": 0.0, "count": 0, "m": None}}}}
+    with pytest.raises(ValueError, match=r"layer 1 features: saved buffer of shape \(5, 3\) does not fit "
+                                         r"this rank's 0 rows"):
+        stale.load_state_dict(bad)
+
+
+def test_rank_file_errors_name_the_file(tmp_path):
+    import hashlib
+
+    from gnn_dist.checkpoint import CheckpointError, load_rank_state, save_rank_state
+
+    entry = save_rank_state(tmp_path, 2, 0, 1, {"steps": 2, "layers": {}})
+    with pytest.raises(CheckpointError, match=r"rank-00000-of-00001\.pt: not the rank file this checkpoint "
+                                              r"expects \(holds"):
+        load_rank_state(tmp_path, entry, epoch=3, rank=0, num_parts=1)
+    garbage = tmp_path / "checkpoint-000004.rank-00000-of-00001.pt"
+    garbage.write_bytes(b"not a torch file")
+    forged = {"name": garbage.name, "size": garbage.stat().st_size,
+              "sha256": hashlib.sha256(garbage.read_bytes()).hexdigest()}
+    with pytest.raises(CheckpointError, match=r"rank-00000-of-00001\.pt: not a readable rank file"):
+        load_rank_state(tmp_path, forged, epoch=4, rank=0, num_parts=1)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(CheckpointError, match=r"a-file/sub: cannot create the checkpoint folder"):
+        save_rank_state(blocker / "sub", 1, 0, 1, {})
+
+
+def test_prune_deletes_an_earlier_runs_rank_files_on_rank_0(tmp_path):
+    from gnn_dist.checkpoint import prune_checkpoints
+
+    for name in ("checkpoint-000001.rank-00003-of-00004.pt", "checkpoint-000001.rank-00001-of-00002.pt",
+                 "checkpoint-000002.rank-00003-of-00004.pt"):
+        (tmp_path / name).write_bytes(b"x")
+    deleted = prune_checkpoints(tmp_path, {2}, 2, rank=0, num_parts=2)
+    assert [p.name for p in deleted] == ["checkpoint-000001.rank-00003-of-00004.pt"]

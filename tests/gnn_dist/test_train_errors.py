@@ -186,6 +186,10 @@ def test_resume_without_checkpoint_dir_is_a_usage_error(folders, capsys):
         main(argv(folders["p2"], "--resume"))
     assert exc.value.code == 2
     assert "--resume needs --checkpoint-dir" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(argv(folders["p2"], "--keep-checkpoints", "2"))
+    assert exc.value.code == 2
+    assert "--keep-checkpoints needs --checkpoint-dir" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- a peer dies

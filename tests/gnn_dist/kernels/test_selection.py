@@ -60,8 +60,8 @@ def test_fallback_without_numba(no_numba, monkeypatch, caplog):
 
 
 def test_triton_per_device(monkeypatch, caplog):
-    """``triton``: CUDA tensors take it; CPU tensors take it only under Triton's interpreter (the
-    kernels conftest turns it on), else the CPU ``auto`` choice, logged once."""
+    """``triton`` on CPU tensors: only under Triton's interpreter (the kernels conftest turns it
+    on), else the CPU ``auto`` choice, logged once (CUDA tensors: the test below)."""
     triton_gpu = pytest.importorskip("gnn_dist.kernels.triton_gpu")
     assert triton_gpu.INTERPRETED
     with use_backend("triton"):
@@ -75,6 +75,22 @@ def test_triton_per_device(monkeypatch, caplog):
     assert backend_for(torch.zeros(1, device="meta")).name == "torch"
 
 
+class _OnCuda:
+    """What :func:`backend_for` reads of a tensor (its device and dtype), as if it were on a GPU."""
+
+    device = torch.device("cuda", 0)
+    dtype = torch.float32
+
+
+def test_cuda_tensors_take_cusparse_unless_triton(monkeypatch):
+    for name, expected in (("auto", "torch"), ("torch", "torch"), ("numba", "torch")):
+        monkeypatch.setenv("GNN_DIST_KERNELS", name)
+        assert backend_for(_OnCuda()).name == expected, name
+    if kernels.triton_available():
+        monkeypatch.setenv("GNN_DIST_KERNELS", "triton")
+        assert backend_for(_OnCuda()).name == "triton"
+
+
 def test_triton_missing(monkeypatch):
     _missing(monkeypatch, kernels._TRITON, "triton")
     assert not kernels.triton_available()
@@ -84,6 +100,8 @@ def test_triton_missing(monkeypatch):
     monkeypatch.setenv("GNN_DIST_KERNELS", "triton")
     with pytest.raises(KernelBackendError, match=r"triton cannot be imported"):
         backend_for(torch.zeros(1))
+    with pytest.raises(KernelBackendError, match=r"triton cannot be imported"):
+        backend_for(_OnCuda())
 
 
 def test_non_float_dtypes_use_torch():

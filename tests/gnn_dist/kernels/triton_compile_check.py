@@ -3,10 +3,11 @@
 Run as a script in a process where ``TRITON_INTERPRET`` is unset: Triton decides at import
 whether its own library functions (``tl.sum``, ``tl.max``...) are compiled or interpreted, so a
 process that imported Triton under the interpreter cannot compile (``test_triton_compile.py``
-runs this in a subprocess). Each launch specialisation (every combination of the constexpr
-flags in float32, the full combination in every input dtype) is compiled to a cubin for Hopper
-(sm_90: the H100/H200), and the full float32 ones for Ampere (sm_80: the A100), with Triton's
-compiler and ``ptxas``, which run on the CPU.
+runs this in a subprocess). Every combination of the constexpr flags in float32, the full
+combination in every input dtype, and the smallest feature tiles (width 1) are compiled to a
+cubin for Hopper (sm_90: the H100/H200), and the full float32 ones for Ampere (sm_80: the A100),
+with Triton's compiler and ``ptxas``, which run on the CPU. Launches pick ``BLOCK_F``/``BLOCK_W``
+as powers of two from 1 to 128: the two ends are compiled.
 
 Output: ``{"triton": version, "cases": [{"id", "ok", "error"}]}``.
 """
@@ -45,6 +46,11 @@ def cases() -> Iterator[tuple[str, Any, str, dict[str, Any], int]]:
         for dtype in ("fp16", "bf16", "fp64"):
             yield f"{name}-{dtype}-sm90", kernel, dtype, {**flags[-1], "ACC": acc[dtype]}, 90
         yield f"{name}-fp32-sm80", kernel, "fp32", {**flags[-1], "ACC": acc["fp32"]}, 80
+        # the smallest tiles a launch can pick (width 1: one feature per head or row)
+        small = {k: (1 if k in ("BLOCK_F", "BLOCK_W") else v) for k, v in flags[-1].items()}
+        if small != flags[-1]:
+            for dtype in ("fp32", "fp16"):
+                yield f"{name}-{dtype}-width1-sm90", kernel, dtype, {**small, "ACC": acc[dtype]}, 90
 
 
 def compile_case(kernel: Any, dtype: str, constexprs: dict[str, Any], arch: int) -> bytes:

@@ -22,8 +22,9 @@ Backends, by name, and what each runs on CPU and on CUDA tensors:
   the Triton kernels in Triton's interpreter when ``TRITON_INTERPRET=1`` (how they are tested).
 
 The name comes from ``GNN_DIST_KERNELS`` (default ``auto``); :func:`use_backend` overrides it in
-a ``with`` block. Asking for ``numba`` or ``triton`` when it cannot be imported is an error that
-says why; ``auto`` falls back to torch instead. Each choice is logged once. Half and bfloat16
+a ``with`` block. Asking for ``numba`` or ``triton`` for tensors it would run on (numba: CPU;
+triton: CUDA, or CPU under the interpreter) when it cannot be imported is an error that says
+why; ``auto`` falls back to torch instead. Each choice is logged once. Half and bfloat16
 CPU tensors take torch (no numba kernel). Autograd lives in :mod:`gnn_dist.nn.sparse`.
 """
 

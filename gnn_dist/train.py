@@ -15,6 +15,8 @@ in-process as ``main([...])``.
   ``--no-static-halo``, ``--precompute-first-layer``, ``--first-layer-chunk-rows``: where input
   features live and how the first layer reads them (see :mod:`gnn_dist.cache`); the metrics
   gain ``feature_hits``, ``feature_misses``, ``feature_hit_rate``, ``feature_h2d_bytes``.
+- ``--kernels {auto,torch,numba,triton}``: the aggregation kernels (sets ``GNN_DIST_KERNELS``;
+  see :mod:`gnn_dist.kernels`). ``--keep-checkpoints N`` keeps the newest N checkpoints.
 - ``--epochs`` is the total. ``--resume`` continues from the latest checkpoint in
   ``--checkpoint-dir`` (from epoch 0 if there is none) up to it, with absolute epoch numbers;
   the metrics file keeps the lines of the epochs before the checkpoint and gets the rest
@@ -39,6 +41,7 @@ from typing import Any
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from .cache.policies import POLICIES
+from .kernels import BACKEND_NAMES, ENV_VAR as KERNELS_ENV_VAR
 from .models import MODELS, build_model
 
 log = logging.getLogger("gnn_dist.train")
@@ -168,6 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=_positive_float, default=300.0,
                    help="collective timeout in seconds: a dead or stuck peer ends the job after it (default: 300)")
     p.add_argument("--backend", default=None, choices=("nccl", "gloo"), help="default: nccl on GPU, gloo on CPU")
+    p.add_argument("--kernels", default=None, choices=BACKEND_NAMES,
+                   help=f"aggregation kernels (sets {KERNELS_ENV_VAR} for this rank): auto (numba on CPU, cuSPARSE "
+                        f"on CUDA), torch, numba, or triton (fused Triton kernels on CUDA) "
+                        f"(default: ${KERNELS_ENV_VAR}, else auto)")
     return p
 
 
@@ -285,6 +292,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--keep-checkpoints needs --checkpoint-dir")
     if args.stale_smoothing is not None and args.pipeline != "stale":
         parser.error("--stale-smoothing needs --pipeline stale")
+    if args.kernels is not None:
+        os.environ[KERNELS_ENV_VAR] = args.kernels   # read by gnn_dist.kernels at each aggregation
     from .distributed import init_distributed
     from .distributed.allocator import tune_allocator
 

@@ -108,6 +108,7 @@ def test_feature_cache_flags_train_the_same_losses(folders, tmp_path):
     (["--hidden", "0"], r"--hidden: expected an integer >= 1, got 0"),
     (["--lr", "-1"], r"--lr: expected a positive number, got -1"),
     (["--model", "mlp"], r"--model: invalid choice: 'mlp'"),
+    (["--kernels", "cuda"], r"--kernels: invalid choice: 'cuda'"),
 ])
 def test_bad_flags_are_usage_errors(folders, capsys, flags, message):
     import re
@@ -152,3 +153,13 @@ def test_gnn_dist_train_under_torchrun(folders, tmp_path):
     assert recs[1]["val_acc"] is not None and recs[0]["val_acc"] is None
     assert (ckpt / "checkpoint-000004.pt").is_file() and (ckpt / "latest").is_file()
     assert '"epochs": 4' in res.stdout  # rank 0's final line
+
+
+def test_kernels_flag_chooses_the_backend(folders, tmp_path, monkeypatch):
+    from gnn_dist.kernels import get_backend
+    from gnn_dist.train import main
+
+    monkeypatch.setenv("GNN_DIST_KERNELS", "auto")   # restored after the test; main sets it process-wide
+    base = ["--data", folders["p1"], "--model", "gcn", "--hidden", "8", "--epochs", "2", "--log-every", "0"]
+    assert main([*base, "--kernels", "torch"]) == 0
+    assert get_backend().name == "torch"

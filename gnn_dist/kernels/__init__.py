@@ -169,13 +169,19 @@ def get_backend(name: str | None = None) -> KernelBackend:
         return backend
     if requested == "numba":
         backend = _NUMBA.require()
-    else:
-        backend = _NUMBA.get()
-        if backend is None:
-            _log_once(requested, "torch", f"numba unavailable: {_NUMBA.error}")
-            return _TORCH
-    _log_once(requested, "numba", "prefetching CPU kernels")
+        _log_once(requested, "numba", "prefetching CPU kernels")
+        return backend
+    backend, why = _auto_cpu()
+    _log_once(requested, backend.name, why)
     return backend
+
+
+def _auto_cpu() -> tuple[KernelBackend, str]:
+    """``auto``'s CPU backend (numba, else torch) and why."""
+    backend = _NUMBA.get()
+    if backend is None:
+        return _TORCH, f"numba unavailable: {_NUMBA.error}"
+    return backend, "prefetching CPU kernels"
 
 
 def backend_for(t: torch.Tensor) -> KernelBackend:
@@ -184,17 +190,20 @@ def backend_for(t: torch.Tensor) -> KernelBackend:
     if t.device.type == "cuda":
         if requested == "triton":
             return get_backend("triton")
-        _log_once(requested, "torch", "CUDA tensors: cuSPARSE")
+        _log_once(requested, "torch (cuSPARSE) for CUDA tensors", "until a GPU measurement chooses (gpu_check.sh)")
         return _TORCH
     if t.device.type != "cpu":
         return _TORCH
     if requested == "triton":
-        backend = get_backend("triton")
-        if getattr(backend, "interpreted", False):
-            return backend
-        _log_once(requested, "auto", "Triton kernels take CUDA tensors (CPU ones only under TRITON_INTERPRET=1)")
-        requested = "auto"
-    backend = get_backend(requested)
+        triton_backend = _TRITON.require()
+        if getattr(triton_backend, "interpreted", False):
+            _log_once(requested, "triton", "fused Triton kernels, in Triton's interpreter")
+            return triton_backend
+        backend, why = _auto_cpu()
+        _log_once(requested, f"{backend.name} for CPU tensors",
+                  f"Triton kernels take CUDA tensors (CPU ones only under TRITON_INTERPRET=1); {why}")
+    else:
+        backend = get_backend(requested)
     if backend.name == "numba" and t.dtype not in (torch.float32, torch.float64):
         return _TORCH  # half/bfloat16: no numba kernel
     return backend

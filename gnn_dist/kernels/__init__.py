@@ -190,7 +190,9 @@ def backend_for(t: torch.Tensor) -> KernelBackend:
     if t.device.type == "cuda":
         if requested == "triton":
             return get_backend("triton")
-        _log_once(requested, "torch (cuSPARSE) for CUDA tensors", "until a GPU measurement chooses (gpu_check.sh)")
+        why = {"auto": "auto's CUDA choice until a GPU measurement decides (benchmarks/gpu_check.sh)",
+               "numba": "numba runs CPU tensors only"}.get(requested, "forced")
+        _log_once(requested, "torch (cuSPARSE) for CUDA tensors", why)
         return _TORCH
     if t.device.type != "cpu":
         return _TORCH

@@ -15,8 +15,9 @@
    units, the bytes they must move at least (gathered rows + output) per second of each backend,
    to set against the card's bandwidth (about 4.3 TB/s measured on the H200 for a copy).
 
-``--device cpu`` runs the same code on the CPU (how this script is tested without a GPU; the
-Triton rows then need ``TRITON_INTERPRET=1`` and a tiny ``--nodes``/``--edges``).
+``--device cpu`` runs the same code on the CPU: ``tests/benchmarks/test_gpu_check.py`` runs it
+so, with the Triton rows on the CPU fallback (with ``TRITON_INTERPRET=1`` and a tiny
+``--nodes``/``--edges`` they run Triton's interpreter instead).
 """
 
 from __future__ import annotations

@@ -38,3 +38,14 @@ def test_gpu_check_runs_on_the_cpu(tmp_path):
         assert row["faster"] in report["backends"], unit
         assert all(row[b] > 0 for b in report["backends"]), unit
     assert report["kernels"]["spmm"]["min_bytes"] == 2000 * 128 * 4 + 300 * 128 * 4
+
+
+def test_gpu_check_script_parses_and_names_existing_files():
+    import re
+
+    script = REPO / "benchmarks" / "gpu_check.sh"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True, timeout=30).returncode == 0
+    text = script.read_text()
+    paths = set(re.findall(r"(?:benchmarks|tests)/[\w/]+\.py", text))
+    assert "benchmarks/gpu_check.py" in paths
+    assert all((REPO / p).is_file() for p in paths), sorted(p for p in paths if not (REPO / p).is_file())

@@ -49,3 +49,21 @@ def test_gpu_check_script_parses_and_names_existing_files():
     paths = set(re.findall(r"(?:benchmarks|tests)/[\w/]+\.py", text))
     assert "benchmarks/gpu_check.py" in paths
     assert all((REPO / p).is_file() for p in paths), sorted(p for p in paths if not (REPO / p).is_file())
+
+
+def test_gpu_check_script_flags_parse():
+    """The training and partitioning commands of gpu_check.sh use flags that exist (a renamed flag
+    would otherwise fail only on a lent GPU)."""
+    import shlex
+
+    from gnn_dist.train import build_parser
+    from partitioners.cli import build_parser as partition_parser
+
+    text = (REPO / "benchmarks" / "gpu_check.sh").read_text().replace("\\\n", " ")
+    train = [line.split("-m gnn_dist.train", 1)[1] for line in text.splitlines() if "-m gnn_dist.train" in line]
+    part = [line.split("-m partitioners.cli", 1)[1] for line in text.splitlines() if "-m partitioners.cli" in line]
+    assert train and part
+    for args in train:
+        build_parser().parse_args(shlex.split(args.replace("$DATA", "d").replace('"$OUT', '"o')))
+    for args in part:
+        partition_parser().parse_args(shlex.split(args.replace("$DATA", "d")))

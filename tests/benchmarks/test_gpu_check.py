@@ -60,10 +60,34 @@ def test_gpu_check_script_flags_parse():
     from partitioners.cli import build_parser as partition_parser
 
     text = (REPO / "benchmarks" / "gpu_check.sh").read_text().replace("\\\n", " ")
-    train = [line.split("-m gnn_dist.train", 1)[1] for line in text.splitlines() if "-m gnn_dist.train" in line]
-    part = [line.split("-m partitioners.cli", 1)[1] for line in text.splitlines() if "-m partitioners.cli" in line]
-    assert train and part
-    for args in train:
-        build_parser().parse_args(shlex.split(args.replace("$DATA", "d").replace('"$OUT', '"o')))
+    lines = text.splitlines()
+    (base,) = [line.split("-m gnn_dist.train", 1)[1] for line in lines if "-m gnn_dist.train" in line]
+    base = base.replace('"$epochs"', "1").replace('"$OUT/$metrics"', "m").replace('"$@"', "")
+    runs = [line.split(" train ", 1)[1].split(None, 2)[2] for line in lines if line.startswith('step "NCCL training')]
+    part = [line.split("-m partitioners.cli", 1)[1] for line in lines if "-m partitioners.cli" in line]
+    assert len(runs) >= 4 and part
+    for extra in runs:
+        build_parser().parse_args(shlex.split(base.replace("$DATA", "d") + " " + extra))
     for args in part:
         partition_parser().parse_args(shlex.split(args.replace("$DATA", "d")))
+
+
+def test_compare_metrics(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("compare_metrics", REPO / "benchmarks" / "compare_metrics.py")
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)
+    a, b, c = (tmp_path / n for n in ("a.jsonl", "b.jsonl", "c.jsonl"))
+    a.write_text("".join(json.dumps({"epoch": e, "train_loss": 1.0 / (e + 1)}) + "\n" for e in range(5)))
+    b.write_text("".join(json.dumps({"epoch": e, "train_loss": 1.0 / (e + 1) * (1 + 1e-7)}) + "\n" for e in range(3)))
+    c.write_text(json.dumps({"epoch": 2, "train_loss": 0.4}) + "\n")
+    assert compare.main([str(a), str(b)]) == 0
+    assert compare.main([str(a), str(c)]) == 1
+    assert compare.main([str(b), str(c), "--rtol", "0.5"]) == 0
+    c.write_text("{not json\n")
+    try:
+        compare.main([str(a), str(c)])
+        raise AssertionError("a bad line must be an error")
+    except SystemExit as exc:
+        assert "c.jsonl:1: not a metrics line" in str(exc)

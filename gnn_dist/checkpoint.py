@@ -66,6 +66,8 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from partitioners.format.npyio import HashingWriter, sha256_file
+
 if TYPE_CHECKING:
     from partitioners.format import PartitionMeta
 
@@ -144,29 +146,6 @@ def _atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
             os.unlink(tmp)
         raise
     _fsync_dir(path.parent)
-
-
-class _HashingWriter:
-    """A write-only file wrapper that counts and hashes (sha256) what goes through it."""
-
-    def __init__(self, f: IO[bytes]) -> None:
-        self.f, self.size, self.sha256 = f, 0, hashlib.sha256()
-
-    def write(self, data: bytes) -> int:
-        self.sha256.update(data)
-        self.size += len(data)
-        return self.f.write(data)
-
-    def flush(self) -> None:
-        self.f.flush()
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def checkpoint_path(directory: str | os.PathLike, epoch: int) -> Path:
@@ -297,14 +276,14 @@ def save_rank_state(directory: str | os.PathLike, epoch: int, rank: int, num_par
     path = rank_state_path(d, epoch, rank, num_parts)
     payload = {"format": RANK_STATE_FORMAT, "version": CHECKPOINT_VERSION, "epoch": int(epoch),
                "rank": int(rank), "num_parts": int(num_parts), "state": state}
-    writers: list[_HashingWriter] = []
+    writers: list[HashingWriter] = []
 
     def write(f: IO[bytes]) -> None:
-        writers.append(_HashingWriter(f))
+        writers.append(HashingWriter(f))
         torch.save(payload, writers[-1])  # type: ignore[arg-type]
 
     _atomic_write(path, write)
-    return {"name": path.name, "size": writers[-1].size, "sha256": writers[-1].sha256.hexdigest()}
+    return {"name": path.name, "size": writers[-1].size, "sha256": writers[-1].h.hexdigest()}
 
 
 def load_rank_state(directory: str | os.PathLike, entry: dict[str, Any], *, epoch: int, rank: int,
@@ -326,7 +305,7 @@ def load_rank_state(directory: str | os.PathLike, entry: dict[str, Any], *, epoc
         if size != entry["size"]:
             raise CheckpointError(f"the rank file is {size} bytes, its checkpoint recorded {entry['size']}: "
                                   f"truncated or overwritten by another run{fix}", path=path)
-        digest = _sha256_file(path)
+        digest = sha256_file(path)
     except OSError as exc:
         raise CheckpointError(f"unreadable rank file ({exc})", path=path) from exc
     if digest != entry["sha256"]:

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import PartitionFormatError
 from .meta import FileEntry
 
-__all__ = ["save_array", "load_array", "sha256_file", "check_entry_file", "FSYNC"]
+__all__ = ["save_array", "load_array", "sha256_file", "check_entry_file", "HashingWriter", "FSYNC"]
 
 FSYNC = True
 """fsync every file and folder the writer makes, so a power loss cannot leave a renamed folder
@@ -27,8 +27,9 @@ whose files are not on disk yet."""
 _CHUNK = 1 << 22
 
 
-class _HashingWriter:
-    """A write-only file object that forwards bytes to ``f`` and feeds them to sha256."""
+class HashingWriter:
+    """A write-only file object that forwards bytes to ``f`` and feeds them to sha256: ``size``
+    counts them, ``h`` hashes them (also for checkpoints, :mod:`gnn_dist.checkpoint`)."""
 
     def __init__(self, f: BinaryIO) -> None:
         self.f = f
@@ -40,13 +41,16 @@ class _HashingWriter:
         self.size += len(data)
         return self.f.write(data)
 
+    def flush(self) -> None:
+        self.f.flush()
+
 
 def save_array(root: Path, rel_path: str, arr: np.ndarray) -> FileEntry:
     """Write ``arr`` to ``root / rel_path`` as ``.npy`` (no pickle) and return its entry."""
     arr = np.ascontiguousarray(arr)
     path = root / rel_path
     with open(path, "wb") as f:
-        w = _HashingWriter(f)
+        w = HashingWriter(f)
         np.lib.format.write_array(w, arr, allow_pickle=False)
         f.flush()
         if FSYNC:

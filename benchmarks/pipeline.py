@@ -91,7 +91,7 @@ class BenchConfig:
     threads: int = 1
     """``torch.set_num_threads`` per rank."""
     kernels: str = "auto"
-    """``GNN_DIST_KERNELS`` of the ranks (``auto``, ``torch``, ``numba``; see ``gnn_dist.kernels``)."""
+    """``GNN_DIST_KERNELS`` of the ranks (``auto``, ``torch``, ``numba``, ``triton``; see ``gnn_dist.kernels``)."""
     seed: int = 0
     """Dataset, partition and weight seed."""
     cache_dir: str = str(_HERE / ".cache")

@@ -69,7 +69,7 @@ PEER_SPARSE = "PyG GCNConv, sparse CSR adj_t"
 PEER_EDGE_INDEX = "PyG GCNConv, edge_index"
 PEERS = (PEER_GNN, PEER_GNN_TORCH, PEER_WHATIF, PEER_SPARSE, PEER_EDGE_INDEX)
 KERNEL_ENV = "GNN_DIST_KERNELS"
-"""gnn-dist's aggregation-kernel switch (``auto``, ``torch``, ``numba``; see ``gnn_dist.kernels``)."""
+"""gnn-dist's aggregation-kernel switch (``auto``, ``torch``, ``numba``, ``triton``; see ``gnn_dist.kernels``)."""
 THP_ENV = "THP_MEM_ALLOC_ENABLE"
 """torch's huge-page CPU allocations; the launchers (``gnn-dist train``, ``launch/*``) set it to 1
 unless the user set it, and ``gnn_dist.distributed.allocator`` tunes glibc's malloc by it."""

@@ -35,9 +35,9 @@ from gnn_dist.cache.policies import (
     register_policy,
 )
 from gnn_dist.cache.store import STORAGES, FeatureStore
-from gnn_dist.cache.input import PRECOMPUTABLE, InputFeatures
+from gnn_dist.cache.input import InputFeatures, precomputable
 
 __all__ = [
     "POLICIES", "STORAGES", "CachePolicy", "FeatureStore", "RowInfo", "degree_order", "format_bytes",
-    "get_policy", "oracle_order", "parse_budget", "register_policy", "InputFeatures", "PRECOMPUTABLE",
+    "get_policy", "oracle_order", "parse_budget", "register_policy", "InputFeatures", "precomputable",
 ]

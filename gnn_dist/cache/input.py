@@ -28,21 +28,21 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from ..nn import Block, GCNConv, GINConv, SAGEConv, spmm
+from ..nn import Block
+from ..nn.decomposable import is_decomposable
 from ..nn.dropout import call_conv
-from ..nn.gcn_conv import gcn_propagate
 from .budget import parse_budget
 from .policies import RowInfo, get_policy
 from .store import STORAGES, FeatureStore
 
-__all__ = ["InputFeatures", "PRECOMPUTABLE", "check_feature_options"]
+__all__ = ["InputFeatures", "precomputable", "check_feature_options"]
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ class InputFeatures:
             self._chunk_bound = first_layer_chunk_rows
         self._plans: dict[Any, list[tuple[Block, torch.Tensor, torch.Tensor]]] = {}
         self._host_block: Block | None = None
-        self._precomputed: dict[Any, tuple[torch.Tensor, ...]] = {}
+        self._precomputed: dict[tuple[nn.Module, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
         log.info("input features: %r, static halo %s (%d bytes sent once), %s first layer", self.store,
                  "on" if static_halo else "off", self.static_halo_bytes,
                  "precomputed" if self.precompute else ("chunked" if self._chunk_bound else "whole"))
@@ -236,31 +236,44 @@ class InputFeatures:
         return self._plans[key]
 
     def _precomputed_layer(self, conv: nn.Module, rows: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor:
-        kind = type(conv)
-        if kind not in PRECOMPUTABLE:
-            raise ValueError(f"precompute_first_layer supports first layers that aggregate linearly "
-                             f"({', '.join(c.__name__ for c in PRECOMPUTABLE)}), not {conv!r}")
-        key = (kind, dtype)
+        """The layer from the aggregate of its raw input rows, computed once (the layer protocol's
+        ``begin(raw=True)`` / ``aggregate``), and its ``update`` on this step's weights."""
+        if not precomputable(conv):
+            raise ValueError(f"precompute_first_layer needs a first layer whose aggregation is linear and reads no "
+                             f"parameter (gnn_dist.nn.DecomposableLayer with linear_aggregation = True: GCNConv, "
+                             f"SAGEConv, GINConv), not {conv!r}")
+        key = (conv, dtype)
         if key not in self._precomputed:
             with torch.no_grad():
-                self._precomputed[key] = self._aggregate_once(kind, dtype)
-        agg, x_inner = self._precomputed[key]
+                self._precomputed[key] = self._aggregate_once(conv, dtype)
+        acc, x_inner = self._precomputed[key]
+        block = self.block
         if rows is not None:
-            agg, x_inner = agg[rows], x_inner[rows]
-        return PRECOMPUTABLE[kind](conv, agg, x_inner)
+            block, src_rows, _ = self._plan(rows, whole=True)[0]
+            acc, x_inner = acc[rows], x_inner[rows]
+        ctx, _ = conv.begin(block, x_inner, raw=True)
+        return conv.update(acc, ctx)
 
-    def _aggregate_once(self, kind: type, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    def _aggregate_once(self, conv: Any, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """``(aggregate [I, F], x_inner [I, F])`` of the raw features: on the whole block, or
         chunk by chunk over the chunked layer's plan (dropped afterwards: it is used once)."""
-        aggregate = _AGGREGATE[kind]
         if not self._chunk_bound:
-            agg = aggregate(self.block, self.store.gather_range(0, self.store.num_rows).to(dtype))
+            chunks = [(self.block, self.store.gather_range(0, self.store.num_rows))]
         else:
-            device = self.store.device
-            agg = torch.cat([aggregate(_on(sub, device), self.store.gather(src_rows).to(dtype))
-                             for sub, src_rows, _ in self._plan(None)], dim=0)
+            chunks = [(_on(sub, self.store.device), self.store.gather(src_rows)) for sub, src_rows, _ in self._plan(None)]
+        parts = []
+        for block, x_src in chunks:
+            ctx, z = conv.begin(block, x_src.to(dtype), raw=True)
+            parts.append(conv.aggregate(block, z, ctx, whole=True))
+        if self._chunk_bound:
             self._plans.clear()
-        return agg, self.store.gather_range(0, self.num_rows).to(dtype)
+        return torch.cat(parts, dim=0) if len(parts) != 1 else parts[0], self.store.gather_range(0, self.num_rows).to(dtype)
+
+
+def precomputable(conv: nn.Module) -> bool:
+    """Whether :class:`InputFeatures` can precompute ``conv`` as a first layer: it implements the
+    layer protocol with a linear aggregation that reads no parameter."""
+    return is_decomposable(conv) and bool(getattr(conv, "linear_aggregation", False))
 
 
 class _ChunkFn:
@@ -307,30 +320,3 @@ def _chunk_bounds(in_count: np.ndarray, bound: int) -> list[tuple[int, int]]:
         base = int(cum[hi - 1])
         lo = hi
     return out
-
-
-# ------------------------------------------------------------------ precomputable first layers
-# _AGGREGATE[kind](block, x_src [S, F]) -> the part of the layer that does not depend on its
-# weights, [D, F]; PRECOMPUTABLE[kind](conv, aggregate [D, F], x_dst [D, F]) -> the output [D, F'].
-
-def _gcn_apply(conv: GCNConv, agg: torch.Tensor, _x: torch.Tensor) -> torch.Tensor:
-    out = conv.lin(agg)
-    return out + conv.bias if conv.bias is not None else out
-
-
-def _sage_apply(conv: SAGEConv, agg: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    return conv.lin_l(agg) + conv.lin_r(x)
-
-
-def _gin_apply(conv: GINConv, agg: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    return conv.nn(agg + (1 + conv.eps) * x)
-
-
-_AGGREGATE: dict[type, Callable[[Block, torch.Tensor], torch.Tensor]] = {
-    GCNConv: gcn_propagate,
-    SAGEConv: lambda block, x: spmm(block, x, reduce="mean"),
-    GINConv: lambda block, x: spmm(block, x),
-}
-PRECOMPUTABLE: dict[type, Callable[..., torch.Tensor]] = {GCNConv: _gcn_apply, SAGEConv: _sage_apply,
-                                                         GINConv: _gin_apply}
-"""First-layer types :class:`InputFeatures` can precompute, and how each applies its weights."""

@@ -7,6 +7,7 @@ to destination rows ``[D, F_out]`` and equals the PyG layer of the same name on 
 from __future__ import annotations
 
 from .block import Block, BlockError
+from .decomposable import DecomposableLayer, is_decomposable, propagate, propagate_groups
 from .dropout import DropoutKey, hash_bits, hash_dropout, hash_edge_dropout
 from .gat_conv import GATConv
 from .gcn_conv import GCNConv, gcn_norm
@@ -17,6 +18,10 @@ from .sparse import edge_softmax, prepare, sddmm, spmm
 __all__ = [
     "Block",
     "BlockError",
+    "DecomposableLayer",
+    "is_decomposable",
+    "propagate",
+    "propagate_groups",
     "spmm",
     "sddmm",
     "edge_softmax",

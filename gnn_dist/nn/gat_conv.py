@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .block import Block
+from .decomposable import check_first, propagate
 from .dropout import DropoutKey, hash_edge_dropout
 from .sparse import edge_softmax, spmm
 
@@ -92,34 +94,120 @@ class GATConv(nn.Module):
 
     def forward(self, block: Block, x_src: torch.Tensor, dropout_key: DropoutKey | None = None) -> torch.Tensor:
         block.check_src(x_src, self.in_channels, repr(self))
+        return propagate(self, block, x_src, dropout_key)
+
+    # ---------------------------------------------------------------- the layer protocol
+    linear_aggregation = False
+    """The attention weights depend on the parameters: no aggregation of the raw rows."""
+
+    def begin(self, block: Block, x_first: torch.Tensor, dropout_key: DropoutKey | None = None, *,
+              raw: bool = False) -> tuple[_GATContext, torch.Tensor]:
+        """Transforms the rows (``[s, H, C]``) and keeps the destinations' attention terms."""
+        check_first(block, x_first, self.in_channels, self)
+        if raw:
+            raise ValueError(f"{self!r} cannot aggregate its raw input rows: its attention weights depend "
+                             f"on its parameters")
         attn_dropout = self.training and self.dropout > 0.0
         if attn_dropout and dropout_key is None:
             raise ValueError(f"{self!r} with dropout={self.dropout} in training mode needs "
                              "dropout_key=DropoutKey(seed, step, layer) so that its attention masks do "
                              "not depend on the partition (the gnn_dist.models pass it)")
-        num_dst, H, C = block.num_dst, self.heads, self.out_channels
-        h = self.lin(x_src).view(-1, H, C)                       # [S, H, C]
-        a_src = (h * self.att_src).sum(-1)                       # [S, H]
-        a_dst = (h[:num_dst] * self.att_dst).sum(-1)             # [D, H]
-        src, dst = block.indices, block.dst_index
-        score = F.leaky_relu(a_src[src] + a_dst[dst], self.negative_slope)              # [E, H]
-        score = score.masked_fill(block.self_loop_mask.unsqueeze(1), float("-inf"))     # replaced loops
-        score_self = F.leaky_relu(a_src[:num_dst] + a_dst, self.negative_slope)         # [D, H]
-        alpha, alpha_self = edge_softmax(block, score, score_self)     # [E, H], [D, H]
-        assert alpha_self is not None
-        if attn_dropout:
-            assert dropout_key is not None
-            ids = block.src_original_ids
-            alpha = hash_edge_dropout(alpha, self.dropout, key=dropout_key, src_ids=ids[src],
-                                      dst_ids=ids[dst], training=True)
-            alpha_self = hash_edge_dropout(alpha_self, self.dropout, key=dropout_key, src_ids=ids[:num_dst],
-                                           dst_ids=ids[:num_dst], training=True)
-        out = spmm(block, h.reshape(-1, H * C), alpha).view(num_dst, H, C) \
-            + alpha_self.unsqueeze(-1) * h[:num_dst]             # [D, H, C]
-        out = out.reshape(num_dst, H * C) if self.concat else out.mean(dim=1)
+        num_dst = block.num_dst
+        z = self.transform(x_first, None)                                         # [s, H, C]
+        a_src = (z * self.att_src).sum(-1)                                         # [s, H]
+        a_dst = (z[:num_dst] * self.att_dst).sum(-1)                               # [D, H]
+        return _GATContext(z, a_src, a_dst, block.src_original_ids[:num_dst],
+                           dropout_key if attn_dropout else None), z
+
+    def transform(self, x: torch.Tensor, ctx: _GATContext | None) -> torch.Tensor:
+        return self.lin(x).view(-1, self.heads, self.out_channels)
+
+    def aggregate(self, group: Block, z: torch.Tensor, ctx: _GATContext, *,
+                  whole: bool = False) -> _Attention:
+        """Edge scores, then (``whole``) the fused edge softmax with the self term, or a partial
+        softmax: numerator and denominator against the running maximum (at least the self score)."""
+        H, C = self.heads, self.out_channels
+        src, dst = group.indices, group.dst_index
+        a_src = ctx.a_src_first if z is ctx.z_first else (z * self.att_src).sum(-1)  # [s, H]
+        score = F.leaky_relu(a_src[src] + ctx.a_dst[dst], self.negative_slope)     # [E, H]
+        score = score.masked_fill(group.self_loop_mask.unsqueeze(1), float("-inf"))  # replaced loops
+        self_score = ctx.self_scores(self.negative_slope)                          # [D, H]
+        values = z.reshape(-1, H * C)
+        if whole:
+            alpha, alpha_self = edge_softmax(group, score, self_score)            # [E, H], [D, H]
+            assert alpha_self is not None
+            alpha = self._drop(alpha, ctx, group.src_original_ids[src], ctx.dst_ids[dst])
+            alpha_self = self._drop(alpha_self, ctx, ctx.dst_ids, ctx.dst_ids)
+            out = spmm(group, values, alpha).view(-1, H, C) + alpha_self.unsqueeze(-1) * z[:group.num_dst]
+            return _Attention(out, None, None)
+        with torch.no_grad():  # softmax is shift-invariant: the maximum is a constant for autograd
+            peak = self_score.clone()
+            peak.scatter_reduce_(0, dst.unsqueeze(1).expand_as(score), score, "amax")
+        weight = torch.exp(score - peak[dst])                                     # [E, H]
+        denom = torch.zeros_like(peak).index_add(0, dst, weight)                  # [D, H]
+        weight = self._drop(weight, ctx, group.src_original_ids[src], ctx.dst_ids[dst])
+        return _Attention(spmm(group, values, weight).view(-1, H, C), denom, peak)
+
+    def merge(self, a: _Attention, b: _Attention) -> _Attention:
+        assert a.peak is not None and b.peak is not None, "a whole aggregate merges with nothing"
+        peak = torch.maximum(a.peak, b.peak)
+        ra, rb = torch.exp(a.peak - peak), torch.exp(b.peak - peak)                # [D, H], <= 1
+        return _Attention(a.num * ra.unsqueeze(-1) + b.num * rb.unsqueeze(-1), a.denom * ra + b.denom * rb, peak)
+
+    def update(self, acc: _Attention, ctx: _GATContext) -> torch.Tensor:
+        out = acc.num
+        if acc.peak is not None:  # a partial softmax: add the self term, then normalise
+            assert acc.denom is not None
+            weight_self = torch.exp(ctx.self_scores(self.negative_slope) - acc.peak)   # [D, H]
+            denom = acc.denom + weight_self
+            weight_self = self._drop(weight_self, ctx, ctx.dst_ids, ctx.dst_ids)
+            z_dst = ctx.z_first[:ctx.a_dst.shape[0]]
+            out = (out + weight_self.unsqueeze(-1) * z_dst) / denom.unsqueeze(-1)
+        out = out.reshape(out.shape[0], self.heads * self.out_channels) if self.concat else out.mean(dim=1)
         if self.bias is not None:
             out = out + self.bias
         return out
 
+    def _drop(self, weight: torch.Tensor, ctx: _GATContext, src_ids: torch.Tensor,
+              dst_ids: torch.Tensor) -> torch.Tensor:
+        if ctx.dropout_key is None:
+            return weight
+        return hash_edge_dropout(weight, self.dropout, key=ctx.dropout_key, src_ids=src_ids, dst_ids=dst_ids,
+                                 training=True)
+
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"
+
+
+@dataclass(slots=True)
+class _GATContext:
+    z_first: torch.Tensor
+    """``[s, H, C]``: the first source rows, transformed (the destinations' first)."""
+    a_src_first: torch.Tensor
+    """``[s, H]``: their halves of the edge scores."""
+    a_dst: torch.Tensor
+    """``[D, H]``: the destinations' halves of the edge scores."""
+    dst_ids: torch.Tensor
+    """``[D]``: the destinations' original ids (the attention dropout's keys)."""
+    dropout_key: DropoutKey | None
+    """None: no attention dropout this call."""
+    self_score: torch.Tensor | None = None
+
+    def self_scores(self, negative_slope: float) -> torch.Tensor:
+        """``[D, H]``: the scores of the self terms (one self-loop per destination), made on first
+        use: after the first group's edge scores, the order of the layer's whole form."""
+        if self.self_score is None:
+            num_dst = self.a_dst.shape[0]
+            self.self_score = F.leaky_relu(self.a_src_first[:num_dst] + self.a_dst, negative_slope)
+        return self.self_score
+
+
+@dataclass(frozen=True, slots=True)
+class _Attention:
+    """An aggregate: the numerator ``[D, H, C]``; with ``peak`` ``[D, H]`` (a partial softmax
+    against that running maximum, the self term not yet in) its denominator ``[D, H]``;
+    ``peak`` None: already normalised (the whole block's fused softmax)."""
+
+    num: torch.Tensor
+    denom: torch.Tensor | None
+    peak: torch.Tensor | None

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from .block import Block
+from .decomposable import check_first, propagate
+from .dropout import DropoutKey
 from .sparse import spmm_scaled
 
-__all__ = ["GCNConv", "gcn_norm", "gcn_propagate"]
+__all__ = ["GCNConv", "gcn_norm"]
 
 log = logging.getLogger(__name__)
 
@@ -69,14 +72,7 @@ class GCNConv(nn.Module):
 
     def forward(self, block: Block, x_src: torch.Tensor) -> torch.Tensor:
         block.check_src(x_src, self.in_channels, repr(self))
-        if block.edge_weight is not None and not self._warned_weights:
-            log.warning("%r ignores the block's edge weights: it needs global weighted degrees, "
-                        "which partition format v1 does not store", self)
-            self._warned_weights = True
-        if self.aggregates_first(x_src):
-            return nn.functional.linear(gcn_propagate(block, x_src), self.lin.weight, self.bias)
-        out = gcn_propagate(block, self.lin(x_src))
-        return out if self.bias is None else out.add_(self.bias)   # a fresh tensor: no extra [D, F] pass
+        return propagate(self, block, x_src)
 
     def aggregates_first(self, x_src: torch.Tensor) -> bool:
         """Whether aggregating ``x_src`` before the linear map runs fewer SpMM columns (see the
@@ -86,35 +82,72 @@ class GCNConv(nn.Module):
         lin_passes = 1 + int(grad and (x_src.requires_grad or self.lin.weight.requires_grad))
         return self.in_channels * agg_passes <= self.out_channels * lin_passes
 
+    # ---------------------------------------------------------------- the layer protocol
+    linear_aggregation = True
+    """The aggregation is linear and, aggregating first, reads no parameter (``begin(raw=True)``)."""
+
+    def begin(self, block: Block, x_first: torch.Tensor, dropout_key: DropoutKey | None = None, *,
+              raw: bool = False) -> tuple[_GCNContext, torch.Tensor]:
+        """Chooses the side of the linear map (:meth:`aggregates_first`, or the input rows when
+        ``raw``) and keeps the destinations' ``d^{-1/2}``, self-term coefficients and rows."""
+        check_first(block, x_first, self.in_channels, self)
+        if block.edge_weight is not None and not self._warned_weights:
+            log.warning("%r ignores the block's edge weights: it needs global weighted degrees, "
+                        "which partition format v1 does not store", self)
+            self._warned_weights = True
+        first = raw or self.aggregates_first(x_first)
+        z = x_first if first else self.lin(x_first)
+        num_dst = block.num_dst
+        self_coef = block.cached(("gcn_self_coef", z.dtype), lambda: (
+            (1 - block.self_loops[:num_dst]).to(z.dtype) * _dinv(block, z.dtype)[:num_dst].square()).unsqueeze(1))
+        return _GCNContext(first, _dinv(block, z.dtype)[:num_dst], self_coef, z[:num_dst]), z
+
+    def transform(self, x: torch.Tensor, ctx: _GCNContext) -> torch.Tensor:
+        return x if ctx.aggregates_first else self.lin(x)
+
+    def aggregate(self, group: Block, z: torch.Tensor, ctx: _GCNContext, *, whole: bool = False) -> torch.Tensor:
+        """``dinv[v] sum over u -> v of dinv[u] z[u]`` in one scaled SpMM (self-loop edges included;
+        :meth:`update` takes them back out of the self term)."""
+        return spmm_scaled(group, z, ctx.dst_scale, _dinv(group, z.dtype))
+
+    def merge(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a + b
+
+    def update(self, acc: torch.Tensor, ctx: _GCNContext) -> torch.Tensor:
+        """Adds the self term ``(1 - loops[v]) z[v] / d_v``, then the linear map (when it comes
+        second) and the bias."""
+        out = torch.addcmul(acc, ctx.self_coef, ctx.z_dst)
+        if ctx.aggregates_first:
+            return nn.functional.linear(out, self.lin.weight, self.bias)
+        return out if self.bias is None else out.add_(self.bias)   # a fresh tensor: no extra [D, F] pass
+
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"
 
 
+@dataclass(frozen=True, slots=True)
+class _GCNContext:
+    aggregates_first: bool
+    dst_scale: torch.Tensor
+    """``[D]``: the destinations' ``d^{-1/2}``."""
+    self_coef: torch.Tensor
+    """``[D, 1]``: ``(1 - loops[v]) / d_v``."""
+    z_dst: torch.Tensor
+    """``[D, F]``: the destinations' transformed rows."""
+
+
+def _dinv(block: Block, dtype: torch.dtype) -> torch.Tensor:
+    """``[S]``: ``d^{-1/2}`` of the block's source rows, ``d = in_degree - self_loops + 1`` (global
+    degrees, one self-loop in place of the stored ones); cached on the block."""
+    return block.cached(("gcn_dinv", dtype), lambda: (block.in_degree - block.self_loops + 1).to(dtype).pow(-0.5))
+
+
 def gcn_norm(block: Block, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """GCN's symmetric normalisation: ``(edge_norm [E], self_norm [D])``.
+    """GCN's symmetric normalisation as per-edge weights: ``(edge_norm [E], self_norm [D])``.
 
     ``edge_norm[e] = 1 / sqrt(d[src] d[dst])`` with ``d = in_degree - self_loops + 1`` (global),
     0 on existing self-loop edges (they are replaced by the one self term); ``self_norm[v] = 1 / d[v]``.
     """
-    deg = (block.in_degree - block.self_loops + 1).to(dtype)
-    dinv = deg.pow(-0.5)
-    edge_norm = dinv[block.indices] * dinv[block.dst_index]
-    edge_norm = edge_norm.masked_fill(block.self_loop_mask, 0.0)
-    self_norm = dinv[:block.num_dst] * dinv[:block.num_dst]
-    return edge_norm, self_norm
-
-
-def gcn_propagate(block: Block, h: torch.Tensor) -> torch.Tensor:
-    """``[S, F] -> [D, F]``: ``out[v] = sum over u -> v, u != v of h[u] / sqrt(d_u d_v) + h[v] / d_v``.
-
-    Computed as ``dinv[v] sum_{u -> v} dinv[u] h[u] + (1 - loops[v]) h[v] / d_v`` with one scaled,
-    unweighted SpMM (``dinv = d^{-1/2}``; ``loops[v]``, the self-loop edges of ``v``, are in the
-    sum and taken back out of the self term): the sums of :func:`gcn_norm`'s weights without a
-    stream of ``E`` edge values or a scaled copy of ``h``.
-    """
-    num_dst = block.num_dst
-    dinv = block.cached(("gcn_dinv", h.dtype), lambda: (block.in_degree - block.self_loops + 1).to(h.dtype)
-                        .pow(-0.5))                                                              # [S]
-    self_coef = block.cached(("gcn_self_coef", h.dtype), lambda: ((1 - block.self_loops[:num_dst]).to(h.dtype)
-                                                                  * dinv[:num_dst].square()).unsqueeze(1))   # [D, 1]
-    return spmm_scaled(block, h, dinv[:num_dst], dinv).addcmul_(self_coef, h[:num_dst])
+    dinv = _dinv(block, dtype)
+    edge_norm = (dinv[block.indices] * dinv[block.dst_index]).masked_fill(block.self_loop_mask, 0.0)
+    return edge_norm, dinv[:block.num_dst].square()

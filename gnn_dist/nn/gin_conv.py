@@ -6,6 +6,8 @@ import torch
 from torch import nn
 
 from .block import Block
+from .decomposable import check_first, propagate
+from .dropout import DropoutKey
 from .sparse import spmm
 
 __all__ = ["GINConv"]
@@ -55,8 +57,29 @@ class GINConv(nn.Module):
 
     def forward(self, block: Block, x_src: torch.Tensor) -> torch.Tensor:
         block.check_src(x_src, None, repr(self))
-        out = spmm(block, x_src) + (1 + self.eps) * x_src[:block.num_dst]
-        return self.nn(out)
+        return propagate(self, block, x_src)
+
+    # ---------------------------------------------------------------- the layer protocol
+    linear_aggregation = True
+    """The sum reads no parameter: the source rows are aggregated as they are."""
+
+    def begin(self, block: Block, x_first: torch.Tensor, dropout_key: DropoutKey | None = None, *,
+              raw: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """The context is the destinations' rows ``[D, F]`` (the ``(1 + eps)`` term's)."""
+        check_first(block, x_first, None, self)
+        return x_first[:block.num_dst], x_first
+
+    def transform(self, x: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def aggregate(self, group: Block, z: torch.Tensor, ctx: torch.Tensor, *, whole: bool = False) -> torch.Tensor:
+        return spmm(group, z)
+
+    def merge(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a + b
+
+    def update(self, acc: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
+        return self.nn(acc + (1 + self.eps) * ctx)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(nn={self.nn})"

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .block import Block
+from .decomposable import check_first, propagate
+from .dropout import DropoutKey
 from .sparse import spmm
 
 __all__ = ["SAGEConv"]
@@ -53,13 +57,50 @@ class SAGEConv(nn.Module):
 
     def forward(self, block: Block, x_src: torch.Tensor) -> torch.Tensor:
         block.check_src(x_src, self.in_channels, repr(self))
-        if self.out_channels < self.in_channels:
-            out = spmm(block, F.linear(x_src, self.lin_l.weight), reduce="mean")
+        return propagate(self, block, x_src)
+
+    # ---------------------------------------------------------------- the layer protocol
+    linear_aggregation = True
+    """The mean is linear and, on the input rows, reads no parameter (``begin(raw=True)``)."""
+
+    def begin(self, block: Block, x_first: torch.Tensor, dropout_key: DropoutKey | None = None, *,
+              raw: bool = False) -> tuple[_SAGEContext, torch.Tensor]:
+        """Applies ``W_2`` before the mean when it narrows the rows (not when ``raw``)."""
+        check_first(block, x_first, self.in_channels, self)
+        map_first = not raw and self.out_channels < self.in_channels
+        z = F.linear(x_first, self.lin_l.weight) if map_first else x_first
+        inv_count = block.cached(("in_count_inv", z.dtype, z.device),
+                                 lambda: block.in_count.clamp(min=1).to(z.dtype).reciprocal().unsqueeze(1))
+        return _SAGEContext(map_first, inv_count, x_first[:block.num_dst]), z
+
+    def transform(self, x: torch.Tensor, ctx: _SAGEContext) -> torch.Tensor:
+        return F.linear(x, self.lin_l.weight) if ctx.map_first else x
+
+    def aggregate(self, group: Block, z: torch.Tensor, ctx: _SAGEContext, *, whole: bool = False) -> torch.Tensor:
+        """The sum over ``group``'s edges (divided by the in-edge count in :meth:`update`)."""
+        return spmm(group, z)
+
+    def merge(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a + b
+
+    def update(self, acc: torch.Tensor, ctx: _SAGEContext) -> torch.Tensor:
+        out = acc * ctx.inv_count
+        if ctx.map_first:
             if self.lin_l.bias is not None:
                 out = out + self.lin_l.bias
         else:
-            out = self.lin_l(spmm(block, x_src, reduce="mean"))
-        return out + self.lin_r(x_src[:block.num_dst])
+            out = self.lin_l(out)
+        return out + self.lin_r(ctx.x_dst)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, aggr=mean)"
+
+
+@dataclass(frozen=True, slots=True)
+class _SAGEContext:
+    map_first: bool
+    """``W_2`` was applied to the source rows (before the mean)."""
+    inv_count: torch.Tensor
+    """``[D, 1]``: ``1 / max(1, local in-edges)``."""
+    x_dst: torch.Tensor
+    """``[D, F_in]``: the destinations' input rows (the root term's)."""

@@ -5,8 +5,9 @@ Legend: ``D`` destinations, ``S`` sources (inner rows ``[0, D)``, then halo rows
 split point (``num_first``), ``E`` edges.
 
 Both halves keep the full block's destinations, degrees and edge order within each destination
-(:meth:`~gnn_dist.nn.Block.sub_block` for a subset of destinations), so a layer's split form
-(:mod:`.split_layers`) sums the same terms as the layer on the whole block.
+(:meth:`~gnn_dist.nn.Block.sub_block` for a subset of destinations), so a layer that implements
+the layer protocol (:mod:`gnn_dist.nn.decomposable`), aggregating the two halves as two source
+groups, sums the same terms as on the whole block.
 """
 
 from __future__ import annotations
@@ -45,10 +46,13 @@ def _sub_block(block: Block, edges: torch.Tensor, lo: int, hi: int) -> Block:
     indptr = torch.zeros(block.num_dst + 1, dtype=torch.long, device=block.device)
     torch.cumsum(torch.bincount(dst, minlength=block.num_dst), 0, out=indptr[1:])
     rows = slice(lo, hi)
-    return Block(num_src=hi - lo, num_dst=block.num_dst, indptr=indptr, indices=block.indices[edges] - lo,
-                 edge_weight=None if block.edge_weight is None else block.edge_weight[edges],
-                 in_degree=block.in_degree[rows], out_degree=block.out_degree[rows],
-                 self_loops=block.self_loops[rows], src_original_ids=block.src_original_ids[rows])
+    sub = Block(num_src=hi - lo, num_dst=block.num_dst, indptr=indptr, indices=block.indices[edges] - lo,
+                edge_weight=None if block.edge_weight is None else block.edge_weight[edges],
+                in_degree=block.in_degree[rows], out_degree=block.out_degree[rows],
+                self_loops=block.self_loops[rows], src_original_ids=block.src_original_ids[rows])
+    # its sources are renumbered from ``lo``: which edges are self-loops is the full block's answer
+    sub._cache["self_loop_mask"] = block.self_loop_mask[edges]
+    return sub
 
 
 def split_block(block: Block) -> SplitBlock:

@@ -25,13 +25,13 @@ computes its chunks with ``x.layer(conv, part, rows=...)``; one that exchanges t
 ``needs_exchange``, runs whole). With boundary sampling each piece is the sample's rows of its
 chunk; without, the pieces of an exchange send exactly the rows (and bytes) of ``sync``'s.
 
-**Inner sources first (within a layer).** A layer whose input rows are still in flight runs the
-part of its aggregation that reads inner sources, then waits, then adds the halo-source part
-(per chunk of destinations too: each chunk's block is split at its first halo source). The split
-forms (:mod:`.split_layers`) are written for the built-in layers from their parameters
-(:class:`~gnn_dist.nn.GCNConv`, :class:`~gnn_dist.nn.SAGEConv`, :class:`~gnn_dist.nn.GINConv`,
-:class:`~gnn_dist.nn.GATConv`; GAT merges the two partial softmaxes with their running max and
-sum); any other layer runs exchange-then-compute on the whole block (a warning says so once).
+**Inner sources first (within a layer).** A layer whose input rows are still in flight
+aggregates the edges from its inner sources, then waits, then aggregates those from the halo
+sources and merges the two (per chunk of destinations too: each chunk's block is split at its
+first halo source). This is the layer protocol (:mod:`gnn_dist.nn.decomposable`): any layer that
+implements it (the built-in ones do; GAT merges two partial softmaxes with their running maximum)
+gets this schedule; any other layer runs exchange-then-compute on the whole block (a warning
+says so once).
 
 Blocks are split once (:mod:`.block_split`; the part's on it, the chunks' in the mode's plan,
 :class:`~.boundary_chunks.BoundaryChunks`, built when a layer that reads an exchange is chunked:
@@ -58,13 +58,13 @@ import torch
 
 from ..distributed.halo import HaloExchanger, HaloSubset
 from ..nn import Block, DropoutKey
+from ..nn.decomposable import is_decomposable, propagate_groups
 from ..nn.dropout import call_conv
 from .base import Activation, LayerCounter, LayerSteps, SubsetFn
 from .block_split import SplitBlock, split_block
 from .boundary_chunks import BoundaryChunks
 from .halo_flight import HaloFlight
 from .overlap_autograd import ArriveHalo, MergeRows, SendPiece
-from .split_layers import split_form
 
 __all__ = ["OverlapPipeline", "SplitBlock", "split_block"]  # the last two: re-exported from .block_split
 
@@ -145,23 +145,26 @@ class OverlapPipeline(LayerSteps):
         output layer): ``[I, F_in] -> [I, F_out]``. With an activation the boundary rows come
         first and start the next layer's exchange."""
         tag = self._layers.next()
-        form = split_form(conv)
         if self.exchanger.world_size == 1:
             return _activate(call_conv(conv, self.block, h_inner, dropout_key), activation)
-        if form is None:
+        if not is_decomposable(conv):
             if type(conv).__name__ not in self._warned:
                 self._warned.add(type(conv).__name__)
-                log.warning("overlap: %s has no split form; it runs exchange-then-compute", type(conv).__name__)
+                log.warning("overlap: %s does not implement the layer protocol (gnn_dist.nn.DecomposableLayer); "
+                            "it runs exchange-then-compute", type(conv).__name__)
             return _activate(call_conv(conv, self.block, self._exchange(h_inner, tag), dropout_key), activation)
         flight, h = self._incoming(h_inner, tag)
         halo = _once(lambda: ArriveHalo.apply(h, flight))
 
         def compute(k: int | None) -> torch.Tensor:
             if k is None:
-                return form(conv, self.split, h, halo, dropout_key)
-            view = self._chunks().view(self.block, k)
-            return form(conv, view.split, h.index_select(0, view.first),
-                        lambda: halo().index_select(0, view.halo), dropout_key)
+                split, first, rest = self.split, h, halo
+            else:
+                view = self._chunks().view(self.block, k)
+                split, first = view.split, h.index_select(0, view.first)
+                rest = lambda: halo().index_select(0, view.halo)  # noqa: E731
+            return propagate_groups(conv, split.full, (split.inner, first), (split.halo, rest),
+                                    dropout_key=dropout_key)
         return self._run(tag, compute, activation)
 
     def input_layer(self, conv: torch.nn.Module, x: Any, *, dropout_key: DropoutKey | None = None,

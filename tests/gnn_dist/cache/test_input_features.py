@@ -212,7 +212,7 @@ def test_precompute_refuses_a_nonlinear_first_layer(one_part):
     from gnn_dist.cache import InputFeatures
 
     inputs = InputFeatures(one_part, precompute_first_layer=True)
-    with pytest.raises(ValueError, match="precompute_first_layer supports .*GATConv"):
+    with pytest.raises(ValueError, match="precompute_first_layer needs a first layer whose aggregation is linear .*GATConv"):
         inputs.layer(build("gat", one_part).convs[0], one_part)
 
 

@@ -12,10 +12,12 @@ import os
 import time
 from typing import Any, Sequence
 
+import numpy as np
+
 from .format.writer import check_out_dir, peak_rss_bytes, write_partition
 from .graph import Graph
 
-__all__ = ["partition_graph"]
+__all__ = ["partition_graph", "warn_sparse_ids"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,7 @@ def partition_graph(graph: Graph, num_parts: int, method: str = "metis",
     if read_time_s is not None:
         time_s["read"] = float(read_time_s)
 
+    warn_sparse_ids(graph)
     t = time.perf_counter()
     assignment = assign_parts(graph, num_parts, method, seed=seed, balance=balance_t, refine=refine,
                               progress=progress)
@@ -76,3 +79,19 @@ def partition_graph(graph: Graph, num_parts: int, method: str = "metis",
     report.update(num_parts=meta["num_parts"], num_nodes=meta["num_nodes"],
                   num_edges=meta["num_edges"], method=method, seed=seed, out_dir=str(out_dir))
     return report
+
+
+def warn_sparse_ids(graph: Graph) -> int:
+    """Warn (one log line) when most node ids have no edge at all; returns how many have none.
+
+    Readers take the ids in the input as node ids, so ids that are sparse (hashed, global,
+    sampled) make a graph of ``max id + 1`` nodes, most of them isolated.
+    """
+    n = graph.num_nodes
+    isolated = int(np.count_nonzero((graph.in_degree() == 0) & (graph.out_degree() == 0)))
+    if 2 * isolated > n:
+        log.warning("%d of the %d node ids 0..%d (%.0f%%) have no edge: the input's ids may be "
+                    "sparse (node ids are taken as given, num_nodes = max id + 1); relabel them "
+                    "to 0..K-1 before partitioning, or the isolated nodes fill the parts",
+                    isolated, n, n - 1, 100.0 * isolated / n)
+    return isolated

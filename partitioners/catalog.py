@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .graph import Graph
+from .memory import GraphSize
 from .synthetic import rmat_graph, sbm_graph
 
 __all__ = ["DatasetInfo", "list_datasets", "dataset_info", "load_dataset"]
@@ -54,6 +55,12 @@ class DatasetInfo:
     """One line for listings."""
     params: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the generator (everything except ``seed`` and ``name``)."""
+
+    def sizes(self) -> GraphSize:
+        """The sizes of the graph :func:`load_dataset` builds, for a memory estimate before it
+        is generated (float32 features, int64 labels, three masks, symmetric)."""
+        return GraphSize(num_nodes=self.num_nodes, num_edges=self.num_edges, symmetric=True,
+                         feature_bytes=4 * self.feature_dim, label_bytes=8, num_masks=3)
 
 
 def _sbm(size: str, num_nodes: int, num_edges: int, num_classes: int, feature_dim: int,

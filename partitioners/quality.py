@@ -25,11 +25,14 @@ This module is torch-free.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .graph import Graph
+
+if TYPE_CHECKING:
+    from .memory import GraphSize
 
 __all__ = ["partition_quality", "check_assignment", "halo_counts", "DENSE_MARK_BYTES"]
 
@@ -126,6 +129,21 @@ def halo_counts(graph: Graph, part: np.ndarray, num_parts: int, *,
     else:
         halo = np.zeros(num_parts, dtype=np.int64)
     return edge_cut, halo
+
+
+def quality_memory(size: GraphSize, num_parts: int) -> int:
+    """Bytes :func:`partition_quality` needs besides the graph and the assignment: the halo
+    marks (dense ``N * P`` bools, else a word per node, else the cut edges' int64 keys, as
+    :func:`halo_counts` picks), ``17`` B per edge of one ``_CHUNK_EDGES`` chunk, and the
+    float64 in-degrees (``16 N``)."""
+    n, e, p = size.num_nodes, size.num_edges, num_parts
+    if n * p <= DENSE_MARK_BYTES:
+        marks = n * p
+    elif p <= 64:
+        marks = 8 * n
+    else:
+        marks = 16 * e
+    return marks + 17 * min(e, _CHUNK_EDGES) + 16 * n
 
 
 def partition_quality(graph: Graph, assignment: Any, num_parts: int) -> dict[str, Any]:

@@ -13,6 +13,43 @@ one per block of ``2**16`` edge draws, each drawn in a fixed order. So the same 
 parameters give byte-identical arrays, and the result does not depend on ``chunk_edges`` (which
 only sets how many draws are vectorised at once).
 
+The SBM model (:func:`sbm_graph`). Two levels, as in real graphs (social, product, citation
+networks): nodes form many small **communities** (``C = round(N / community_size)``), each
+holding nodes of every class, and most of a node's edges stay inside its community; within
+that, **classes** are homophilous (edges prefer a same-class end). Without the communities an SBM is an expander
+that no partitioner can cut well (METIS's communication volume is 0.88x a random
+partition's at 4 parts); with them METIS finds whole communities (0.21x for ``sbm-medium``;
+see ``datasets/README.md``).
+
+- **Labels** are balanced (class sizes differ by at most one), randomly placed over ids.
+- **Communities**: each class's nodes, in random order, are dealt into ``C`` runs of equal
+  size (within one), so every community holds about ``N / (C K)`` nodes of each class;
+  :func:`sbm_communities` returns them. ``C`` is capped at ``N // K`` so no community lacks
+  a class; ``community_size=None`` means one community (the plain degree-corrected SBM).
+- **Propensities** ``theta[v]``: Pareto samples with tail exponent ``degree_exponent``
+  (``P(theta > t) = t ** (1 - degree_exponent)``), capped at ``sqrt(N)`` and rounded down to
+  a multiple of 1/4, so degrees are skewed; 1 for every node when ``degree_exponent`` is None.
+- **Edges**: ``round(avg_degree * N / 2)`` independent draws. A draw picks ``u`` with
+  probability proportional to ``theta[u]``; then the community of the other end: ``u``'s own
+  with probability ``p_local``, else a uniformly random other one; then its class: ``u``'s
+  with probability ``p_in_ratio / (p_in_ratio + K - 1)``, else any other class; and finally
+  ``v`` among the nodes of that community and class(es) with probability proportional to
+  ``theta[v]``. Every step is a uniform index into a table where node ``v`` fills
+  ``4 * theta[v]`` slots, grouped by (community, class): O(1) work per edge, no ``N x N``
+  matrix. So about ``p_local`` of the edges stay inside a community and
+  ``p_in_ratio / (p_in_ratio + K - 1)`` join same-class nodes (0.53 for ``K = 8`` and the
+  default ratio), the same class mixing as a plain SBM with ``p_in / p_out = p_in_ratio``.
+  Each draw is stored in both directions; self-loops and repeated pairs are dropped
+  (counted in ``preprocessing``). Repeats are more frequent than in a plain SBM because a
+  high-degree node has only its community to draw most neighbours from: the stored mean
+  degree is ~10% under ``avg_degree``, the stored homophily ~0.03 under the draws', and the
+  largest degrees are bounded by a few times ``community_size``.
+
+Features: ``x[v] = mu[y[v]] + feature_noise * N(0, I_F)`` where the class centroids ``mu`` are
+orthonormal when ``F >= K`` (random unit vectors otherwise). The defaults make raw features a
+weak classifier (nearest centroid ~0.5 with ``K = 8``) and 2-hop smoothed features a strong
+one (~0.92); see ``datasets/README.md`` for the measured numbers.
+
 Legend: ``N`` nodes, ``E`` stored (directed) edges, ``F`` feature dim, ``K`` classes.
 """
 
@@ -24,7 +61,9 @@ from typing import Iterator
 
 import numpy as np
 
-from .graph import Graph, _csr_from_keys, index_dtype
+from .argcheck import check_float, check_int, check_seed
+from .graph import Graph
+from .graph_csr import csr_from_keys, index_dtype
 
 __all__ = ["sbm_graph", "sbm_communities", "rmat_graph", "random_split"]
 
@@ -49,30 +88,6 @@ _DEGREE_STEPS = 4
 def _rng(seed: int, *key: int) -> np.random.Generator:
     """The generator of stream ``key`` under ``seed`` (PCG64 seeded by a keyed SeedSequence)."""
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
-
-
-def _check_seed(seed: object) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    return int(seed)
-
-
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _check_float(name: str, value: object, lo: float, hi: float = math.inf, *,
-                 lo_open: bool = False) -> float:
-    try:
-        v = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}") from None
-    if not math.isfinite(v) or v < lo or v > hi or (lo_open and v == lo):
-        bounds = f"{'(' if lo_open else '['}{lo}, {hi}]"
-        raise ValueError(f"{name} must be in {bounds}, got {value!r}")
-    return v
 
 
 def _blocks(num_draws: int) -> Iterator[tuple[int, int, int]]:
@@ -107,12 +122,12 @@ def _clean_csr(keys: np.ndarray, num_keys: int, num_nodes: int, self_loops_remov
     ``indices`` (int32/int64 ``[E]``) and the preprocessing report: the arrays and counts of
     ``Graph.from_edges(src, dst, N, symmetrize=True, remove_self_loops=True,
     remove_duplicates=True)`` on the same draws, built by the same core (see
-    :func:`partitioners.graph._csr_from_keys`) without materialising ``src`` and ``dst``.
+    :func:`partitioners.graph_csr.csr_from_keys`) without materialising ``src`` and ``dst``.
     """
     report = {"self_loops_removed": int(self_loops_removed)}
-    indptr, indices, _, report = _csr_from_keys(keys, num_nodes, num_keys=num_keys,
-                                                symmetrize=True, remove_duplicates=True,
-                                                report=report)
+    indptr, indices, _, report = csr_from_keys(keys, num_nodes, num_keys=num_keys,
+                                               symmetrize=True, remove_duplicates=True,
+                                               report=report)
     return indptr, indices, report
 
 
@@ -125,11 +140,11 @@ def random_split(num_nodes: int, train_frac: float, val_frac: float, test_frac: 
     Raises ``ValueError`` when a fraction is outside ``(0, 1]``, the fractions sum past 1, or
     ``num_nodes`` is too small for three non-empty sets.
     """
-    seed = _check_seed(seed)
-    num_nodes = _check_int("num_nodes", num_nodes, 1)
+    seed = check_seed(seed)
+    num_nodes = check_int("num_nodes", num_nodes, 1)
     fracs = {"train_frac": train_frac, "val_frac": val_frac, "test_frac": test_frac}
     for k, v in fracs.items():
-        fracs[k] = _check_float(k, v, 0.0, 1.0, lo_open=True)
+        fracs[k] = check_float(k, v, 0.0, 1.0, lo_open=True)
     total = sum(fracs.values())
     if total > 1.0 + 1e-9:
         raise ValueError(f"train_frac + val_frac + test_frac = {total:g} exceeds 1; the masks must be disjoint")
@@ -217,105 +232,25 @@ def sbm_communities(num_nodes: int, num_classes: int, *, community_size: int | N
     compare a partition with the planted communities. Ids are in ``[0, C)``, ``C`` as in
     :func:`sbm_graph`; all zeros when ``community_size`` is None.
     """
-    seed = _check_seed(seed)
-    num_classes = _check_int("num_classes", num_classes, 2)
-    num_nodes = _check_int("num_nodes", num_nodes, max(3, num_classes))
+    seed = check_seed(seed)
+    num_classes = check_int("num_classes", num_classes, 2)
+    num_nodes = check_int("num_nodes", num_nodes, max(3, num_classes))
     if community_size is not None:
-        community_size = _check_int("community_size", community_size, 1)
+        community_size = check_int("community_size", community_size, 1)
     num_comm = _num_communities(num_nodes, num_classes, community_size)
     return _community_of(_sbm_labels(num_nodes, num_classes, seed), num_classes, num_comm, seed)
 
 
-def sbm_graph(num_nodes: int, num_classes: int, feature_dim: int, *, avg_degree: float = 20.0,
-              p_in_ratio: float = 8.0, degree_exponent: float | None = 3.0,
-              community_size: int | None = 1000, p_local: float = 0.95,
-              feature_noise: float = 0.75, train_frac: float = 0.1,
-              val_frac: float = 0.1, test_frac: float = 0.8, seed: int = 0,
-              feature_dtype: str = "float32", name: str = "") -> Graph:
-    """A degree-corrected stochastic block model with planted communities: labels learnable from
-    the graph much better than from the features, and community locality a partitioner can use.
+def _sbm_slots(cell_of: np.ndarray, k: int, num_comm: int, degree_exponent: float | None,
+               seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The slot table of the edge draws: ``(slots, mass, start, comm_start, comm_mass)``.
 
-    Two levels, as in real graphs (social, product, citation networks): nodes form many small
-    **communities** (``C = round(N / community_size)``), each holding nodes of every class,
-    and most of a node's edges stay inside its community; within that, **classes** are
-    homophilous (edges prefer a same-class end). Without the communities an SBM is an expander
-    that no partitioner can cut well (METIS's communication volume is 0.88x a random
-    partition's at 4 parts); with them METIS finds whole communities (0.21x for ``sbm-medium``;
-    see ``datasets/README.md``).
-
-    - **Labels** are balanced (class sizes differ by at most one), randomly placed over ids.
-    - **Communities**: each class's nodes, in random order, are dealt into ``C`` runs of equal
-      size (within one), so every community holds about ``N / (C K)`` nodes of each class;
-      :func:`sbm_communities` returns them. ``C`` is capped at ``N // K`` so no community lacks
-      a class; ``community_size=None`` means one community (the plain degree-corrected SBM).
-    - **Propensities** ``theta[v]``: Pareto samples with tail exponent ``degree_exponent``
-      (``P(theta > t) = t ** (1 - degree_exponent)``), capped at ``sqrt(N)`` and rounded down to
-      a multiple of 1/4, so degrees are skewed; 1 for every node when ``degree_exponent`` is None.
-    - **Edges**: ``round(avg_degree * N / 2)`` independent draws. A draw picks ``u`` with
-      probability proportional to ``theta[u]``; then the community of the other end: ``u``'s own
-      with probability ``p_local``, else a uniformly random other one; then its class: ``u``'s
-      with probability ``p_in_ratio / (p_in_ratio + K - 1)``, else any other class; and finally
-      ``v`` among the nodes of that community and class(es) with probability proportional to
-      ``theta[v]``. Every step is a uniform index into a table where node ``v`` fills
-      ``4 * theta[v]`` slots, grouped by (community, class): O(1) work per edge, no ``N x N``
-      matrix. So about ``p_local`` of the edges stay inside a community and
-      ``p_in_ratio / (p_in_ratio + K - 1)`` join same-class nodes (0.53 for ``K = 8`` and the
-      default ratio), the same class mixing as a plain SBM with ``p_in / p_out = p_in_ratio``.
-      Each draw is stored in both directions; self-loops and repeated pairs are dropped
-      (counted in ``preprocessing``). Repeats are more frequent than in a plain SBM because a
-      high-degree node has only its community to draw most neighbours from: the stored mean
-      degree is ~10% under ``avg_degree``, the stored homophily ~0.03 under the draws', and the
-      largest degrees are bounded by a few times ``community_size``.
-
-    Features: ``x[v] = mu[y[v]] + feature_noise * N(0, I_F)`` where the class centroids ``mu`` are
-    orthonormal when ``F >= K`` (random unit vectors otherwise). The defaults make raw features a
-    weak classifier (nearest centroid ~0.5 with ``K = 8``) and 2-hop smoothed features a strong
-    one (~0.92); see ``datasets/README.md`` for the measured numbers.
-
-    Args:
-        num_nodes: ``N`` (>= ``num_classes`` and >= 3).
-        num_classes: ``K`` (>= 2).
-        feature_dim: ``F`` (>= 1).
-        avg_degree: expected stored edges per node before cleaning (default: ``20.0``).
-        p_in_ratio: weight of a same-class end over one of another class, > 0 (default: ``8.0``).
-        degree_exponent: Pareto tail exponent of the propensities, > 2, or None for equal
-            propensities (default: ``3.0``).
-        community_size: mean nodes per community (>= 1), or None for no communities
-            (default: ``1000``).
-        p_local: fraction of the edge draws that stay inside a community, in ``[0, 1]``
-            (default: ``0.95``; no effect with one community).
-        feature_noise: standard deviation of the per-dimension feature noise (default: ``0.75``).
-        train_frac, val_frac, test_frac: sizes of the disjoint random masks (default: 0.1/0.1/0.8).
-        seed: non-negative seed; the same seed and parameters give identical arrays (default: ``0``).
-        feature_dtype: ``"float32"`` or ``"float16"`` (default: ``"float32"``).
-        name: stored in :attr:`Graph.name`.
-
-    Shapes: ``x`` ``[N, F]``, ``y`` int64 ``[N]``, masks bool ``[N]``, ``E ~ 0.9 * avg_degree * N``.
+    Integer propensities laid out as "slots": node ``v`` repeated ``weight[v]`` times, cell
+    (``community * K + class``) by cell, so a uniform slot in a range of cells is a node of those
+    cells drawn proportionally to its weight. Per cell: its slots ``[start, start + mass)``; its
+    community's ``[comm_start, comm_start + comm_mass)``.
     """
-    seed = _check_seed(seed)
-    num_classes = _check_int("num_classes", num_classes, 2)
-    num_nodes = _check_int("num_nodes", num_nodes, max(3, num_classes))
-    feature_dim = _check_int("feature_dim", feature_dim, 1)
-    avg_degree = _check_float("avg_degree", avg_degree, 0.0, lo_open=True)
-    p_in_ratio = _check_float("p_in_ratio", p_in_ratio, 0.0, lo_open=True)
-    if degree_exponent is not None:
-        degree_exponent = _check_float("degree_exponent", degree_exponent, 2.0, lo_open=True)
-    if community_size is not None:
-        community_size = _check_int("community_size", community_size, 1)
-    p_local = _check_float("p_local", p_local, 0.0, 1.0)
-    feature_noise = _check_float("feature_noise", feature_noise, 0.0)
-    _check_feature_dtype(feature_dtype)
-    n, k = num_nodes, num_classes
-    masks = random_split(n, train_frac, val_frac, test_frac, seed)
-
-    y = _sbm_labels(n, k, seed)
-    num_comm = _num_communities(n, k, community_size)
-    cell_of = _community_of(y, k, num_comm, seed)  # cell = community * K + class
-    cell_of *= k
-    cell_of += y
-    num_cells = num_comm * k
-    # integer propensities, laid out as "slots" (node v repeated weight[v] times, cell by cell):
-    # a uniform slot in a range of cells is a node of those cells drawn proportionally to weight
+    n = cell_of.size
     if degree_exponent is None:
         weight = np.ones(n, dtype=np.int64)
     else:  # Pareto(x_min=1) theta, P(theta > t) = t ** -(exponent - 1), capped, in quarters
@@ -325,15 +260,28 @@ def sbm_graph(num_nodes: int, num_classes: int, feature_dim: int, *, avg_degree:
     members = np.argsort(cell_of, kind="stable")  # node ids grouped by cell
     slots = np.repeat(members.astype(index_dtype(n)), weight[members])
     del members
-    total = int(slots.size)
-    # per cell: its slots [start, start + mass); its community's [comm_start, comm_start + comm_mass)
-    mass = np.bincount(cell_of, weights=weight, minlength=num_cells).astype(np.int64)
+    mass = np.bincount(cell_of, weights=weight, minlength=num_comm * k).astype(np.int64)
     del weight
     start = np.cumsum(mass) - mass
     comm_start = np.repeat(start[::k], k)
     comm_mass = np.repeat(mass.reshape(num_comm, k).sum(axis=1), k)
-    p_same = p_in_ratio / (p_in_ratio + k - 1)
+    return slots, mass, start, comm_start, comm_mass
 
+
+def _sbm_edge_keys(cell_of: np.ndarray, k: int, num_comm: int, *, avg_degree: float,
+                   p_in_ratio: float, p_local: float, degree_exponent: float | None, seed: int,
+                   ) -> tuple[np.ndarray, int, int]:
+    """The SBM's edge draws as keys ``v * N + u``: ``(keys, num_keys, self_loops_dropped)``.
+
+    ``keys`` is an int64 buffer of ``2 * draws`` entries: the kept draws at the front, room for
+    their reverses after them (see :func:`_clean_csr`).
+    """
+    n = cell_of.size
+    num_cells = num_comm * k
+    slots, mass, start, comm_start, comm_mass = _sbm_slots(cell_of, k, num_comm, degree_exponent,
+                                                           seed)
+    total = int(slots.size)
+    p_same = p_in_ratio / (p_in_ratio + k - 1)
     num_draws = max(1, round(avg_degree * n / 2))
     keys = np.empty(2 * num_draws, dtype=np.int64)  # second half: room for the reverses
     filled = loops = 0
@@ -358,10 +306,11 @@ def sbm_graph(num_nodes: int, num_classes: int, feature_dim: int, *, avg_degree:
         loops += m - kept
         keys[filled:filled + kept] = v[keep].astype(np.int64) * n + u[keep]
         filled += kept
-    del slots, cell_of
-    indptr, indices, report = _clean_csr(keys, filled, n, loops)
-    del keys
+    return keys, filled, loops
 
+
+def _sbm_centroids(feature_dim: int, k: int, seed: int) -> np.ndarray:
+    """float32 ``[K, F]`` class centroids: orthonormal when ``F >= K``, else random unit vectors."""
     g = _rng(seed, _CENTROIDS)
     if feature_dim >= k:
         q, _ = np.linalg.qr(g.standard_normal((feature_dim, k)))
@@ -369,8 +318,70 @@ def sbm_graph(num_nodes: int, num_classes: int, feature_dim: int, *, avg_degree:
     else:
         centroids = g.standard_normal((k, feature_dim))
         centroids /= np.linalg.norm(centroids, axis=1, keepdims=True)
-    x = _gaussian_features(n, feature_dim, seed, feature_dtype, centroids.astype(np.float32), y,
-                           feature_noise)
+    return centroids.astype(np.float32)
+
+
+def sbm_graph(num_nodes: int, num_classes: int, feature_dim: int, *, avg_degree: float = 20.0,
+              p_in_ratio: float = 8.0, degree_exponent: float | None = 3.0,
+              community_size: int | None = 1000, p_local: float = 0.95,
+              feature_noise: float = 0.75, train_frac: float = 0.1,
+              val_frac: float = 0.1, test_frac: float = 0.8, seed: int = 0,
+              feature_dtype: str = "float32", name: str = "") -> Graph:
+    """A degree-corrected stochastic block model with planted communities: labels learnable from
+    the graph much better than from the features, and community locality a partitioner can use.
+
+    The model (communities, classes, propensities, edge draws, features) is described in the
+    module docstring, under *The SBM model*.
+
+    Args:
+        num_nodes: ``N`` (>= ``num_classes`` and >= 3).
+        num_classes: ``K`` (>= 2).
+        feature_dim: ``F`` (>= 1).
+        avg_degree: expected stored edges per node before cleaning (default: ``20.0``).
+        p_in_ratio: weight of a same-class end over one of another class, > 0 (default: ``8.0``).
+        degree_exponent: Pareto tail exponent of the propensities, > 2, or None for equal
+            propensities (default: ``3.0``).
+        community_size: mean nodes per community (>= 1), or None for no communities
+            (default: ``1000``).
+        p_local: fraction of the edge draws that stay inside a community, in ``[0, 1]``
+            (default: ``0.95``; no effect with one community).
+        feature_noise: standard deviation of the per-dimension feature noise (default: ``0.75``).
+        train_frac, val_frac, test_frac: sizes of the disjoint random masks (default: 0.1/0.1/0.8).
+        seed: non-negative seed; the same seed and parameters give identical arrays (default: ``0``).
+        feature_dtype: ``"float32"`` or ``"float16"`` (default: ``"float32"``).
+        name: stored in :attr:`Graph.name`.
+
+    Shapes: ``x`` ``[N, F]``, ``y`` int64 ``[N]``, masks bool ``[N]``, ``E ~ 0.9 * avg_degree * N``.
+    """
+    seed = check_seed(seed)
+    num_classes = check_int("num_classes", num_classes, 2)
+    num_nodes = check_int("num_nodes", num_nodes, max(3, num_classes))
+    feature_dim = check_int("feature_dim", feature_dim, 1)
+    avg_degree = check_float("avg_degree", avg_degree, 0.0, lo_open=True)
+    p_in_ratio = check_float("p_in_ratio", p_in_ratio, 0.0, lo_open=True)
+    if degree_exponent is not None:
+        degree_exponent = check_float("degree_exponent", degree_exponent, 2.0, lo_open=True)
+    if community_size is not None:
+        community_size = check_int("community_size", community_size, 1)
+    p_local = check_float("p_local", p_local, 0.0, 1.0)
+    feature_noise = check_float("feature_noise", feature_noise, 0.0)
+    _check_feature_dtype(feature_dtype)
+    n, k = num_nodes, num_classes
+    masks = random_split(n, train_frac, val_frac, test_frac, seed)
+
+    y = _sbm_labels(n, k, seed)
+    num_comm = _num_communities(n, k, community_size)
+    cell_of = _community_of(y, k, num_comm, seed)  # cell = community * K + class
+    cell_of *= k
+    cell_of += y
+    keys, filled, loops = _sbm_edge_keys(cell_of, k, num_comm, avg_degree=avg_degree,
+                                         p_in_ratio=p_in_ratio, p_local=p_local,
+                                         degree_exponent=degree_exponent, seed=seed)
+    del cell_of
+    indptr, indices, report = _clean_csr(keys, filled, n, loops)
+    del keys
+    centroids = _sbm_centroids(feature_dim, k, seed)
+    x = _gaussian_features(n, feature_dim, seed, feature_dtype, centroids, y, feature_noise)
     graph = Graph(indptr=indptr, indices=indices, x=x, y=y, train_mask=masks[0],
                   val_mask=masks[1], test_mask=masks[2], num_classes=k, symmetric=True,
                   name=name, preprocessing=report)
@@ -379,6 +390,41 @@ def sbm_graph(num_nodes: int, num_classes: int, feature_dim: int, *, avg_degree:
 
 
 # ---------------------------------------------------------------------------- R-MAT
+def _rmat_edge_keys(perm: np.ndarray, num_edges: int, a: float, b: float, c: float, seed: int,
+                    chunk_edges: int) -> tuple[np.ndarray, int, int, int]:
+    """R-MAT's edge draws as keys ``dst * N + src`` of the permuted ids ``perm``:
+    ``(keys, num_keys, self_loops_dropped, out_of_range_dropped)``, ``keys`` with room for the
+    reverses after the kept draws (see :func:`_clean_csr`)."""
+    n = perm.size
+    levels = max(1, math.ceil(math.log2(n)))
+    keys = np.empty(2 * num_edges, dtype=np.int64)  # second half: room for the reverses
+    filled = loops = dropped = 0
+    ab, abc = a + b, a + b + c
+    for chunk in _draw_blocks(num_edges, chunk_edges):
+        base = chunk[0][1]
+        m = chunk[-1][2] - base
+        gens = [(_rng(seed, _EDGES, blk), lo - base, hi - base) for blk, lo, hi in chunk]
+        src = np.zeros(m, dtype=np.int64)
+        dst = np.zeros(m, dtype=np.int64)
+        r = np.empty(m, dtype=np.float64)
+        for level in range(levels):
+            for g, lo, hi in gens:  # each block's stream is drawn level by level
+                g.random(out=r[lo:hi])
+            # quadrants (1,0) and (1,1) set the source bit; (0,1) and (1,1) the destination bit
+            src |= (r >= ab).astype(np.int64) << level
+            dst |= (((r >= a) & (r < ab)) | (r >= abc)).astype(np.int64) << level
+        del r
+        inside = (src < n) & (dst < n)
+        keep = inside & (src != dst)
+        dropped += m - int(np.count_nonzero(inside))
+        loops += int(np.count_nonzero(inside)) - int(np.count_nonzero(keep))
+        src, dst = perm[src[keep]], perm[dst[keep]]
+        keys[filled:filled + src.size] = dst * n + src
+        filled += src.size
+        del src, dst
+    return keys, filled, loops, dropped
+
+
 def rmat_graph(num_nodes: int, num_edges: int, *, a: float = 0.57, b: float = 0.19,
                c: float = 0.19, feature_dim: int = 32, num_classes: int = 16,
                train_frac: float = 0.1, val_frac: float = 0.1, test_frac: float = 0.8,
@@ -411,48 +457,23 @@ def rmat_graph(num_nodes: int, num_edges: int, *, a: float = 0.57, b: float = 0.
 
     Shapes: ``x`` ``[N, F]``, ``y`` int64 ``[N]``, masks bool ``[N]``, ``E <= 2 * num_edges``.
     """
-    seed = _check_seed(seed)
-    num_nodes = _check_int("num_nodes", num_nodes, 3)
-    num_edges = _check_int("num_edges", num_edges, 1)
-    feature_dim = _check_int("feature_dim", feature_dim, 1)
-    num_classes = _check_int("num_classes", num_classes, 1)
-    chunk_edges = _check_int("chunk_edges", chunk_edges, 1)
-    a = _check_float("a", a, 0.0, 1.0)
-    b = _check_float("b", b, 0.0, 1.0)
-    c = _check_float("c", c, 0.0, 1.0)
+    seed = check_seed(seed)
+    num_nodes = check_int("num_nodes", num_nodes, 3)
+    num_edges = check_int("num_edges", num_edges, 1)
+    feature_dim = check_int("feature_dim", feature_dim, 1)
+    num_classes = check_int("num_classes", num_classes, 1)
+    chunk_edges = check_int("chunk_edges", chunk_edges, 1)
+    a = check_float("a", a, 0.0, 1.0)
+    b = check_float("b", b, 0.0, 1.0)
+    c = check_float("c", c, 0.0, 1.0)
     if a + b + c > 1.0 + 1e-12:
         raise ValueError(f"a + b + c = {a + b + c:g} exceeds 1; d = 1 - a - b - c must be >= 0")
     _check_feature_dtype(feature_dtype)
     n = num_nodes
     masks = random_split(n, train_frac, val_frac, test_frac, seed)
-    levels = max(1, math.ceil(math.log2(n)))
     perm = _rng(seed, _PERM).permutation(n)
 
-    keys = np.empty(2 * num_edges, dtype=np.int64)  # second half: room for the reverses
-    filled = loops = dropped = 0
-    ab, abc = a + b, a + b + c
-    for chunk in _draw_blocks(num_edges, chunk_edges):
-        base = chunk[0][1]
-        m = chunk[-1][2] - base
-        gens = [(_rng(seed, _EDGES, blk), lo - base, hi - base) for blk, lo, hi in chunk]
-        src = np.zeros(m, dtype=np.int64)
-        dst = np.zeros(m, dtype=np.int64)
-        r = np.empty(m, dtype=np.float64)
-        for level in range(levels):
-            for g, lo, hi in gens:  # each block's stream is drawn level by level
-                g.random(out=r[lo:hi])
-            # quadrants (1,0) and (1,1) set the source bit; (0,1) and (1,1) the destination bit
-            src |= (r >= ab).astype(np.int64) << level
-            dst |= (((r >= a) & (r < ab)) | (r >= abc)).astype(np.int64) << level
-        del r
-        inside = (src < n) & (dst < n)
-        keep = inside & (src != dst)
-        dropped += m - int(np.count_nonzero(inside))
-        loops += int(np.count_nonzero(inside)) - int(np.count_nonzero(keep))
-        src, dst = perm[src[keep]], perm[dst[keep]]
-        keys[filled:filled + src.size] = dst * n + src
-        filled += src.size
-        del src, dst
+    keys, filled, loops, dropped = _rmat_edge_keys(perm, num_edges, a, b, c, seed, chunk_edges)
     indptr, indices, report = _clean_csr(keys, filled, n, loops)
     del keys
     if dropped:

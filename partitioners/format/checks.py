@@ -161,7 +161,12 @@ def value_problems(meta: PartitionMeta, pm: PartMeta, a: dict[str, np.ndarray]) 
     for name in (IN_DEGREE, OUT_DEGREE, SELF_LOOPS):
         if nl and int(np.asarray(a[name]).min()) < 0:
             problems.append((name, "must be non-negative"))
+    return problems + _label_problems(meta, pm, a)
 
+
+def _label_problems(meta: PartitionMeta, pm: PartMeta, a: dict[str, np.ndarray]) -> list[Problem]:
+    """Class ids in range, a 0/1 multi-label matrix, and ``num_train`` against the train mask."""
+    problems: list[Problem] = []
     if LABELS in a:
         y = np.asarray(a[LABELS])
         if meta.label_kind == "class" and y.size and (int(y.min()) < 0 or int(y.max()) >= meta.num_classes):

@@ -19,7 +19,16 @@ from .layout import (EDGE_WEIGHT, FEATURES, FORMAT_NAME, FORMAT_VERSION, LABEL_K
                      MASKS, META_FILE, NODE_MAP_FILE, OPTIONAL_PART_FILES, REQUIRED_PART_FILES,
                      part_dir_name)
 
-__all__ = ["FileEntry", "PartMeta", "PartitionMeta", "read_meta_json", "parse_meta"]
+__all__ = ["FileEntry", "PartMeta", "PartitionMeta", "read_meta_json", "parse_meta", "MAX_DEPTH"]
+
+MAX_DEPTH = 64
+"""Deepest nesting of lists and objects a ``partition.json`` may have (v1 documents nest 6)."""
+
+_TOO_DEEP = (f"not a valid {META_FILE}: nesting too deep (lists and objects more than "
+             f"{MAX_DEPTH} levels deep; a format v1 document nests 6)")
+
+INT64_MAX = 2**63 - 1
+"""Counts, sizes and shapes are stored in int64 arrays: larger values cannot be real."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -125,9 +134,19 @@ def read_meta_json(folder: str | Path) -> tuple[Path, dict[str, Any]]:
         raise _err(meta_path, f"missing {META_FILE}: {folder} is not a partition folder, or its "
                               f"writing did not finish (partition.json is written last)")
     try:
-        raw = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        text = meta_path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise _err(meta_path, f"cannot be read ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:
         raise _err(meta_path, f"not valid JSON ({exc})") from exc
+    try:
+        raw = json.loads(text)
+    except RecursionError:
+        raise _err(meta_path, _TOO_DEEP) from None
+    except ValueError as exc:  # JSONDecodeError, and integers of more than 4300 digits
+        raise _err(meta_path, f"not valid JSON ({exc})") from exc
+    if _depth_exceeds(raw, MAX_DEPTH):
+        raise _err(meta_path, _TOO_DEEP)
     if not isinstance(raw, dict) or raw.get("format") != FORMAT_NAME:
         found = raw.get("format") if isinstance(raw, dict) else type(raw).__name__
         raise _err(meta_path, f"not a gnn-dist partition: format is {found!r}, expected {FORMAT_NAME!r}")
@@ -139,12 +158,32 @@ def read_meta_json(folder: str | Path) -> tuple[Path, dict[str, Any]]:
     return meta_path, raw
 
 
-def _int(d: dict[str, Any], key: str, where: str, meta_path: Path, *, minimum: int = 0) -> int:
+def _depth_exceeds(obj: Any, limit: int) -> bool:
+    """True when lists/objects nest more than ``limit`` levels in ``obj`` (without recursion)."""
+    stack = [(obj, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
+def _int(d: dict[str, Any], key: str, where: str, meta_path: Path, *, minimum: int = 0,
+         maximum: int = INT64_MAX, why: str = "it must fit in int64") -> int:
+    """The integer field ``d[key]`` (``where`` names its parent), in ``[minimum, maximum]``;
+    ``why`` says what bounds it from above."""
     v = d.get(key)
+    if key not in d:
+        raise _err(meta_path, f"field {where}{key} is missing (an integer is required)")
     if isinstance(v, bool) or not isinstance(v, int):
         raise _err(meta_path, f"field {where}{key} must be an integer, got {v!r}")
     if v < minimum:
         raise _err(meta_path, f"field {where}{key} = {v} must be >= {minimum}")
+    if v > maximum:
+        raise _err(meta_path, f"field {where}{key} = {v} is impossible: it is larger than "
+                              f"{maximum}, and {why}")
     return v
 
 
@@ -162,9 +201,10 @@ def _file_entry(name: str, d: Any, expected_path: str, where: str, meta_path: Pa
     if not isinstance(dtype, str):
         raise _err(meta_path, f"field {w}dtype must be a dtype name, got {dtype!r}")
     shape = d.get("shape")
-    if (not isinstance(shape, list)
-            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape)):
-        raise _err(meta_path, f"field {w}shape must be a list of non-negative integers, got {shape!r}")
+    if (not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool)
+                                               and 0 <= s <= INT64_MAX for s in shape)):
+        raise _err(meta_path, f"field {w}shape must be a list of non-negative int64 integers, "
+                              f"got {shape!r}")
     return FileEntry(path=expected_path, size=_int(d, "size", w, meta_path), sha256=sha, dtype=dtype,
                      shape=tuple(shape))
 
@@ -198,11 +238,16 @@ def _part_meta(d: Any, p: int, meta: dict[str, Any], meta_path: Path) -> PartMet
                                   f"weighted/feature_dim/label_kind say it {'should' if want else 'should not'}")
     pdir = part_dir_name(p)
     files = {name: _file_entry(name, e, f"{pdir}/{name}", where, meta_path) for name, e in files_raw.items()}
-    return PartMeta(part_id=p, num_inner=_int(d, "num_inner", where, meta_path),
-                    num_halo=_int(d, "num_halo", where, meta_path),
-                    num_local_edges=_int(d, "num_local_edges", where, meta_path),
-                    global_id_range=(int(rng[0]), int(rng[1])),
-                    num_train=_int(d, "num_train", where, meta_path), files=files)
+    n, e = meta["num_nodes"], meta["num_edges"]
+    ni = _int(d, "num_inner", where, meta_path, maximum=n, why=f"a part owns at most num_nodes = {n} nodes")
+    nh = _int(d, "num_halo", where, meta_path, maximum=n - ni,
+              why=f"halo rows are nodes of other parts: at most num_nodes - num_inner = {n} - {ni}")
+    ne = _int(d, "num_local_edges", where, meta_path, maximum=e,
+              why=f"a part stores at most num_edges = {e} edges")
+    nt = _int(d, "num_train", where, meta_path, maximum=ni,
+              why=f"training nodes are inner rows: at most num_inner = {ni}")
+    return PartMeta(part_id=p, num_inner=ni, num_halo=nh, num_local_edges=ne,
+                    global_id_range=(int(rng[0]), int(rng[1])), num_train=nt, files=files)
 
 
 def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> PartitionMeta:
@@ -230,8 +275,9 @@ def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> Part
     if not isinstance(method_params, dict):
         raise _err(meta_path, f"field method_params must be an object, got {method_params!r}")
     seed = raw.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise _err(meta_path, f"field seed must be an integer or null, got {seed!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
+                             or not 0 <= seed <= INT64_MAX):
+        raise _err(meta_path, f"field seed must be a non-negative integer or null, got {seed!r}")
     quality = raw.get("quality")
     if quality is not None and not isinstance(quality, dict):
         raise _err(meta_path, f"field quality must be an object or null, got {type(quality).__name__}")
@@ -239,7 +285,8 @@ def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> Part
     if not isinstance(parts_raw, list) or len(parts_raw) != num_parts:
         n = len(parts_raw) if isinstance(parts_raw, list) else parts_raw
         raise _err(meta_path, f"field parts must list num_parts = {num_parts} parts, got {n!r}")
-    checked = {"weighted": raw["weighted"], "feature_dim": feature_dim, "label_kind": label_kind}
+    checked = {"weighted": raw["weighted"], "feature_dim": feature_dim, "label_kind": label_kind,
+               "num_nodes": num_nodes, "num_edges": num_edges}
     parts = [_part_meta(d, p, checked, meta_path) for p, d in enumerate(parts_raw)]
 
     start = 0
@@ -270,6 +317,8 @@ def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> Part
     files = {NODE_MAP_FILE: _file_entry(NODE_MAP_FILE, files_raw[NODE_MAP_FILE], NODE_MAP_FILE, "",
                                         meta_path)}
     name = raw.get("name") or ""
+    if not isinstance(name, str):
+        raise _err(meta_path, f"field name must be a string, got {type(name).__name__} {name!r}")
     return PartitionMeta(path=str(folder), version=raw["version"], num_parts=num_parts,
                          num_nodes=num_nodes, num_edges=num_edges, feature_dim=feature_dim,
                          feature_dtype=feature_dtype, num_classes=num_classes, label_kind=label_kind,

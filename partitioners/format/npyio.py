@@ -9,7 +9,9 @@ the file in any :class:`~partitioners.errors.PartitionFormatError`.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
+import tokenize
 from pathlib import Path
 from typing import BinaryIO
 
@@ -18,7 +20,8 @@ import numpy as np
 from ..errors import PartitionFormatError
 from .meta import FileEntry
 
-__all__ = ["save_array", "load_array", "sha256_file", "check_entry_file", "HashingWriter", "FSYNC"]
+__all__ = ["save_array", "load_array", "read_npy_header", "sha256_file", "check_entry_file",
+           "HashingWriter", "FSYNC"]
 
 FSYNC = True
 """fsync every file and folder the writer makes, so a power loss cannot leave a renamed folder
@@ -87,23 +90,67 @@ def check_entry_file(root: Path, entry: FileEntry, *, check_hash: bool) -> Path:
     return path
 
 
+_HEADER_ERRORS = (ValueError, TypeError, SyntaxError, EOFError, OSError, OverflowError,
+                  RecursionError, MemoryError, UnicodeDecodeError, tokenize.TokenError)
+"""What numpy's header parser raises on malformed bytes (it evaluates the header as a literal)."""
+
+
+def read_npy_header(path: Path) -> tuple[np.dtype, tuple[int, ...], bool, int]:
+    """``(dtype, shape, fortran_order, data_offset)`` from the header of the ``.npy`` at ``path``.
+
+    Checks, before any data is read, that the header parses (format versions 1.0 and 2.0, no
+    pickled objects) and that the file holds exactly the bytes the header promises. Raises
+    :class:`PartitionFormatError` naming the file otherwise.
+    """
+    fmt = np.lib.format
+    try:
+        with open(path, "rb") as f:
+            version = fmt.read_magic(f)
+            if version not in ((1, 0), (2, 0)):
+                raise ValueError(f".npy format version {version} (this reader knows 1.0 and 2.0)")
+            read = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+            shape, fortran_order, dtype = read(f)
+            offset = f.tell()
+    except _HEADER_ERRORS as exc:
+        raise PartitionFormatError(f"not a readable .npy file: bad header ({exc})",
+                                   path=str(path)) from None
+    if dtype.hasobject:
+        raise PartitionFormatError(f"not a plain .npy array: dtype {dtype} holds Python objects",
+                                   path=str(path))
+    if any(s < 0 for s in shape):
+        raise PartitionFormatError(f"not a readable .npy file: the header's shape {list(shape)} "
+                                   f"has a negative length", path=str(path))
+    data_bytes = math.prod(shape) * dtype.itemsize
+    size = path.stat().st_size
+    if offset + data_bytes != size:
+        raise PartitionFormatError(f"not a readable .npy file: the header promises {data_bytes} "
+                                   f"bytes of data ({dtype}{list(shape)}) after {offset} header "
+                                   f"bytes, but the file has {size} bytes (truncated or "
+                                   f"corrupt?)", path=str(path))
+    return dtype, shape, bool(fortran_order), offset
+
+
 def load_array(root: Path, entry: FileEntry, *, mmap: bool, check_hash: bool) -> np.ndarray:
-    """Load the ``.npy`` of ``entry`` after :func:`check_entry_file`; check its dtype and shape
-    against the entry. ``mmap`` opens it with ``mmap_mode="r"``."""
+    """Load the ``.npy`` of ``entry`` after :func:`check_entry_file` and :func:`read_npy_header`;
+    check its dtype and shape against the entry. ``mmap`` opens it with ``mmap_mode="r"``."""
     path = check_entry_file(root, entry, check_hash=check_hash)
+    dtype, shape, fortran_order, _ = read_npy_header(path)
+    if dtype.name != entry.dtype:
+        raise PartitionFormatError(f"dtype mismatch: the file holds {dtype.name}, partition.json "
+                                   f"says {entry.dtype}", path=str(path))
+    if not dtype.isnative:
+        raise PartitionFormatError(f"byte order {dtype.str!r} is not this machine's; rewrite the "
+                                   f"partition on this machine", path=str(path))
+    if tuple(shape) != entry.shape:
+        raise PartitionFormatError(f"shape mismatch: the file holds {list(shape)}, partition.json "
+                                   f"says {list(entry.shape)}", path=str(path))
+    if fortran_order and len(shape) > 1:
+        raise PartitionFormatError("the array is stored in Fortran order; format v1 stores "
+                                   "C order (rewrite the partition)", path=str(path))
     try:
         arr = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         raise PartitionFormatError(f"not a readable .npy file ({exc})", path=str(path)) from exc
     if not isinstance(arr, np.ndarray):
         raise PartitionFormatError("not a plain .npy array", path=str(path))
-    if arr.dtype.name != entry.dtype:
-        raise PartitionFormatError(f"dtype mismatch: the file holds {arr.dtype.name}, partition.json "
-                                   f"says {entry.dtype}", path=str(path))
-    if not arr.dtype.isnative:
-        raise PartitionFormatError(f"byte order {arr.dtype.str!r} is not this machine's; rewrite the "
-                                   f"partition on this machine", path=str(path))
-    if tuple(arr.shape) != entry.shape:
-        raise PartitionFormatError(f"shape mismatch: the file holds {list(arr.shape)}, partition.json "
-                                   f"says {list(entry.shape)}", path=str(path))
     return arr

@@ -29,7 +29,7 @@ import secrets
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -44,7 +44,10 @@ from .meta import FileEntry
 from ..quality import check_assignment
 from .relabel import Relabeling, edge_positions, out_degree, relabel
 
-__all__ = ["write_partition", "check_out_dir", "peak_rss_bytes"]
+if TYPE_CHECKING:
+    from ..memory import GraphSize
+
+__all__ = ["write_partition", "check_out_dir", "peak_rss_bytes", "write_memory"]
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +59,19 @@ _RESERVED_KEYS = frozenset({
 
 
 def peak_rss_bytes() -> int:
-    """Peak resident set size of this process so far, in bytes (``ru_maxrss``)."""
+    """Peak resident set size of this process so far, in bytes.
+
+    On Linux ``VmHWM`` (``/proc/self/status``): ``ru_maxrss`` there also holds the parent's RSS
+    at fork, so ``gnn-dist`` started from a large process (a notebook, pytest) would report the
+    parent's size. Elsewhere ``ru_maxrss``.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
@@ -204,6 +219,64 @@ def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_al
             "files": {name: entry.to_json() for name, entry in files.items()}}
 
 
+def _meta_document(graph: Graph, num_parts: int, *, method: str, method_params: dict[str, Any],
+                   seed: int | None, extra: dict[str, Any]) -> dict[str, Any]:
+    """The keys of ``partition.json`` that describe the graph and the method, then ``extra``
+    (``quality``, ``files`` and ``parts`` are the caller's to add, in that order)."""
+    from .. import __version__
+
+    meta: dict[str, Any] = {
+        "format": FORMAT_NAME, "version": FORMAT_VERSION,
+        "created_by": {"tool": TOOL_NAME, "version": __version__},
+        "num_parts": num_parts, "num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
+        "method": method, "method_params": method_params, "seed": seed,
+        "directed": not graph.symmetric,
+        "symmetrized": "symmetrize_added" in graph.preprocessing,
+        "preprocessing": _jsonable(dict(graph.preprocessing)),
+        "feature_dim": graph.feature_dim,
+        "feature_dtype": None if graph.x is None else graph.x.dtype.name,
+        "num_classes": int(graph.num_classes) if graph.y is not None else 0,
+        "label_kind": None if graph.y is None else ("multilabel" if graph.multilabel else "class"),
+        "weighted": graph.edge_weight is not None, "name": graph.name,
+    }
+    meta.update(_jsonable(extra))
+    return meta
+
+
+def _write_meta_file(tmp: Path, meta: dict[str, Any]) -> None:
+    """Write ``tmp/partition.json`` (strict JSON, one space indent) and fsync it and ``tmp``."""
+    with open(tmp / META_FILE, "w", encoding="utf-8") as f:
+        f.write(json.dumps(meta, indent=1, allow_nan=False) + "\n")
+        f.flush()
+        if npyio.FSYNC:
+            os.fsync(f.fileno())
+    _fsync_dir(tmp)
+
+
+def write_memory(size: GraphSize, num_parts: int) -> int:
+    """Bytes :func:`write_partition` needs besides the graph and the assignment.
+
+    The largest part is counted at twice the mean (``n_p`` nodes, ``e_p`` edges; at most the
+    whole graph) and the halo ids of all parts at ``min(E, N (P - 1))``. :func:`relabel`
+    holds ``41 N`` (order, hotness, self-loops, in-degrees, marks) plus the halos, and builds
+    one part's edge arrays at a time (``33 e_p``: positions, sources, masks, destinations).
+    The part loop then holds ``44 N`` (the relabeling, both degrees, ``local_of``) plus the
+    halos, and per part its rows (``16`` B per local row), edge arrays (``16 e_p``, ``20 e_p``
+    weighted), node data ``n_p * row`` and the 16 MiB block that ``write_array`` copies.
+    """
+    from ..memory import WRITE_BUFFER_BYTES
+
+    n, e, p = size.num_nodes, size.num_edges, num_parts
+    n_p, e_p = min(n, -(-2 * n // p)), min(e, -(-2 * e // p))
+    halos = 4 * min(e, n * (p - 1))
+    n_local = n_p + min(n - n_p, e_p)
+    row = size.feature_bytes + size.label_bytes + size.num_masks
+    relabel_bytes = 41 * n + halos + 33 * e_p
+    part_bytes = (44 * n + halos + 16 * n_local + (20 if size.weighted else 16) * e_p + n_p * row
+                  + WRITE_BUFFER_BYTES)
+    return max(relabel_bytes, part_bytes)
+
+
 def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str | os.PathLike[str], *,
                     method: str, method_params: dict[str, Any] | None, seed: int | None,
                     quality: dict[str, Any] | None = None, overwrite: bool = False,
@@ -267,37 +340,16 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
         del rl, local_of, in_degree, out_deg
         _fsync_dir(tmp)
 
-        from .. import __version__
-
         time_s = dict(quality.get("time_s") or {})
         time_s["write"] = round(time.perf_counter() - t0, 6)
         quality["time_s"] = time_s
         quality["peak_rss_bytes"] = max(int(quality.get("peak_rss_bytes") or 0), peak_rss_bytes())
-        meta: dict[str, Any] = {
-            "format": FORMAT_NAME, "version": FORMAT_VERSION,
-            "created_by": {"tool": TOOL_NAME, "version": __version__},
-            "num_parts": num_parts, "num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
-            "method": method, "method_params": method_params, "seed": seed,
-            "directed": not graph.symmetric,
-            "symmetrized": "symmetrize_added" in graph.preprocessing,
-            "preprocessing": _jsonable(dict(graph.preprocessing)),
-            "feature_dim": graph.feature_dim,
-            "feature_dtype": None if graph.x is None else graph.x.dtype.name,
-            "num_classes": int(graph.num_classes) if graph.y is not None else 0,
-            "label_kind": None if graph.y is None else ("multilabel" if graph.multilabel else "class"),
-            "weighted": graph.edge_weight is not None, "name": graph.name,
-        }
-        meta.update(_jsonable(extra))
+        meta = _meta_document(graph, num_parts, method=method, method_params=method_params,
+                              seed=seed, extra=extra)
         meta["quality"] = quality
         meta["files"] = {NODE_MAP_FILE: node_map_entry.to_json()}
         meta["parts"] = parts
-        meta_path = tmp / META_FILE
-        with open(meta_path, "w", encoding="utf-8") as f:
-            f.write(json.dumps(meta, indent=1, allow_nan=False) + "\n")
-            f.flush()
-            if npyio.FSYNC:
-                os.fsync(f.fileno())
-        _fsync_dir(tmp)
+        _write_meta_file(tmp, meta)
         _install(tmp, out, overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

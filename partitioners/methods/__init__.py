@@ -11,6 +11,11 @@ measuring it :mod:`partitioners.quality`'s.
 ``fennel`` one-pass streaming, Fennel
 =========  ===========================================================================
 
+Methods are looked up by name in :mod:`.registry`: one module per method and one
+:func:`register_method` line below (user code registers its own the same way, see
+``docs/extending.md``). :data:`METHODS` is the tuple of the names registered so far, read
+afresh on each access.
+
 ``refine=True`` then moves boundary nodes to lower the communication volume
 (:func:`refine_volume`). Balance criteria: ``nodes`` (default), ``edges`` (in-degree: local
 edges per part), ``train`` (training nodes per part). Empty parts are possible (METIS may leave
@@ -25,20 +30,40 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from ..argcheck import check_seed
 from ..graph import Graph
+from ..quality import check_assignment
 from ._common import BALANCE_CRITERIA, check_imbalance, check_num_parts, normalize_balance
-from .metis import metis_assign
-from .random_parts import random_assign
+from .metis import metis_assign, metis_memory
+from .random_parts import random_assign, random_memory
 from .refine import refine_volume
-from .streaming import fennel_assign, ldg_assign
+from .registry import PartitionMethod, get_method, method_names, register_method
+from .streaming import fennel_assign, ldg_assign, streaming_memory
 
-__all__ = ["METHODS", "BALANCE_CRITERIA", "assign_parts", "refine_volume", "metis_assign",
-           "random_assign", "ldg_assign", "fennel_assign"]
+__all__ = ["METHODS", "BALANCE_CRITERIA", "PartitionMethod", "assign_parts", "get_method",
+           "register_method", "refine_volume", "metis_assign", "random_assign", "ldg_assign",
+           "fennel_assign"]
 
 logger = logging.getLogger(__name__)
 
-METHODS = ("metis", "random", "ldg", "fennel")
-"""Names accepted by :func:`assign_parts`."""
+register_method("metis", metis_assign, options=("imbalance",), memory=metis_memory,
+                description="multilevel k-way min-cut on the symmetrised graph (pymetis)")
+register_method("random", random_assign, options=(), memory=random_memory,
+                description="seeded balanced deal, structure-blind; the baseline")
+register_method("ldg", ldg_assign, memory=streaming_memory,
+                description="one-pass streaming, Linear Deterministic Greedy")
+register_method("fennel", fennel_assign, memory=streaming_memory,
+                description="one-pass streaming, Fennel")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "METHODS":  # computed on access, so it includes methods registered later
+        return method_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+METHODS: tuple[str, ...]
+"""Names accepted by :func:`assign_parts`: every registered method, built-ins first."""
 
 
 def assign_parts(graph: Graph, num_parts: int, method: str = "metis", *, seed: int = 0,
@@ -60,34 +85,37 @@ def assign_parts(graph: Graph, num_parts: int, method: str = "metis", *, seed: i
         int32 ``[N]`` part ids in ``[0, P)``. ``P == 1`` gives all zeros.
 
     Raises:
-        ValueError: bad ``num_parts``, ``method``, ``balance``, ``imbalance`` or ``seed``, or
-            ``metis`` without pymetis installed.
+        ValueError: bad ``num_parts``, ``method``, ``balance``, ``imbalance`` or ``seed``,
+            ``metis`` without pymetis installed, or a registered method that returns an invalid
+            assignment.
     """
     n = graph.num_nodes
     num_parts = check_num_parts(num_parts, n)
-    if method not in METHODS:
-        raise ValueError(f"unknown partition method {method!r}; valid methods are {', '.join(METHODS)}")
+    spec = get_method(method)
     balance_t = normalize_balance(balance)
     imbalance = check_imbalance(imbalance)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    seed = int(seed)
+    seed = check_seed(seed)
     if "train" in balance_t and graph.train_mask is None:
         raise ValueError("balance criterion 'train' needs a train_mask, but the graph has none; "
                          "set graph.train_mask or drop 'train' from balance")
     if num_parts == 1:
         return np.zeros(n, dtype=np.int32)
-    common: dict[str, Any] = {"seed": seed, "balance": balance_t}
-    if method == "metis":
-        assignment = metis_assign(graph, num_parts, imbalance=imbalance, **common)
-    elif method == "random":
-        assignment = random_assign(graph, num_parts, **common)
-    elif method == "ldg":
-        assignment = ldg_assign(graph, num_parts, imbalance=imbalance, progress=progress, **common)
-    else:
-        assignment = fennel_assign(graph, num_parts, imbalance=imbalance, progress=progress, **common)
+    given: dict[str, Any] = {"imbalance": imbalance, "progress": progress}
+    options = {k: given[k] for k in spec.options}
+    assignment = _checked(spec, spec.assign(graph, num_parts, seed=seed, balance=balance_t, **options),
+                          n, num_parts)
     if refine:
         assignment = refine_volume(graph, assignment, num_parts, balance=balance_t,
                                    imbalance=imbalance, seed=seed)
     assert assignment.dtype == np.int32 and assignment.shape == (n,)
     return assignment
+
+
+def _checked(spec: PartitionMethod, assignment: Any, num_nodes: int, num_parts: int) -> np.ndarray:
+    """The method's result as int32 ``[N]``; ValueError naming the method when it is invalid."""
+    try:
+        a = check_assignment(assignment, num_nodes, num_parts)
+    except ValueError as exc:
+        raise ValueError(f"partition method {spec.name!r} ({spec.assign.__module__}."
+                         f"{spec.assign.__qualname__}) returned an invalid assignment: {exc}") from None
+    return a.astype(np.int32, copy=False)

@@ -16,12 +16,17 @@ This module is torch-free.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..graph import Graph
 from ._common import vertex_weights
 
-__all__ = ["random_assign"]
+if TYPE_CHECKING:
+    from ..memory import GraphSize
+
+__all__ = ["random_assign", "random_memory"]
 
 
 def random_assign(graph: Graph, num_parts: int, *, seed: int = 0,
@@ -44,3 +49,10 @@ def random_assign(graph: Graph, num_parts: int, *, seed: int = 0,
     assignment = np.empty(n, dtype=np.int32)
     assignment[order] = relabel[position]
     return assignment
+
+
+def random_memory(size: GraphSize, num_parts: int) -> int:
+    """Bytes :func:`random_assign` needs besides the graph: about ten int64 arrays of ``[N]``
+    (the permutation, the weights and sort keys of up to three criteria, the deal's ranks and
+    positions)."""
+    return 80 * size.num_nodes

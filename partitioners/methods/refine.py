@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -56,7 +56,10 @@ from ..graph import Graph
 from ..quality import check_assignment
 from ._common import balance_bounds, check_imbalance, vertex_weights
 
-__all__ = ["refine_volume", "rebalance_parts", "volume_table"]
+if TYPE_CHECKING:
+    from ..memory import GraphSize
+
+__all__ = ["refine_volume", "rebalance_parts", "volume_table", "refine_memory"]
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +94,21 @@ def volume_table(ptr: np.ndarray, src: np.ndarray, mult: np.ndarray, part: np.nd
         dst = np.searchsorted(ptr, np.arange(lo, hi), side="right") - 1
         np.add.at(cnt, src[lo:hi].astype(np.int64) * num_parts + part[dst], mult[lo:hi])
     return cnt.reshape(n, num_parts)
+
+
+def refine_memory(size: GraphSize, num_parts: int) -> int:
+    """Bytes :func:`refine_volume` needs besides the graph and the assignment.
+
+    First the deduplicated in-adjacency is built (about ``26 E``: the kept edges, run starts as
+    int64, multiplicities), leaving ``12 E`` (sources, multiplicities, destinations) and ``8 N``.
+    Then the passes: ``cnt`` (int32 ``[N, P]``), the candidates' gains (int64 ``[N, P]`` at
+    most) and ``[N]`` vectors (about ``44 N``), and one chunk of ``_CHUNK_EDGES`` edges of
+    temporaries (``16`` B per edge).
+    """
+    n, e, p = size.num_nodes, size.num_edges, num_parts
+    build = 26 * e + 8 * n
+    passes = 12 * e + 44 * n + 13 * n * p + 16 * min(e, _CHUNK_EDGES)
+    return max(build, passes)
 
 
 def refine_volume(graph: Graph, assignment: Any, num_parts: int, *,

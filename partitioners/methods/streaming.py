@@ -51,13 +51,19 @@ import logging
 import math
 import time
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..graph import Graph
 from ._common import (balance_bounds, normalize_balance, progress_bar, shuffled_chunks,
                       vertex_weights)
 
-__all__ = ["ldg_assign", "fennel_assign", "DEFAULT_CHUNK_NODES", "DEFAULT_BATCH_NODES"]
+if TYPE_CHECKING:
+    from ..memory import GraphSize
+
+__all__ = ["ldg_assign", "fennel_assign", "streaming_memory", "DEFAULT_CHUNK_NODES",
+           "DEFAULT_BATCH_NODES"]
 
 logger = logging.getLogger(__name__)
 
@@ -93,19 +99,8 @@ def _stream(graph: Graph, num_parts: int, *, kind: str, seed: int,
         raise ValueError(f"chunk_nodes={chunk_nodes} and batch_nodes={batch_nodes} must both be >= 1")
     n, P = graph.num_nodes, num_parts
     t0 = time.perf_counter()
-    unit = normalize_balance(balance) == ("nodes",)          # every node weighs the same
-    if unit:  # no weight arrays at all
-        names: tuple[str, ...] = ("nodes",)
-        mean_C = np.array([n / P])
-        bound_C = balance_bounds(np.array([[n]]), P, imbalance) / mean_C
-        w_CN = None
-    else:
-        names, W_CN = vertex_weights(graph, balance)
-        mean_C = W_CN.sum(axis=1).astype(np.float64) / P
-        bound_C = balance_bounds(W_CN, P, imbalance) / mean_C   # in units of the mean part
-        w_CN = W_CN / mean_C[:, None]                             # float64, relative weights
-        left_k_C = (W_CN > 0).sum(axis=1).astype(np.float64)      # nodes still to come, per criterion
-        del W_CN
+    names, mean_C, bound_C, w_CN, left_k_C = _stream_weights(graph, P, balance, imbalance)
+    unit = w_CN is None  # every node weighs the same
     # node-count room kept for the rest of the stream's nodes that weigh in another criterion
     reserve = "nodes" in names and len(names) > 1
     c_nodes = names.index("nodes") if reserve else -1
@@ -128,22 +123,14 @@ def _stream(graph: Graph, num_parts: int, *, kind: str, seed: int,
             key = (row_of_edge[e0:e1][placed] - lo) * P + ps[placed]
             counts = np.bincount(key, minlength=b * P).reshape(b, P)
             w_Cb = np.full((1, b), 1.0 / mean_C[0]) if w_CN is None else w_CN[:, first + lo:first + hi]
-            # Room, and each part's load as seen by each node: with several criteria only those
-            # in which the node weighs something count (an isolated node ignores edge loads).
             if unit:
                 feasible = np.broadcast_to(load_CP[0] + w_Cb[0, 0] <= bound_C[0] + tol, (b, P))
                 fullness = np.broadcast_to(load_CP[0] / bound_C[0], (b, P))
                 size = np.broadcast_to(load_CP[0] * nodes_per_part, (b, P))
             else:
-                w = w_Cb[:, :, None]
-                feasible = np.all((w == 0) | (load_CP[:, None, :] + w <= bound_C[:, None, None] + tol),
-                                  axis=0)
-                if reserve:
-                    feasible = _reserve_rooms(feasible, w_Cb, load_CP, bound_C, left_k_C, c_nodes,
-                                              nodes_per_part, tol)
-                counted = (w_Cb > 0)[:, :, None]
-                fullness = np.where(counted, (load_CP / bound_C[:, None])[:, None, :], 0.0).max(axis=0)
-                size = np.where(counted, load_CP[:, None, :], 0.0).max(axis=0) * nodes_per_part
+                feasible, fullness, size = _weighted_rooms(
+                    w_Cb, load_CP, bound_C, nodes_per_part, tol,
+                    reserve=(left_k_C, c_nodes) if reserve else None)
             if kind == "ldg":
                 score = counts * (1.0 - fullness)
             else:
@@ -177,6 +164,51 @@ def _stream(graph: Graph, num_parts: int, *, kind: str, seed: int,
     logger.info("%s: %d nodes, %d edges in %.2fs (%.1fM edges/s)", kind, n, graph.num_edges, dt,
                 graph.num_edges / max(dt, 1e-9) / 1e6)
     return part
+
+
+def _stream_weights(graph: Graph, num_parts: int, balance: str | tuple[str, ...],
+                    imbalance: float) -> tuple[tuple[str, ...], np.ndarray, np.ndarray,
+                                               np.ndarray | None, np.ndarray | None]:
+    """``(names, mean_C, bound_C, w_CN, left_k_C)`` of the balance criteria.
+
+    ``mean_C`` is the mean part weight, ``bound_C`` the bound in units of it; ``w_CN`` the
+    float64 relative weights and ``left_k_C`` the nodes still to come that weigh in each
+    criterion, both None when only ``nodes`` is balanced (every node weighs the same: no weight
+    arrays at all).
+    """
+    n = graph.num_nodes
+    if normalize_balance(balance) == ("nodes",):
+        mean_C = np.array([n / num_parts])
+        return ("nodes",), mean_C, balance_bounds(np.array([[n]]), num_parts, imbalance) / mean_C, \
+            None, None
+    names, W_CN = vertex_weights(graph, balance)
+    mean_C = W_CN.sum(axis=1).astype(np.float64) / num_parts
+    bound_C = balance_bounds(W_CN, num_parts, imbalance) / mean_C   # in units of the mean part
+    w_CN = W_CN / mean_C[:, None]                                     # float64, relative weights
+    left_k_C = (W_CN > 0).sum(axis=1).astype(np.float64)              # nodes still to come
+    return names, mean_C, bound_C, w_CN, left_k_C
+
+
+def _weighted_rooms(w_Cb: np.ndarray, load_CP: np.ndarray, bound_C: np.ndarray,
+                    nodes_per_part: float, tol: float,
+                    reserve: tuple[np.ndarray, int] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(feasible, fullness, size)``, each ``[b, P]``: where each node of the batch fits, and
+    each part's load as that node sees it (relative, and in node units).
+
+    With several criteria only those in which the node weighs something count (an isolated node
+    ignores edge loads). ``reserve`` is ``(left_k_C, c_nodes)`` when node room is kept for the
+    rest of the stream (:func:`_reserve_rooms`).
+    """
+    w = w_Cb[:, :, None]
+    feasible = np.all((w == 0) | (load_CP[:, None, :] + w <= bound_C[:, None, None] + tol), axis=0)
+    if reserve is not None:
+        left_k_C, c_nodes = reserve
+        feasible = _reserve_rooms(feasible, w_Cb, load_CP, bound_C, left_k_C, c_nodes,
+                                  nodes_per_part, tol)
+    counted = (w_Cb > 0)[:, :, None]
+    fullness = np.where(counted, (load_CP / bound_C[:, None])[:, None, :], 0.0).max(axis=0)
+    size = np.where(counted, load_CP[:, None, :], 0.0).max(axis=0) * nodes_per_part
+    return feasible, fullness, size
 
 
 def _reserve_rooms(feasible: np.ndarray, w_Cb: np.ndarray, load_CP: np.ndarray,
@@ -308,3 +340,13 @@ def _settle_overflow(choice: np.ndarray, score: np.ndarray, w_Cb: np.ndarray,
             cur[:, p] += w
         todo = todo[~stuck]
     return cur - load_CP
+
+
+def streaming_memory(size: GraphSize, num_parts: int) -> int:
+    """Bytes :func:`ldg_assign` and :func:`fennel_assign` need besides the graph (module
+    docstring): the assignment and, with criteria beyond ``nodes``, their int64 weights and
+    float64 relative weights (up to 3 criteria: ``52 N``), plus an int64 per edge of one chunk
+    of :data:`DEFAULT_CHUNK_NODES` nodes (counted at 8 times the mean degree, for skew)."""
+    n, e = size.num_nodes, size.num_edges
+    chunk_edges = min(e, DEFAULT_CHUNK_NODES * 8 * -(-e // max(n, 1)))
+    return 52 * n + 8 * chunk_edges

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from partitioners import Graph, GraphError
-from partitioners import graph as graph_module
+from partitioners import graph_csr as csr_module
 
 
 def edge_list(g: Graph) -> list[tuple[int, int]]:
@@ -318,7 +318,7 @@ def test_every_option_combination_matches_the_model(case, weighted, sym, loops, 
     w32 = np.float32(w).tolist()
     opts = dict(symmetrize=sym, remove_self_loops=loops, remove_duplicates=dups)
     want_indptr, want, want_report = build_model(n, src, dst, w32, **opts)
-    with mock.patch.object(graph_module, "_CHUNK", chunk):
+    with mock.patch.object(csr_module, "CHUNK", chunk):
         g = Graph.from_edges(np.array(src, np.int64), np.array(dst, np.int64), n,
                              edge_weight=np.array(w32, np.float32) if weighted else None, **opts)
         out_degree = g.out_degree()
@@ -338,7 +338,7 @@ def test_large_weighted_build_keeps_duplicates_in_input_order():
     rng = np.random.default_rng(3)
     src, dst = rng.integers(0, 50, 20_000), rng.integers(0, 50, 20_000)
     w = np.arange(20_000, dtype=np.float32)  # the weight is the input position
-    with mock.patch.object(graph_module, "_CHUNK", 1000):
+    with mock.patch.object(csr_module, "CHUNK", 1000):
         g = Graph.from_edges(src, dst, 50, edge_weight=w)
         first = Graph.from_edges(src, dst, 50, edge_weight=w, remove_duplicates=True)
     order = np.lexsort((np.arange(src.size), src, dst))  # by dst, then src, then position
@@ -354,7 +354,7 @@ def test_large_weighted_build_keeps_duplicates_in_input_order():
 
 @pytest.mark.parametrize("chunk", [1, 3, 1 << 20])
 def test_dropped_self_loops_take_their_weights_with_them(chunk):
-    with mock.patch.object(graph_module, "_CHUNK", chunk):
+    with mock.patch.object(csr_module, "CHUNK", chunk):
         g = Graph.from_edges([0, 2, 1, 3], [0, 1, 1, 2], edge_weight=[1.0, 2.0, 3.0, 4.0],
                              remove_self_loops=True)
     assert edge_list(g) == [(2, 1), (3, 2)] and g.edge_weight.tolist() == [2.0, 4.0]
@@ -388,34 +388,34 @@ def test_chunked_helpers_agree_with_numpy(chunk):
     rng = np.random.default_rng(chunk)
     keys = np.sort(rng.integers(0, 12, 60))  # long runs of repeats, across chunk boundaries
     queries = np.unique(rng.integers(0, 20, 15))
-    with mock.patch.object(graph_module, "_CHUNK", chunk):
-        np.testing.assert_array_equal(graph_module._dedupe_sorted(keys.copy()), np.unique(keys))
-        np.testing.assert_array_equal(graph_module._sorted_isin(queries, keys), np.isin(queries, keys))
-        np.testing.assert_array_equal(graph_module._reverse_keys(keys, 4), (keys % 4) * 4 + keys // 4)
+    with mock.patch.object(csr_module, "CHUNK", chunk):
+        np.testing.assert_array_equal(csr_module._dedupe_sorted(keys.copy()), np.unique(keys))
+        np.testing.assert_array_equal(csr_module._sorted_isin(queries, keys), np.isin(queries, keys))
+        np.testing.assert_array_equal(csr_module._reverse_keys(keys, 4), (keys % 4) * 4 + keys // 4)
 
 
 def test_stable_order_by_matches_a_stable_argsort_and_falls_back_near_overflow():
     v = np.array([3, 1, 3, 0, 1, 3], dtype=np.int64)
     want = np.argsort(v, kind="stable")
-    np.testing.assert_array_equal(graph_module._stable_order_by(v.copy(), 4), want)
+    np.testing.assert_array_equal(csr_module._stable_order_by(v.copy(), 4), want)
     # composites value * M + position would overflow int64: the argsort fallback is taken
     big = np.array([2**62 - 1, 5, 2**62 - 1, 0, 2**61], dtype=np.int64)
-    np.testing.assert_array_equal(graph_module._stable_order_by(big.copy(), 2**62),
+    np.testing.assert_array_equal(csr_module._stable_order_by(big.copy(), 2**62),
                                   np.argsort(big, kind="stable"))
-    assert graph_module._stable_order_by(np.empty(0, np.int64), 4).size == 0
+    assert csr_module._stable_order_by(np.empty(0, np.int64), 4).size == 0
 
 
 def test_edge_keys_fit_int64_up_to_the_node_limit_and_past_it_is_an_error():
-    n = graph_module._MAX_NODES
+    n = csr_module.MAX_NODES
     src = np.array([n - 1, 0, n - 1], np.int64)
     dst = np.array([n - 1, n - 1, 0], np.int64)
-    buffer, num_keys, _, loops = graph_module._edge_keys(src, dst, n, None, drop_self_loops=False,
-                                                         room=2)
+    buffer, num_keys, _, loops = csr_module.edge_keys(src, dst, n, None, drop_self_loops=False,
+                                                       room=2)
     assert buffer.size == 5 and num_keys == 3 and loops == 0  # 2 entries of room after the keys
     keys = buffer[:num_keys]
     assert keys.tolist() == [(n - 1) * n + n - 1, (n - 1) * n, n - 1]
     assert max(keys.tolist()) <= 2**63 - 1 < (n + 1) ** 2 - 1  # n is the largest that fits
-    assert graph_module._reverse_keys(keys, n).tolist() == [(n - 1) * n + n - 1, n - 1, (n - 1) * n]
+    assert csr_module._reverse_keys(keys, n).tolist() == [(n - 1) * n + n - 1, n - 1, (n - 1) * n]
     with pytest.raises(GraphError, match=r"num_nodes = 3037000500 is too large: at most 3037000499"):
         Graph.from_edges([0], [1], num_nodes=n + 1)
 
@@ -424,7 +424,7 @@ def test_edge_keys_fit_int64_up_to_the_node_limit_and_past_it_is_an_error():
 def test_partitioners_does_not_import_torch():
     code = textwrap.dedent("""
         import sys
-        import partitioners, partitioners.graph, partitioners.io
+        import partitioners, partitioners.graph, partitioners.graph_csr, partitioners.io
         bad = sorted(m for m in sys.modules if m == "torch" or m.startswith("torch."))
         assert not bad, bad
         print("ok")

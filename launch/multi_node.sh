@@ -4,6 +4,13 @@
 # The world size (NNODES * NPROC_PER_NODE) must equal the folder's num_parts, and DATA_DIR must
 # be readable on every node (a shared filesystem, or a copy of the same folder: each rank only
 # reads partition.json and its own part-XXXXX/).
+#
+# SECURITY: the rendezvous store (a torch TCPStore on RDZV_HOST:RDZV_PORT) and the ranks' gloo/NCCL
+# sockets listen on the network, on every interface, with no authentication: anyone who can reach
+# them can join or disturb the job. Run this only on a trusted, isolated network (a cluster's
+# private fabric, a VPN, or a firewall that admits only the job's nodes). GLOO_SOCKET_IFNAME /
+# NCCL_SOCKET_IFNAME choose the interface the ranks use (e.g. the private one). On one machine
+# use `gnn-dist train` or launch/single_node.sh instead: everything there listens on 127.0.0.1.
 set -euo pipefail
 DATA=${1:?usage: launch/multi_node.sh DATA_DIR [train options...]}
 shift

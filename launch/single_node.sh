@@ -10,4 +10,10 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( $(nproc) / NPROC > 0 ? $(nproc) / 
 # torch's CPU allocator: 2 MiB pages for blocks >= 2 MiB (fewer page faults); with it each rank
 # also fixes glibc's malloc thresholds (gnn_dist/distributed/allocator.py). Set it to 0 to opt out.
 export THP_MEM_ALLOC_ENABLE=${THP_MEM_ALLOC_ENABLE:-1}
-exec torchrun --standalone --nproc-per-node "$NPROC" -m gnn_dist.train --data "$DATA" "$@"
+# Every socket on loopback: torchrun --standalone would listen on all interfaces, unauthenticated.
+# gnn_dist.distributed.local_run is torchrun with its stores bound to 127.0.0.1 (docs/cli.md, train);
+# the ranks' gloo/NCCL listeners go on lo unless you set these yourself.
+export GLOO_SOCKET_IFNAME=${GLOO_SOCKET_IFNAME:-lo} NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
+exec python3 -m gnn_dist.distributed.local_run -- --nnodes=1 --nproc-per-node="$NPROC" \
+  --rdzv-backend=gnn-dist-loopback --rdzv-endpoint=127.0.0.1:0 --rdzv-id=gnn-dist-train \
+  --local-addr=127.0.0.1 -m gnn_dist.train --data "$DATA" "$@"

@@ -8,8 +8,10 @@ is ``docs/cli.md``.
 Exit codes: 0 success; 1 the work failed (a partition folder is invalid, missing or of another
 version; ``inspect --verify`` found problems; an OS error while writing; an internal error);
 2 bad usage or input (flags, unknown dataset, missing or malformed input file, ``--parts``
-larger than the graph, an output folder that may not be replaced); 130 interrupted;
-``train`` returns torchrun's exit code.
+larger than the graph, an estimated peak memory above ``--max-memory``, an output folder that
+may not be replaced); 130 interrupted;
+``train`` returns torchrun's exit code, or 128 + the signal that stopped it (130 SIGINT, 143
+SIGTERM: ``partitioners/launch.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import argparse
 import json
 import logging
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -129,6 +130,15 @@ _positive_int = _int_at_least(1, "a positive integer")
 _nonneg_int = _int_at_least(0, "a non-negative integer")
 
 
+def _memory_size(value: str) -> int:
+    from .memory import parse_size
+
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 # ------------------------------------------------------------------------------------ parser
 def build_parser() -> argparse.ArgumentParser:
     """The ``gnn-dist`` parser: verbs ``datasets``, ``partition``, ``inspect``, ``train``."""
@@ -165,6 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--remove-self-loops", action="store_true", help="drop self-loop edges (--input only)")
     p.add_argument("--remove-duplicates", action="store_true", help="drop repeated edges (--input only)")
     p.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default: 0)")
+    p.add_argument("--max-memory", type=_memory_size, default=None, metavar="SIZE",
+                   help="refuse to start when the estimated peak memory is larger, e.g. 8GB, "
+                        "512MiB or bytes (default: the available memory)")
     p.add_argument("--out", required=True, metavar="DIR", help="the partition folder to write")
     p.add_argument("--overwrite", action="store_true", help="replace an existing partition folder at --out")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -178,9 +191,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", parents=[verbose], allow_abbrev=False,
                        help="train on a partition folder with torchrun on this machine",
-                       description="Runs `python -m torch.distributed.run --standalone "
-                                   "--nproc-per-node P -m gnn_dist.train --data DIR ...`; every "
-                                   "other argument is passed on to gnn_dist.train.",
+                       description="Runs torchrun on this machine (`python -m "
+                                   "gnn_dist.distributed.local_run`: torchrun --standalone with "
+                                   "every socket on 127.0.0.1) with `--nproc-per-node P -m "
+                                   "gnn_dist.train --data DIR ...`; every other argument is passed "
+                                   "on to gnn_dist.train. -v shows torchrun's full output.",
                        epilog="Training flags: see docs/cli.md or `python -m gnn_dist.train -h`.")
     t.add_argument("--data", required=True, metavar="DIR", help="partition folder")
     t.add_argument("--nproc", type=_positive_int, default=None, metavar="P",
@@ -201,6 +216,7 @@ def _check_request(args: argparse.Namespace) -> None:
                              f"--dataset {args.dataset}")
         info = dataset_info(args.dataset)  # ValueError listing the names
         _check_parts(args.parts, info.num_nodes, f"dataset {info.name}")
+        _check_memory(args, info.sizes(), log_estimate=False)  # before generating it
     elif not Path(args.input).exists():
         raise FileNotFoundError(f"--input {args.input}: no such file or directory")
     check_out_dir(args.out, args.overwrite)
@@ -210,6 +226,14 @@ def _check_parts(num_parts: int, num_nodes: int, what: str) -> None:
     if num_parts > num_nodes:
         raise UsageError(f"--parts {num_parts} is more than the {num_nodes} nodes of {what}; "
                          f"use at most {num_nodes} parts")
+
+
+def _check_memory(args: argparse.Namespace, graph: Any, *, log_estimate: bool = True) -> None:
+    """Refuse (MemoryLimitError, exit 2) a run whose estimated peak exceeds ``--max-memory``."""
+    from .memory import guard_memory
+
+    guard_memory(graph, args.method, args.parts, refine=args.refine, limit=args.max_memory,
+                 what=args.dataset or args.input, log_estimate=log_estimate)
 
 
 def _load_graph(args: argparse.Namespace) -> Any:
@@ -238,37 +262,6 @@ def _read_stage(args: argparse.Namespace) -> Any:
     return graph
 
 
-def _format_report(report: dict[str, Any]) -> list[str]:
-    """Human lines of a quality report (``partition_graph``'s, or a ``partition.json``)."""
-    q = report.get("quality", report)
-    head = (f"parts: {report.get('num_parts')}  nodes: {report.get('num_nodes')}  "
-            f"edges: {report.get('num_edges')}  method: {report.get('method')}")
-    needed = ("edge_cut", "comm_volume", "max_halo_fraction", "mean_halo_fraction",
-              "node_balance", "edge_balance", "train_balance")
-    if not isinstance(q, dict) or not all(isinstance(q.get(k), (int, float)) for k in needed):
-        return [head, "no complete quality report recorded"]
-    lines = [
-        head,
-        f"edge cut: {q['edge_cut']}  communication volume (halo rows per exchange): {q['comm_volume']}",
-        f"halo fraction: max {q['max_halo_fraction']:.4f}  mean {q['mean_halo_fraction']:.4f}",
-        f"balance (max/mean): nodes {q['node_balance']:.3f}  edges {q['edge_balance']:.3f}"
-        f"  train {q['train_balance']:.3f}",
-    ]
-    sizes = q.get("part_sizes") or []
-    if sizes:
-        lines.append(f"part sizes: min {min(sizes)}  max {max(sizes)}")
-    if q.get("empty_parts"):
-        empty = [p for p, s in enumerate(sizes) if s == 0]
-        lines.append(f"empty parts: {q['empty_parts']} (parts {empty})")
-    times = q.get("time_s") or {}
-    if times:
-        lines.append("time: " + "  ".join(f"{k} {v:.2f}s" for k, v in times.items())
-                     + f"  (total {sum(times.values()):.2f}s)")
-    if q.get("peak_rss_bytes"):
-        lines.append(f"peak RSS: {q['peak_rss_bytes'] / 2**20:.0f} MiB")
-    return lines
-
-
 def cmd_partition(args: argparse.Namespace) -> int:
     if args.no_progress:
         return _partition(args)
@@ -280,6 +273,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 def _partition(args: argparse.Namespace) -> int:
     from .api import partition_graph
+    from .report import report_lines
 
     _check_request(args)
     t0 = time.perf_counter()
@@ -290,10 +284,11 @@ def _partition(args: argparse.Namespace) -> int:
     if graph.preprocessing:
         log.info("preprocessing: " + ", ".join(f"{k} {v}" for k, v in graph.preprocessing.items()))
     _check_parts(args.parts, graph.num_nodes, args.dataset or args.input)
+    _check_memory(args, graph)
     report = partition_graph(graph, args.parts, args.method, args.out, seed=args.seed,
                              refine=args.refine, balance=args.balance, overwrite=args.overwrite,
                              progress=not args.no_progress, read_time_s=read_s)
-    for line in _format_report(report):
+    for line in report_lines(report):
         log.info(line)
     if report.get("empty_parts"):
         log.warning(f"{report['empty_parts']} of {args.parts} parts are empty: their ranks will "
@@ -307,35 +302,9 @@ def _partition(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------------- inspect
-def _describe(meta: Any, verbose: bool) -> None:
-    raw = meta.raw
-    created = raw.get("created_by") or {}
-    log.info(f"{meta.path}: {raw.get('format')} version {meta.version} (written by "
-             f"{created.get('tool', '?')} {created.get('version', '?')}), name {meta.name or '-'}")
-    kind = "directed" if meta.directed else "undirected"
-    if raw.get("symmetrized"):
-        kind += " (symmetrized)"
-    features = f"dim {meta.feature_dim} {meta.feature_dtype}" if meta.feature_dim else "none"
-    labels = f"{meta.num_classes} classes ({meta.label_kind})" if meta.label_kind else "none"
-    log.info(f"graph: {meta.num_nodes} nodes, {meta.num_edges} edges, {kind}, "
-             f"{'weighted' if meta.weighted else 'unweighted'}; features {features}; labels {labels}")
-    log.info(f"method: {meta.method} {json.dumps(meta.method_params, sort_keys=True)}, seed {meta.seed}")
-    entries = list(meta.files.values()) + [e for pm in meta.parts for e in pm.files.values()]
-    log.info(f"files: {len(entries)} arrays, {sum(e.size for e in entries) / 2**20:.2f} MiB "
-             f"(sizes and sha256 recorded in partition.json)")
-    for pm in meta.parts:
-        lo, hi = pm.global_id_range
-        log.info(f"part {pm.part_id}: inner {pm.num_inner}  halo {pm.num_halo}  edges {pm.num_local_edges}"
-                 f"  global ids [{lo}, {hi})  train {pm.num_train}")
-    if verbose:
-        for e in entries:
-            log.info(f"  {e.path}: {e.dtype}{list(e.shape)}  {e.size} B  sha256 {e.sha256[:16]}...")
-    for line in _format_report(raw):
-        log.info(line)
-
-
 def cmd_inspect(args: argparse.Namespace) -> int:
     from .format import load_partition_meta, verify_partition
+    from .report import describe_lines
 
     try:
         meta = load_partition_meta(args.dir)
@@ -350,7 +319,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         _emit_json({"path": args.dir, "ok": not problems, "verified": args.verify,
                     "problems": problems, "meta": meta.raw})
     else:
-        _describe(meta, args.verbose)
+        for line in describe_lines(meta, args.verbose):
+            log.info(line)
     if args.verify and not problems:
         log.info(f"verify: OK (sha256 of every file, shapes, id ranges and cross-part consistency "
                  f"of {meta.num_parts} parts)")
@@ -381,14 +351,34 @@ def cmd_datasets(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------------------- train
-def train_command(data: str, nproc: int, rest: Sequence[str]) -> list[str]:
-    """The torchrun command ``gnn-dist train`` runs (``rest``: flags for ``gnn_dist.train``)."""
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+LOOPBACK_RDZV_BACKEND = "gnn-dist-loopback"
+"""``gnn_dist.distributed.local_run.LOOPBACK_BACKEND`` (not imported: it would import torch)."""
+
+
+def train_command(data: str, nproc: int, rest: Sequence[str], *, verbose: bool = False,
+                  watch_pid: int | None = None) -> list[str]:
+    """The agent command ``gnn-dist train`` runs (``rest``: flags for ``gnn_dist.train``).
+
+    torchrun (``gnn_dist.distributed.local_run`` runs it in-process) on one node, as
+    ``--standalone`` would, but with every store on 127.0.0.1: the loopback rendezvous backend,
+    an ephemeral port, and ``--local-addr`` (the ranks' ``MASTER_ADDR``). ``watch_pid``: the
+    agent stops the ranks when that process (``gnn-dist``) is gone. Unless ``verbose`` the agent
+    reports a failure as one line per rank (``--summarize``).
+    """
+    agent = [sys.executable, "-m", "gnn_dist.distributed.local_run"]
+    if watch_pid is not None:
+        agent += ["--watch-pid", str(watch_pid)]
+    if not verbose:
+        agent.append("--summarize")
+    return [*agent, "--", "--nnodes=1", f"--nproc-per-node={nproc}",
+            f"--rdzv-backend={LOOPBACK_RDZV_BACKEND}", "--rdzv-endpoint=127.0.0.1:0",
+            "--rdzv-id=gnn-dist-train", "--local-addr=127.0.0.1",
             "-m", "gnn_dist.train", "--data", data, *rest]
 
 
 def cmd_train(args: argparse.Namespace, rest: Sequence[str]) -> int:
     from .format import load_partition_meta
+    from .launch import run_torchrun
 
     num_parts = load_partition_meta(args.data).num_parts
     nproc = args.nproc or num_parts
@@ -396,9 +386,13 @@ def cmd_train(args: argparse.Namespace, rest: Sequence[str]) -> int:
         raise UsageError(f"--nproc {nproc} differs from the {num_parts} parts of {args.data}: "
                          f"gnn_dist.train runs one rank per part; drop --nproc or re-partition "
                          f"with --parts {nproc}")
-    cmd = train_command(args.data, nproc, rest)
+    cmd = train_command(args.data, nproc, rest, verbose=args.verbose, watch_pid=os.getpid())
     log.info("running: " + " ".join(cmd))
-    return subprocess.call(cmd, env=train_env(os.environ, nproc))
+    return run_torchrun(cmd, train_env(os.environ, nproc), verbose=args.verbose)
+
+
+LOOPBACK_ENV = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
+"""Where the ranks' gloo and NCCL sockets listen on Linux unless the user says otherwise."""
 
 
 def train_env(environ: Mapping[str, str], nproc: int) -> dict[str, str]:
@@ -407,10 +401,16 @@ def train_env(environ: Mapping[str, str], nproc: int) -> dict[str, str]:
     ``OMP_NUM_THREADS``: this machine's CPUs / ``nproc``. ``THP_MEM_ALLOC_ENABLE=1``: torch's CPU
     allocator asks for 2 MiB pages for blocks of 2 MiB and more (fewer page faults), and with it
     each rank fixes glibc's malloc thresholds (``gnn_dist/distributed/allocator.py``).
+    On Linux, :data:`LOOPBACK_ENV`: the ranks' gloo/NCCL listeners bind the loopback interface
+    instead of the address the hostname resolves to (the agent's stores are on 127.0.0.1 too:
+    :func:`train_command`); nothing of a one-machine job listens on the network.
     """
     env = dict(environ)
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
     env.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+    if sys.platform.startswith("linux"):
+        for name, value in LOOPBACK_ENV.items():
+            env.setdefault(name, value)
     return env
 
 

@@ -22,7 +22,6 @@ import pytest
 import scipy.sparse as sp
 
 from partitioners import load_part, load_partition_meta
-from partitioners import cli
 from partitioners.catalog import list_datasets
 from partitioners.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
 from partitioners.format import npyio
@@ -463,32 +462,64 @@ def test_help_exits_zero(capsys):
 
 
 # ------------------------------------------------------------------------------------- train
+def _fake_launcher(monkeypatch, code: int = 0) -> list:
+    """Replace the agent supervisor; returns the list of its ``(cmd, env, verbose)`` calls."""
+    from partitioners import launch
+
+    calls = []
+    monkeypatch.setattr(launch, "run_torchrun",
+                        lambda cmd, env, verbose=False: calls.append((cmd, env, verbose)) or code)
+    return calls
+
+
 def test_train_runs_torchrun_with_the_folder_part_count(capsys, monkeypatch, good_dir):
     monkeypatch.delenv("THP_MEM_ALLOC_ENABLE", raising=False)
-    calls = []
-    monkeypatch.setattr(cli.subprocess, "call", lambda cmd, env: calls.append((cmd, env)) or 7)
+    calls = _fake_launcher(monkeypatch, 7)
     code, out, err = run(capsys, "train", "--data", good_dir, "--model", "sage", "--epochs", "3")
     assert code == 7 and out == ""  # torchrun's exit code
-    (cmd, env), = calls
-    assert cmd == [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=3",
+    (cmd, env, verbose), = calls
+    assert cmd == [sys.executable, "-m", "gnn_dist.distributed.local_run", "--watch-pid", str(os.getpid()),
+                   "--summarize", "--", "--nnodes=1", "--nproc-per-node=3",
+                   "--rdzv-backend=gnn-dist-loopback", "--rdzv-endpoint=127.0.0.1:0",
+                   "--rdzv-id=gnn-dist-train", "--local-addr=127.0.0.1",
                    "-m", "gnn_dist.train", "--data", str(good_dir), "--model", "sage", "--epochs", "3"]
+    assert not verbose
     assert "OMP_NUM_THREADS" in env
     assert env["THP_MEM_ALLOC_ENABLE"] == "1"  # torch's huge-page CPU allocations for the ranks
+
+
+def test_train_verbose_shows_torchruns_own_report(capsys, monkeypatch, good_dir):
+    calls = _fake_launcher(monkeypatch)
+    assert run(capsys, "-v", "train", "--data", good_dir)[0] == EXIT_OK
+    assert run(capsys, "train", "--data", good_dir, "-v")[0] == EXIT_OK
+    for cmd, _, verbose in calls:
+        assert verbose and "--summarize" not in cmd
 
 
 @pytest.mark.parametrize("user", ["0", "1"])
 def test_train_keeps_the_users_huge_page_and_thread_settings(capsys, monkeypatch, good_dir, user):
     monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", user)
     monkeypatch.setenv("OMP_NUM_THREADS", "5")
-    calls = []
-    monkeypatch.setattr(cli.subprocess, "call", lambda cmd, env: calls.append(env) or 0)
+    calls = _fake_launcher(monkeypatch)
     assert run(capsys, "train", "--data", good_dir)[0] == EXIT_OK
-    (env,) = calls
+    ((_, env, _),) = calls
     assert env["THP_MEM_ALLOC_ENABLE"] == user and env["OMP_NUM_THREADS"] == "5"
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the loopback interface is named lo on Linux")
+def test_train_puts_the_ranks_sockets_on_loopback_unless_the_user_chose(capsys, monkeypatch, good_dir):
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "ib0")
+    calls = _fake_launcher(monkeypatch)
+    assert run(capsys, "train", "--data", good_dir)[0] == EXIT_OK
+    ((_, env, _),) = calls
+    assert env["GLOO_SOCKET_IFNAME"] == "lo" and env["NCCL_SOCKET_IFNAME"] == "ib0"
+
+
 def test_train_refuses_a_bad_folder_or_rank_count(capsys, monkeypatch, tmp_path, good_dir):
-    monkeypatch.setattr(cli.subprocess, "call", lambda *a, **k: pytest.fail("torchrun must not start"))
+    from partitioners import launch
+
+    monkeypatch.setattr(launch, "run_torchrun", lambda *a, **k: pytest.fail("torchrun must not start"))
     code, _, err = run(capsys, "train", "--data", tmp_path / "none")
     assert code == EXIT_FAILED and "no such partition folder" in err
     code, _, err = run(capsys, "train", "--data", good_dir, "--nproc", "2")

@@ -1,0 +1,252 @@
+"""torchrun for one machine, with every listening socket on loopback: the agent ``gnn-dist train`` runs.
+
+Usage (``gnn-dist train`` builds this command; see ``partitioners/launch.py``)::
+
+    python -m gnn_dist.distributed.local_run [--watch-pid PID] [--summarize] -- TORCHRUN_ARGS...
+
+``TORCHRUN_ARGS`` are ``torch.distributed.run``'s own, passed on unchanged; run in this process,
+torchrun's agent behaves as ``python -m torch.distributed.run TORCHRUN_ARGS`` does, plus:
+
+- **The rendezvous backend** ``--rdzv-backend`` :data:`LOOPBACK_BACKEND` (registered here with
+  torchrun's handler registry). Why: ``torchrun --standalone`` starts two ``TCPStore`` servers in
+  the agent (the c10d rendezvous store, and the store it shares with the ranks as
+  ``MASTER_ADDR:MASTER_PORT``), and torch's C++ ``TCPStore`` server binds the wildcard address
+  (``::``/``0.0.0.0``, libuv and legacy backends alike: ``TCPStoreLibUvBackend.cpp``
+  ``makeWithPort``); no flag or variable changes that, and the store has no authentication. It
+  does accept an already-listening socket (``master_listen_fd``), so this backend binds both
+  stores' sockets to the endpoint's loopback address itself (``--rdzv-endpoint 127.0.0.1:0``:
+  ``::1`` works too; any other host is refused) and hands them over. The ranks' own sockets are
+  the launcher's job: ``GLOO_SOCKET_IFNAME=lo`` / ``NCCL_SOCKET_IFNAME=lo`` and
+  ``--local-addr 127.0.0.1`` (which becomes the ranks' ``MASTER_ADDR``).
+- **The ranks know their agent.** :data:`~.parent_watch.AGENT_PID_ENV` is set to this pid for
+  them, so a rank whose agent died before its watch started still notices
+  (:mod:`.parent_watch`).
+- ``--watch-pid PID``: when process ``PID`` (``gnn-dist train``) is gone, the agent stops as on
+  SIGTERM (torchrun forwards it to the ranks), and exits after :data:`STOP_TIMEOUT_S` at most.
+- ``--summarize``: when ranks fail, print one line per failed rank, ``rank R failed: Type:
+  message`` (from the error files ``@record`` wrote, else the exit code or signal), first
+  failure first, instead of torchrun's ``ChildFailedError`` traceback and report, drop
+  torchrun's per-worker "failed"/"closing signal" log lines the summary replaces, and exit 1
+  (the code torchrun's uncaught ``ChildFailedError`` gives). On SIGINT/SIGTERM/SIGHUP torchrun
+  stops the ranks as usual and this exits ``128 + signal`` without a traceback. Without
+  ``--summarize`` (``gnn-dist -v train``) everything is torchrun's, unfiltered.
+
+Multi-node jobs do not use this (``launch/multi_node.sh``): their store must listen on the
+network, unauthenticated, so it must sit on a trusted network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+__all__ = ["LOOPBACK_BACKEND", "STOP_TIMEOUT_S", "loopback_store", "main", "register_backend",
+           "summarize_failures"]
+
+logger = logging.getLogger(__name__)
+
+LOOPBACK_BACKEND = "gnn-dist-loopback"
+"""Name of the single-machine rendezvous backend whose stores listen on loopback only."""
+STOP_TIMEOUT_S = 30.0
+"""After ``--watch-pid``'s process is gone: longest wait for torchrun to stop before ``os._exit``."""
+
+_LOOPBACK_NAMES = {"localhost": "127.0.0.1"}
+_WORKER_LOG = "torch.distributed.elastic.multiprocessing.api"
+_REPLACED_RECORDS = ("failed (exitcode", "Sending process")
+"""Starts of the messages of torchrun's worker log that ``--summarize`` replaces."""
+_NO_RECORD = "<NONE>"
+"""torchrun's ``error_file_data`` message when a rank left no error file."""
+
+
+def _loopback_ip(host: str, what: str) -> str:
+    ip = _LOOPBACK_NAMES.get(host.lower(), host)
+    try:
+        if ipaddress.ip_address(ip).is_loopback:
+            return ip
+    except ValueError:
+        pass
+    raise ValueError(
+        f"{what} {host!r} is not a loopback address: the {LOOPBACK_BACKEND} rendezvous serves "
+        f"one machine; use 127.0.0.1 (or ::1), or --rdzv-backend c10d for a multi-node job")
+
+
+def loopback_store(host: str, port: int, *, timeout: timedelta = timedelta(seconds=60),
+                   what: str = "host") -> Any:
+    """A ``TCPStore`` server listening on loopback ``host`` only (``port`` 0: a free port).
+
+    The socket is bound and listening before torch sees it (``master_listen_fd``); the store
+    owns it from then on. ``what`` names ``host`` in the error for a non-loopback one.
+    """
+    from torch.distributed import TCPStore
+
+    ip = _loopback_ip(host, what)
+    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((ip, port))
+        sock.listen(socket.SOMAXCONN)
+        bound_port = sock.getsockname()[1]
+    except BaseException:
+        sock.close()
+        raise
+    fd = sock.detach()
+    try:
+        return TCPStore(ip, bound_port, is_master=True, multi_tenant=True, timeout=timeout,
+                        master_listen_fd=fd)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _create_loopback_handler(params: Any) -> Any:
+    """torchrun's c10d dynamic rendezvous, both of its stores on loopback."""
+    from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import create_handler
+    from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
+
+    if params.max_nodes != 1:
+        raise ValueError(f"--nnodes {params.min_nodes}:{params.max_nodes}: the {LOOPBACK_BACKEND} "
+                         f"rendezvous serves one machine; use --nnodes 1, or --rdzv-backend c10d "
+                         f"for a multi-node job")
+    host, port = parse_rendezvous_endpoint(params.endpoint, default_port=0)
+    read_timeout = params.get_as_int("read_timeout", 60)
+    store = loopback_store(host, port, timeout=timedelta(seconds=read_timeout),
+                           what="--rdzv-endpoint host")
+    if os.environ.get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE") == "1":
+        logger.warning("TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: rank 0 will start its own store, "
+                       "listening on every interface; unset it to keep every socket on loopback")
+
+    class LoopbackBackend(C10dRendezvousBackend):
+        @property
+        def name(self) -> str:  # torchrun checks that the handler reports the requested name
+            return LOOPBACK_BACKEND
+
+    handler = create_handler(store, LoopbackBackend(store, params.run_id), params)
+    # The store the ranks share (MASTER_ADDR:MASTER_PORT): torch creates it in this hook.
+    handler._create_tcp_store_server = lambda master_addr, master_port: loopback_store(
+        master_addr, master_port, what="--local-addr (the ranks' MASTER_ADDR)")
+    return handler
+
+
+def register_backend() -> None:
+    """Make ``--rdzv-backend`` :data:`LOOPBACK_BACKEND` known to torchrun in this process."""
+    from torch.distributed.elastic.rendezvous import rendezvous_handler_registry
+
+    rendezvous_handler_registry.register(LOOPBACK_BACKEND, _create_loopback_handler)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def summarize_failures(failures: dict[int, Any]) -> list[str]:
+    """``rank R failed: ...`` per failed rank (``failures``: a ``ChildFailedError``'s), first
+    failure first (then by rank)."""
+    lines = []
+    for rank, failure in sorted(failures.items(), key=lambda kv: (kv[1].timestamp, kv[0])):
+        recorded = failure.error_file_data.get("message")
+        if isinstance(recorded, dict):  # the form @record writes: {"message": "Type: msg", ...}
+            recorded = recorded.get("message")
+        if isinstance(recorded, str) and recorded.strip() and recorded != _NO_RECORD:
+            what = _one_line(recorded)
+        elif failure.exitcode < 0:
+            what = f"killed by {failure.signal_name()} (pid {failure.pid})"
+        else:
+            what = (f"exit code {failure.exitcode}, no error file (pid {failure.pid}); the ranks' "
+                    f"log lines above say why")
+        lines.append(f"rank {rank} failed: {what}")
+    return lines
+
+
+class _DropReplaced(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(_REPLACED_RECORDS)
+
+
+class _Formatter(logging.Formatter):
+    """``[gnn-dist] message``, ``warning:``/``error:`` in front of those levels (as the CLI's)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        msg = super().format(record)
+        if record.levelno >= logging.WARNING:
+            return f"[gnn-dist] {record.levelname.lower()}: {msg}"
+        return f"[gnn-dist] {msg}"
+
+
+def _init_logger() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter("%(message)s"))
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def _stop_agent(watched_pid: int) -> None:
+    """``--watch-pid``'s process is gone: stop torchrun as SIGTERM does, bounded."""
+    logger.warning("the launcher (pid %d) is gone; stopping the ranks", watched_pid)
+    os.kill(os.getpid(), signal.SIGTERM)
+    timer = threading.Timer(STOP_TIMEOUT_S, os._exit, args=(128 + signal.SIGTERM,))
+    timer.daemon = True
+    timer.start()
+
+
+def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+    argv = list(argv)
+    if "--" not in argv:
+        raise SystemExit("usage: python -m gnn_dist.distributed.local_run [--watch-pid PID] "
+                         "[--summarize] -- TORCHRUN_ARGS...: the '--' before torchrun's "
+                         "arguments is missing")
+    split = argv.index("--")
+    p = argparse.ArgumentParser(prog="gnn_dist.distributed.local_run",
+                                description="torchrun with its stores on loopback (see the module "
+                                            "docstring)")
+    p.add_argument("--watch-pid", type=int, default=None, metavar="PID",
+                   help="stop the ranks when process PID is gone")
+    p.add_argument("--summarize", action="store_true",
+                   help="one line per failed rank instead of torchrun's failure report")
+    return p.parse_args(argv[:split]), argv[split + 1:]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run torchrun with ``argv`` (default: ``sys.argv[1:]``); return its exit code."""
+    args, torchrun_args = _parse(sys.argv[1:] if argv is None else argv)
+    _init_logger()
+    from torch.distributed import run as torchrun
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    from .parent_watch import AGENT_PID_ENV, start_parent_watch
+
+    register_backend()
+    os.environ[AGENT_PID_ENV] = str(os.getpid())  # inherited by the ranks
+    if args.watch_pid is not None:
+        start_parent_watch(_stop_agent, parent_pid=args.watch_pid)
+    if args.summarize:
+        logging.getLogger(_WORKER_LOG).addFilter(_DropReplaced())
+    try:
+        torchrun.run(torchrun.parse_args(torchrun_args))
+    except ChildFailedError as exc:
+        if not args.summarize or not exc.failures:
+            raise
+        for line in summarize_failures(exc.failures):
+            logger.error(line)
+        return 1
+    except SignalException as exc:
+        if not args.summarize:
+            raise
+        return 128 + int(exc.sigval)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -16,12 +16,15 @@ from pathlib import Path
 
 
 def losses(path: str | Path) -> dict[int, float]:
-    """``{epoch: train_loss}`` of a metrics file (one JSON object per line)."""
+    """``{epoch: train_loss}`` of a metrics file (one JSON object per line; the config record
+    that opens it is skipped)."""
     out = {}
     for n, line in enumerate(Path(path).read_text().splitlines(), 1):
         if line.strip():
             try:
                 rec = json.loads(line)
+                if isinstance(rec, dict) and "config" in rec and "epoch" not in rec:
+                    continue
                 out[int(rec["epoch"])] = float(rec["train_loss"])
             except (ValueError, KeyError, TypeError) as exc:
                 raise SystemExit(f"{path}:{n}: not a metrics line with epoch and train_loss ({exc})")

@@ -52,7 +52,6 @@ def _time(fn, device: torch.device, reps: int) -> float:
 def check_models(device: torch.device, graph, backend: str = "torch") -> dict[str, float]:
     """Max relative difference of logits and gradients between ``device`` (kernel ``backend``)
     and the CPU with the torch kernels (on ``--device cpu``: each CPU backend against torch)."""
-    from gnn_dist.kernels import use_backend
     from gnn_dist.models import FullGraph, build_model
     from gnn_dist.nn import Block
 
@@ -67,9 +66,8 @@ def check_models(device: torch.device, graph, backend: str = "torch") -> dict[st
         for dev, kernels in ((torch.device("cpu"), "torch"), (device, backend)):   # reference: torch on CPU
             m = model.to(dev)
             m.zero_grad()
-            with use_backend(kernels):
-                logits = m(FullGraph(block.to(dev)), x.to(dev))
-                logits.square().sum().backward()
+            logits = m(FullGraph(block.to(dev).with_kernels(kernels)), x.to(dev))
+            logits.square().sum().backward()
             grads = torch.cat([p.grad.reshape(-1) for p in m.parameters()]).cpu()
             results.append((logits.detach().cpu(), grads))
         (l0, g0), (l1, g1) = results
@@ -120,24 +118,24 @@ def compare_backends(device: torch.device, backends: list[str], num_nodes: int, 
     """Seconds per unit (median of ``reps``, units interleaved across backends) for each kernel backend."""
     from kernels import csr_block, random_graph
 
-    from gnn_dist.kernels import backend_for, use_backend
     from gnn_dist.models import GAT, GCN, FullGraph
     from gnn_dist.nn import prepare
     from gnn_dist.nn.sparse import _csr_t, edge_softmax, sddmm, spmm, spmm_scaled
 
     heads = 4
-    block = prepare(csr_block(num_nodes, *random_graph(num_nodes, num_edges, seed=0)).to(device))
+    base = csr_block(num_nodes, *random_graph(num_nodes, num_edges, seed=0)).to(device)
+    blocks = {name: prepare(base.with_kernels(name)) for name in backends}   # each backend's own block
     g = torch.Generator().manual_seed(0)
     x = torch.randn(num_nodes, width, generator=g).to(device)
     y = torch.randint(0, 16, (num_nodes,), generator=g).to(device)
     values = torch.rand(num_edges, heads, generator=g).to(device)
     score = torch.randn(num_edges, heads, generator=g).to(device).requires_grad_()
-    scale = (block.in_count.clamp(min=1).float() ** -0.5).to(device)
+    scale = (base.in_count.clamp(min=1).float() ** -0.5).to(device)
     up = torch.randn(num_edges, heads, generator=g).to(device)
-    part = FullGraph(block)
 
-    def epoch(model: torch.nn.Module) -> Callable[[], None]:
+    def epoch(model: torch.nn.Module, b: Any) -> Callable[[], None]:
         opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        part = FullGraph(b)
 
         def run() -> None:
             opt.zero_grad()
@@ -145,30 +143,30 @@ def compare_backends(device: torch.device, backends: list[str], num_nodes: int, 
             opt.step()
         return run
 
-    units: dict[str, Callable[[], Any]] = {
-        "spmm": lambda: spmm(block, x),
-        "spmm_gcn_scaled": lambda: spmm_scaled(block, x, scale, scale),
-        "spmm_heads": lambda: spmm(block, x, values),
-        "spmm_heads_t": lambda: backend_for(x).spmm(_csr_t(block), values, x),
-        "sddmm_heads": lambda: sddmm(block, x, x, heads=heads),
-        "edge_softmax_fwd_bwd": lambda: torch.autograd.grad(edge_softmax(block, score)[0], score, up),
+    units: dict[str, Callable[[Any], Callable[[], Any]]] = {
+        "spmm": lambda b: lambda: spmm(b, x),
+        "spmm_gcn_scaled": lambda b: lambda: spmm_scaled(b, x, scale, scale),
+        "spmm_heads": lambda b: lambda: spmm(b, x, values),
+        "spmm_heads_t": lambda b: lambda: b.backend_for(x).spmm(_csr_t(b), values, x),
+        "sddmm_heads": lambda b: lambda: sddmm(b, x, x, heads=heads),
+        "edge_softmax_fwd_bwd": lambda b: lambda: torch.autograd.grad(edge_softmax(b, score)[0], score, up),
     }
     runners: dict[str, dict[str, Callable[[], Any]]] = {unit: {} for unit in [*units, "gcn_epoch", "gat_epoch"]}
     for name in backends:
-        for unit, fn in units.items():
-            runners[unit][name] = fn
+        for unit, make in units.items():
+            runners[unit][name] = make(blocks[name])
         torch.manual_seed(0)
-        runners["gcn_epoch"][name] = epoch(GCN(width, 128, 16, num_layers=2, dropout=0.0).to(device))
+        runners["gcn_epoch"][name] = epoch(GCN(width, 128, 16, num_layers=2, dropout=0.0).to(device), blocks[name])
         torch.manual_seed(0)
-        runners["gat_epoch"][name] = epoch(GAT(width, 128, 16, num_layers=2, dropout=0.0, heads=heads).to(device))
+        runners["gat_epoch"][name] = epoch(GAT(width, 128, 16, num_layers=2, dropout=0.0, heads=heads).to(device),
+                                           blocks[name])
 
     def timed(name: str, fn: Callable[[], Any]) -> float:
-        with use_backend(name):
-            _sync(device)
-            t0 = time.perf_counter()
-            fn()
-            _sync(device)
-            return time.perf_counter() - t0
+        _sync(device)
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        return time.perf_counter() - t0
 
     samples: dict[str, dict[str, list[float]]] = {u: {b: [] for b in backends} for u in runners}
     for unit, by_backend in runners.items():

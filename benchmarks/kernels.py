@@ -52,7 +52,7 @@ import common
 ROOT = common.repo_root()
 sys.path.insert(0, str(ROOT))
 
-from gnn_dist.kernels import get_backend, numba_cpu, use_backend  # noqa: E402
+from gnn_dist.kernels import numba_cpu  # noqa: E402
 from gnn_dist.kernels.cache_info import cache_sizes  # noqa: E402
 from gnn_dist.models import GAT, GCN, FullGraph  # noqa: E402
 from gnn_dist.nn import Block  # noqa: E402
@@ -182,17 +182,16 @@ def dgl_peer(src: np.ndarray, dst: np.ndarray, n: int, width: int, threads: int)
                     proc.wait()
 
 
-def epoch_runner(model: torch.nn.Module, part: FullGraph, x: torch.Tensor, y: torch.Tensor,
-                 backend: str) -> Callable[[], None]:
+def epoch_runner(model: torch.nn.Module, part: FullGraph, x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
+    """One training step of ``model`` on ``part`` (whose block holds the kernel backend)."""
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
 
     def run() -> None:
-        with use_backend(backend):
-            opt.zero_grad()
-            loss = torch.nn.functional.cross_entropy(model(part, x), y)
-            loss.backward()
-            opt.step()
-            float(loss.detach())
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(part, x), y)
+        loss.backward()
+        opt.step()
+        float(loss.detach())
     return run
 
 
@@ -265,36 +264,37 @@ def main() -> None:
     x = torch.randn(n, width)
     y = torch.randint(0, 16, (n,))
     weights = torch.rand(e)
-    part = FullGraph(block)
     bandwidth = memory_bandwidth()
     log.info("graph built in %.2f s; memory bandwidth %.1f GB/s; caches %s", load_s, bandwidth / 1e9, cache_sizes())
+    blocks = {name: prepare(block.with_kernels(name)) for name in ("numba", "torch")}   # each backend's own block
 
-    def with_backend(name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
+    def with_backend(name: str, fn: Callable[[Any], Any]) -> Callable[[], Any]:
+        """``fn(block)`` on the block of backend ``name`` (``numba-noprefetch``: numba's, prefetch off)."""
+        b = blocks["numba" if name == "numba-noprefetch" else name]
+
         def run() -> Any:
             if name == "numba-noprefetch":
                 saved = numba_cpu.PREFETCH_AHEAD
                 numba_cpu.PREFETCH_AHEAD = 0
                 try:
-                    with use_backend("numba"):
-                        return fn()
+                    return fn(b)
                 finally:
                     numba_cpu.PREFETCH_AHEAD = saved
-            with use_backend(name):
-                return fn()
+            return fn(b)
         return run
 
     backends = ["numba", "numba-noprefetch", "torch"]
     ops: dict[str, Callable[[], Any]] = {}
     epochs: dict[str, Callable[[], Any]] = {}
     for name in backends:
-        ops[f"spmm/{name}"] = with_backend(name, lambda: spmm(block, x))
-        ops[f"spmm_t/{name}"] = with_backend(name, lambda: get_backend().spmm(_csr_t(block), weights.unsqueeze(1), x))
-        ops[f"sddmm/{name}"] = with_backend(name, lambda: sddmm(block, x, x))
+        ops[f"spmm/{name}"] = with_backend(name, lambda b: spmm(b, x))
+        ops[f"spmm_t/{name}"] = with_backend(name, lambda b: b.backend_for(x).spmm(_csr_t(b), weights.unsqueeze(1), x))
+        ops[f"sddmm/{name}"] = with_backend(name, lambda b: sddmm(b, x, x))
     for name in ("numba", "torch"):
         gcn = GCN(width, 128, 16, num_layers=2, dropout=0.0)
         gat = GAT(width, 128, 16, num_layers=2, dropout=0.0, heads=4)
-        epochs[f"gcn_epoch/{name}"] = epoch_runner(gcn, part, x, y, name)
-        epochs[f"gat_epoch/{name}"] = epoch_runner(gat, part, x, y, name)
+        epochs[f"gcn_epoch/{name}"] = epoch_runner(gcn, FullGraph(blocks[name]), x, y)
+        epochs[f"gat_epoch/{name}"] = epoch_runner(gat, FullGraph(blocks[name]), x, y)
     gcn_numba = epochs["gcn_epoch/numba"]
 
     load = {"start": os.getloadavg()[0]}

@@ -57,8 +57,7 @@ MODES: dict[str, dict[str, Any]] = {
     "sync + BNS p=0.1": {"pipeline": "sync", "boundary_sample_rate": 0.1},
     "sync + bf16 halos": {"pipeline": "sync", "halo_dtype": "bf16"},
 }
-"""The runs, as Trainer keyword arguments (``overlap_chunks``: the ``chunks`` of an
-:class:`~gnn_dist.pipeline.OverlapPipeline` put in place of the trainer's default one)."""
+"""The runs, as Trainer keyword arguments (the fields of :class:`gnn_dist.config.TrainerConfig`)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -76,7 +75,7 @@ class BenchConfig:
     dropout: float = 0.5
     """Feature dropout."""
     static_halo: bool = True
-    """``TrainerConfig.static_halo``: the first layer's halo input rows are fetched once (no
+    """``FeatureConfig.static_halo``: the first layer's halo input rows are fetched once (no
     layer-0 exchange in any mode); False exchanges them every step."""
     lr: float = 0.01
     """Adam learning rate."""
@@ -123,14 +122,12 @@ def rank_job(rank: int, world_size: int, cfg: dict[str, Any], runs: dict[str, di
     import gnn_dist
     from gnn_dist.distributed import all_reduce_max
     from gnn_dist.models import build_model
-    from gnn_dist.pipeline import OverlapPipeline
 
     part = gnn_dist.load_partition(cfg["paths"][world_size])
     out: dict[str, Any] = {}
     cal_runs = {"calibration": {"pipeline": "sync"}}
     for name, kwargs in {**cal_runs, **runs}.items():
         kwargs = dict(kwargs)
-        chunks = kwargs.pop("overlap_chunks", None)
         if name != "calibration":
             kwargs["simulate_link"] = out["link"]["link"]
         torch.manual_seed(cfg["seed"])
@@ -139,8 +136,6 @@ def rank_job(rank: int, world_size: int, cfg: dict[str, Any], runs: dict[str, di
                             seed=cfg["seed"])
         trainer = gnn_dist.Trainer(model, part, lr=cfg["lr"], eval_every=0, log_every=0,
                                    static_halo=cfg["static_halo"], **kwargs)
-        if chunks is not None:
-            trainer.pipeline = OverlapPipeline(part.block, part.exchanger, chunks=chunks)
         t0 = time.perf_counter()
         n = cfg["calibrate_epochs"] if name == "calibration" else epochs
         hist = trainer.fit(cfg["warmup"] + n)

@@ -202,13 +202,13 @@ def _warm_fixed_costs() -> None:
     import torch
 
     try:
-        from gnn_dist.kernels import CSR, backend_for
+        from gnn_dist.kernels import CSR, default_kernels
     except ImportError:  # a tree from before the kernel backends
         pass
     else:
         csr = CSR(indptr=torch.tensor([0, 1, 2]), indices=torch.tensor([1, 0]), eids=None, num_cols=2)
         x, ones = torch.ones(2, 4), torch.ones(2)
-        backend = backend_for(x)   # the CPU choice (GNN_DIST_KERNELS=triton falls back on CPU tensors)
+        backend = default_kernels().for_tensor(x)   # the CPU choice (GNN_DIST_KERNELS=triton falls back on CPU)
         backend.spmm(csr, None, x)
         backend.spmm(csr, None, x, row_scale=ones, col_scale=ones)
         backend.spmm(csr, torch.ones(2, 1), x)
@@ -220,10 +220,10 @@ def _resolved_kernels() -> str:
     import torch
 
     try:
-        from gnn_dist.kernels import backend_for
+        from gnn_dist.kernels import default_kernels
     except ImportError:  # a tree from before the kernel backends: torch.sparse inside nn/sparse.py
         return "torch"
-    return str(backend_for(torch.empty(0)).name)
+    return str(default_kernels().for_tensor(torch.empty(0)).name)
 
 
 class _Watchdog:

@@ -5,14 +5,24 @@ On disk::
 
     DIR/
       checkpoint-000010.pt                       # the state after 10 completed epochs (torch.save of a dict)
+      checkpoint-000010.pt.sha256                # its sha256 and size, checked before it is loaded
       checkpoint-000010.rank-00000-of-00002.pt   # rank 0's pipeline state at that point (stale only)
       checkpoint-000010.rank-00001-of-00002.pt   # rank 1's (on rank 1's filesystem)
       checkpoint-000020.pt
       latest                                     # one line: the file name of the newest complete checkpoint
 
 Rank 0 writes ``checkpoint-EEEEEE.pt`` atomically (temp file in ``DIR``, fsync, rename, fsync of
-the folder) and only then points ``latest`` at it (also by rename), so a crash at any moment
-leaves either the previous or the new checkpoint as ``latest``, never a half-written one.
+the folder), then its checksum file, and only then points ``latest`` at it (also by rename), so a
+crash at any moment leaves either the previous or the new checkpoint as ``latest``, never a
+half-written one; the temp files of a killed write (``.checkpoint-*.tmp``) are removed at the
+next start (:func:`remove_partial_writes`).
+
+Nothing in a checkpoint runs code: every file holds tensors and plain containers only (RNG
+states as tensors and ints, the config as JSON values) and is loaded with
+``torch.load(weights_only=True)``, after its sha256 is checked against its checksum file (the
+main file) or against what the main file recorded (rank files). A flipped bit in a weight is a
+:class:`CheckpointError`, not a resumed run. Format version 1 (which stored Python objects and
+had no checksum) is refused.
 
 Rank files (:func:`save_rank_state`): a mode whose next step reads more than the weights (the
 ``stale`` mode's previous-epoch halo rows and halo gradients, which differ per rank) has **every
@@ -47,48 +57,46 @@ deletes main files, every rank its own rank files (so no shared filesystem is ne
 either). Files of epochs after the one just written (left by a run that went further before
 this one resumed from an earlier checkpoint) are not touched.
 
-A checkpoint holds numpy RNG states and Python tuples, so it is loaded with
-``weights_only=False``: load only checkpoints you wrote yourself.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
+import io
 import os
 import random
 import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 import numpy as np
 import torch
 
-from partitioners.format.npyio import HashingWriter, sha256_file
-
-if TYPE_CHECKING:
-    from partitioners.format import PartitionMeta
+from partitioners.format.npyio import HashingWriter
 
 __all__ = ["CheckpointError", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "REQUIRED_KEYS", "checkpoint_path",
            "save_checkpoint", "load_checkpoint", "latest_checkpoint", "rng_state", "set_rng_state",
-           "RANK_STATE_FORMAT", "rank_state_path", "save_rank_state", "load_rank_state", "partition_fingerprint",
-           "checkpoint_epochs", "prune_checkpoints"]
+           "RANK_STATE_FORMAT", "rank_state_path", "save_rank_state", "load_rank_state", "checkpoint_epochs",
+           "prune_checkpoints", "remove_partial_writes", "resolve_pointer", "read_checkpoint", "parse_checkpoint"]
 
 LATEST = "latest"
 """Name of the pointer file in the checkpoint folder."""
 CHECKPOINT_FORMAT = "gnn-dist-checkpoint"
 """Value of the ``format`` key of every checkpoint."""
-CHECKPOINT_VERSION = 1
-"""Value of the ``version`` key; a reader refuses other versions."""
+CHECKPOINT_VERSION = 2
+"""Value of the ``version`` key; a reader refuses other versions (1: Python objects, no checksum)."""
 REQUIRED_KEYS = ("model", "optimizer", "epoch", "rng", "config")
 """Keys a checkpoint must hold (besides ``format`` and ``version``)."""
 RANK_STATE_FORMAT = "gnn-dist-rank-state"
 """Value of the ``format`` key of every rank file (its ``version`` is :data:`CHECKPOINT_VERSION`)."""
 
 _NAME_RE = re.compile(r"^checkpoint-(\d{6,})\.pt$")
+_SUM_RE = re.compile(r"^checkpoint-(\d{6,})\.pt\.sha256$")
 _RANK_NAME_RE = re.compile(r"^checkpoint-(\d{6,})\.rank-(\d{5,})-of-(\d{5,})\.pt$")
+_PARTIAL_RE = re.compile(r"^\.(checkpoint-\d{6,}\S*|latest)\.[^.]+\.tmp$")
+_SUFFIX = ".sha256"
 
 
 class CheckpointError(ValueError):
@@ -103,8 +111,16 @@ class CheckpointError(ValueError):
 
 
 def rng_state() -> dict[str, Any]:
-    """The RNG states of python, numpy and torch (CPU, and CUDA when present)."""
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """The RNG states of python, numpy and torch (CPU, and CUDA when present), as tensors and
+    ints only (what ``weights_only`` loading accepts)."""
+    version, words, gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": {"version": int(version), "words": torch.tensor(words, dtype=torch.int64),
+                   "gauss": None if gauss is None else float(gauss)},
+        "numpy": {"kind": str(kind), "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)), "pos": int(pos),
+                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+        "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -112,8 +128,11 @@ def rng_state() -> dict[str, Any]:
 
 def set_rng_state(state: dict[str, Any]) -> None:
     """Restore the states :func:`rng_state` returned (CUDA only when both sides have it)."""
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    py = state["python"]
+    random.setstate((py["version"], tuple(int(w) for w in py["words"].tolist()), py["gauss"]))
+    npy = state["numpy"]
+    np.random.set_state((npy["kind"], npy["keys"].numpy().astype(np.uint32), npy["pos"], npy["has_gauss"],
+                         npy["cached_gaussian"]))
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -156,21 +175,82 @@ def checkpoint_path(directory: str | os.PathLike, epoch: int) -> Path:
 def save_checkpoint(directory: str | os.PathLike, epoch: int, state: dict[str, Any]) -> Path:
     """Write ``state`` as the checkpoint after ``epoch`` completed epochs; returns its path.
 
-    ``state`` must hold :data:`REQUIRED_KEYS`; ``format`` and ``version`` are added. The file is
-    complete before ``latest`` names it.
+    ``state`` must hold :data:`REQUIRED_KEYS` (tensors and plain values only); ``format`` and
+    ``version`` are added. The file and its checksum file are complete before ``latest`` names it.
     """
     missing = [k for k in REQUIRED_KEYS if k not in state]
     assert not missing, f"checkpoint state lacks {missing}"
+    d = _make_folder(directory)
+    path = checkpoint_path(d, epoch)
+    entry = _write_hashed(path, {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, **state})
+    _atomic_write(path.with_name(path.name + _SUFFIX),
+                  lambda f: f.write(f"{entry['sha256']}  {entry['size']}  {path.name}\n".encode()))
+    _atomic_write(d / LATEST, lambda f: f.write(path.name.encode() + b"\n"))
+    return path
+
+
+def _make_folder(directory: str | os.PathLike) -> Path:
     d = Path(directory)
     try:
         d.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CheckpointError(f"cannot create the checkpoint folder ({exc})", path=d) from exc
-    path = checkpoint_path(d, epoch)
-    payload = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, **state}
-    _atomic_write(path, lambda f: torch.save(payload, f))
-    _atomic_write(d / LATEST, lambda f: f.write(path.name.encode() + b"\n"))
-    return path
+    return d
+
+
+def _write_hashed(path: Path, payload: dict[str, Any]) -> dict[str, Any]:
+    """``torch.save`` ``payload`` to ``path`` atomically; returns ``{"name", "size", "sha256"}``."""
+    writers: list[HashingWriter] = []
+
+    def write(f: IO[bytes]) -> None:
+        writers.append(HashingWriter(f))
+        torch.save(payload, writers[-1])  # type: ignore[arg-type]
+
+    _atomic_write(path, write)
+    return {"name": path.name, "size": writers[-1].size, "sha256": writers[-1].h.hexdigest()}
+
+
+def _read_verified(path: Path, size: int, sha256: str, what: str, fix: str) -> bytes:
+    """The bytes of ``path`` after checking their size and sha256."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CheckpointError(f"unreadable {what} ({exc})", path=path) from exc
+    if len(data) != size:
+        raise CheckpointError(f"the {what} is {len(data)} bytes, {size} were written: truncated or overwritten{fix}",
+                              path=path)
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != sha256:
+        raise CheckpointError(f"the {what}'s sha256 {digest[:12]}... is not the {sha256[:12]}... written with it: "
+                              f"corrupt or overwritten{fix}", path=path)
+    return data
+
+
+def _parse(data: bytes, path: Path, what: str) -> Any:
+    """``torch.load(weights_only=True)`` of a file's bytes: tensors and plain values only."""
+    try:
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise CheckpointError(f"not a readable {what}: it holds more than tensors and plain values, or is "
+                              f"damaged ({type(exc).__name__}: {first})", path=path) from exc
+
+
+def remove_partial_writes(directory: str | os.PathLike) -> list[Path]:
+    """Delete the temp files a killed checkpoint write left in ``directory`` (``.checkpoint-*.tmp``,
+    ``.latest.*.tmp``); returns them. A missing folder has none."""
+    d = Path(directory)
+    removed: list[Path] = []
+    if not d.is_dir():
+        return removed
+    for entry in d.iterdir():
+        if _PARTIAL_RE.match(entry.name) and entry.is_file():
+            try:
+                entry.unlink()
+                removed.append(entry)
+            except OSError:
+                continue
+    return removed
 
 
 def _scan(directory: Path) -> Path | None:
@@ -215,24 +295,53 @@ def latest_checkpoint(directory: str | os.PathLike) -> Path | None:
     return path
 
 
-def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """Load and check a checkpoint on CPU (it holds RNG states, so it is not weights-only).
+def resolve_pointer(path: str | os.PathLike) -> Path:
+    """``path`` itself, or the checkpoint a ``latest`` pointer file (or a folder's) names."""
+    p = Path(path)
+    if p.is_dir():
+        found = latest_checkpoint(p)
+        if found is None:
+            raise CheckpointError("the folder holds no checkpoint", path=p)
+        return found
+    if p.name == LATEST and p.is_file():
+        found = latest_checkpoint(p.parent)
+        assert found is not None
+        return found
+    return p
+
+
+def read_checkpoint(path: str | os.PathLike) -> tuple[Path, bytes]:
+    """``(path, bytes)`` of a checkpoint, its sha256 checked against its checksum file (not
+    parsed: :func:`parse_checkpoint`). ``path`` may also be a checkpoint folder or its ``latest``
+    file (the checkpoint it names is read).
 
     Raises:
-        CheckpointError: the file is missing, unreadable or truncated, not a gnn-dist
-            checkpoint, of another version, or lacks a required key; the message names the file.
+        CheckpointError: the file is missing, unreadable, truncated or corrupt, or has no
+            checksum file; the message names the file.
     """
-    path = Path(path)
+    path = resolve_pointer(path)
     if not path.exists():
         raise CheckpointError("no such checkpoint file", path=path)
     if not path.is_file():
-        raise CheckpointError("not a checkpoint file (a folder? pass the .pt file or use checkpoint_dir)",
-                              path=path)
+        raise CheckpointError("not a checkpoint file", path=path)
+    checksum = path.with_name(path.name + _SUFFIX)
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:
-        raise CheckpointError(f"not a readable gnn-dist checkpoint; the file is corrupt or truncated "
-                              f"({type(exc).__name__}: {exc})", path=path) from exc
+        digest, size, _ = checksum.read_text().split()
+        expected = int(size)
+    except FileNotFoundError:
+        raise CheckpointError(f"has no checksum file {checksum.name}: it was not written by gnn-dist "
+                              f"(checkpoint format {CHECKPOINT_VERSION}), or its write did not complete",
+                              path=path) from None
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"unreadable checksum file {checksum.name} ({exc})", path=path) from exc
+    return path, _read_verified(path, expected, digest, "checkpoint", "; resume from an earlier checkpoint")
+
+
+def parse_checkpoint(data: bytes, path: str | os.PathLike) -> dict[str, Any]:
+    """The state in a checkpoint's verified bytes (``torch.load(weights_only=True)``: no code
+    runs), checked for format, version and required keys; ``path`` names it in errors."""
+    path = Path(path)
+    state = _parse(data, path, "checkpoint")
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"not a gnn-dist checkpoint (no format={CHECKPOINT_FORMAT!r} entry)", path=path)
     if state.get("version") != CHECKPOINT_VERSION:
@@ -244,20 +353,23 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     return state
 
 
+def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """Read, verify and parse a checkpoint on CPU (:func:`read_checkpoint`, then
+    :func:`parse_checkpoint`): its sha256 is checked before ``torch.load(weights_only=True)``.
+
+    Raises:
+        CheckpointError: the file is missing, unreadable, truncated or corrupt, holds anything but
+            tensors and plain values, is not a gnn-dist checkpoint, of another version, or lacks a
+            required key; the message names the file.
+    """
+    where, data = read_checkpoint(path)
+    return parse_checkpoint(data, where)
+
+
 # ---------------------------------------------------------------- per-rank pipeline state
 def rank_state_path(directory: str | os.PathLike, epoch: int, rank: int, num_parts: int) -> Path:
     """``DIR/checkpoint-EEEEEE.rank-RRRRR-of-PPPPP.pt``: rank ``rank``'s state after ``epoch``."""
     return Path(directory) / f"checkpoint-{int(epoch):06d}.rank-{int(rank):05d}-of-{int(num_parts):05d}.pt"
-
-
-def partition_fingerprint(meta: PartitionMeta) -> str:
-    """Hex sha256 of a partition folder's manifest: the number of parts and every file's path
-    and sha256 as ``partition.json`` lists them (top-level files, then each part's). Two folders
-    with the same fingerprint hold the same parts, halo rows and row orders; it reads no data."""
-    manifest = {"num_parts": int(meta.num_parts),
-                "files": sorted((e.path, e.sha256) for e in meta.files.values()),
-                "parts": [sorted((e.path, e.sha256) for e in pm.files.values()) for pm in meta.parts]}
-    return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
 
 
 def save_rank_state(directory: str | os.PathLike, epoch: int, rank: int, num_parts: int,
@@ -268,22 +380,9 @@ def save_rank_state(directory: str | os.PathLike, epoch: int, rank: int, num_par
     Raises:
         CheckpointError: the folder cannot be created.
     """
-    d = Path(directory)
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise CheckpointError(f"cannot create the checkpoint folder ({exc})", path=d) from exc
-    path = rank_state_path(d, epoch, rank, num_parts)
-    payload = {"format": RANK_STATE_FORMAT, "version": CHECKPOINT_VERSION, "epoch": int(epoch),
-               "rank": int(rank), "num_parts": int(num_parts), "state": state}
-    writers: list[HashingWriter] = []
-
-    def write(f: IO[bytes]) -> None:
-        writers.append(HashingWriter(f))
-        torch.save(payload, writers[-1])  # type: ignore[arg-type]
-
-    _atomic_write(path, write)
-    return {"name": path.name, "size": writers[-1].size, "sha256": writers[-1].h.hexdigest()}
+    path = rank_state_path(_make_folder(directory), epoch, rank, num_parts)
+    return _write_hashed(path, {"format": RANK_STATE_FORMAT, "version": CHECKPOINT_VERSION, "epoch": int(epoch),
+                                "rank": int(rank), "num_parts": int(num_parts), "state": state})
 
 
 def load_rank_state(directory: str | os.PathLike, entry: dict[str, Any], *, epoch: int, rank: int,
@@ -299,22 +398,9 @@ def load_rank_state(directory: str | os.PathLike, entry: dict[str, Any], *, epoc
     path = Path(directory) / str(entry["name"])
     if not path.exists():
         return None
-    fix = "; delete it to resume without it (the pipeline then restarts fresh)"
-    try:
-        size = path.stat().st_size
-        if size != entry["size"]:
-            raise CheckpointError(f"the rank file is {size} bytes, its checkpoint recorded {entry['size']}: "
-                                  f"truncated or overwritten by another run{fix}", path=path)
-        digest = sha256_file(path)
-    except OSError as exc:
-        raise CheckpointError(f"unreadable rank file ({exc})", path=path) from exc
-    if digest != entry["sha256"]:
-        raise CheckpointError(f"the rank file's sha256 {digest[:12]}... is not the {entry['sha256'][:12]}... its "
-                              f"checkpoint recorded: corrupt or overwritten by another run{fix}", path=path)
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:
-        raise CheckpointError(f"not a readable rank file ({type(exc).__name__}: {exc})", path=path) from exc
+    data = _read_verified(path, int(entry["size"]), str(entry["sha256"]), "rank file",
+                          "; delete it to resume without it (the pipeline then restarts fresh)")
+    payload = _parse(data, path, "rank file")
     want = {"format": RANK_STATE_FORMAT, "version": CHECKPOINT_VERSION, "epoch": int(epoch), "rank": int(rank),
             "num_parts": int(num_parts)}
     got = {k: payload.get(k) for k in want} if isinstance(payload, dict) else {}
@@ -344,7 +430,8 @@ def prune_checkpoints(directory: str | os.PathLike, keep_epochs: set[int], newes
     if not d.is_dir():
         return deleted
     for entry in d.iterdir():
-        main, ranked = _NAME_RE.match(entry.name), _RANK_NAME_RE.match(entry.name)
+        main = _NAME_RE.match(entry.name) or _SUM_RE.match(entry.name)
+        ranked = _RANK_NAME_RE.match(entry.name)
         if main and rank in (0, None):
             epoch = int(main.group(1))
         elif ranked and (rank is None or int(ranked.group(2)) == rank

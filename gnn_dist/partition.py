@@ -7,6 +7,8 @@ ranks), ``F`` feature width, ``C`` classes.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,11 +20,14 @@ import torch.distributed as dist
 from partitioners.format import PartData, PartitionMeta, load_part, load_partition_meta
 
 from .distributed.halo import HaloExchanger
-from .distributed import get_rank, get_world_size, raise_on_all_ranks
+from .distributed import all_gather_json, all_ranks_agree, get_rank, get_world_size, raise_on_all_ranks
+from .kernels import Kernels, default_kernels, resolve_kernels
+from .nn import DropoutKey
 from .nn.block import Block
+from .nn.part import Activation, LayerInput, exchange_then_run
 from .nn.sparse import prepare
 
-__all__ = ["LocalPartition", "load_partition"]
+__all__ = ["LocalPartition", "load_partition", "partition_fingerprint"]
 
 log = logging.getLogger(__name__)
 
@@ -83,12 +88,43 @@ class LocalPartition:
         return int(self.meta.feature_dim)
 
     def exchange(self, h_inner: torch.Tensor) -> torch.Tensor:
-        """``[I, F] -> [I + H, F]``: inner rows, then the halo rows fetched from their owners."""
+        """``[I, F] -> [I + H, F]``: inner rows, then the halo rows fetched from their owners,
+        exactly (as they are, at once: evaluation's exchange)."""
         return self.exchanger.exchange(h_inner)
+
+    def run_layer(self, index: int, conv: torch.nn.Module, h: torch.Tensor | LayerInput, *,
+                  dropout_key: DropoutKey | None = None, activation: Activation | None = None) -> torch.Tensor:
+        """A layer as ``sync`` runs it, with the exact exchange (see :mod:`gnn_dist.nn.part`)."""
+        return exchange_then_run(self, conv, h, dropout_key=dropout_key, activation=activation)
 
     def __repr__(self) -> str:
         return (f"LocalPartition(part {self.part_id}/{self.num_parts}, inner={self.num_inner}, "
                 f"halo={self.num_halo}, edges={self.block.num_edges}, device={self.device})")
+
+
+def partition_fingerprint(meta: PartitionMeta) -> str:
+    """Hex sha256 of a partition folder's manifest: the number of parts and every file's path
+    and sha256 as ``partition.json`` lists them (top-level files, then each part's). Two folders
+    with the same fingerprint hold the same parts, data, halo rows and row orders; it reads no data."""
+    manifest = {"num_parts": int(meta.num_parts),
+                "files": sorted((e.path, e.sha256) for e in meta.files.values()),
+                "parts": [sorted((e.path, e.sha256) for e in pm.files.values()) for pm in meta.parts]}
+    return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
+
+
+def _check_same_partition(path: Path, meta: PartitionMeta, group: dist.ProcessGroup | None) -> None:
+    """Every rank loads the same partition (a collective): a rank on a copy whose data differ
+    (even re-checksummed) would train another graph silently. Refuses on every rank, naming the
+    ranks and their folders."""
+    mine = [partition_fingerprint(meta), str(path)]
+    everyone = all_gather_json(mine, group)
+    if any(fp != everyone[0][0] for fp, _ in everyone):
+        groups: dict[str, list[str]] = {}
+        for r, (fp, where) in enumerate(everyone):
+            groups.setdefault(fp, []).append(f"rank {r} ({where})")
+        listed = "; ".join(f"{', '.join(ranks)}: fingerprint {fp[:12]}..." for fp, ranks in groups.items())
+        raise ValueError(f"the ranks loaded different partitions: {listed}. Every rank must read the same "
+                         f"partition folder (copy it whole, and check with gnn-dist inspect --verify)")
 
 
 def _tensor(a: np.ndarray | None, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor | None:
@@ -98,7 +134,7 @@ def _tensor(a: np.ndarray | None, device: torch.device, dtype: torch.dtype | Non
     return t.to(device=device, dtype=dtype) if dtype is not None else t.to(device)
 
 
-def _build_block(data: PartData, num_inner: int, num_halo: int, device: torch.device) -> Block:
+def _build_block(data: PartData, num_inner: int, num_halo: int, device: torch.device, kernels: Kernels) -> Block:
     """The part's local block: destinations its ``num_inner`` rows, sources inner + halo rows,
     with its kernel structures (the transposed CSR of the backward) built at load time."""
     block = Block.from_csr(
@@ -110,40 +146,51 @@ def _build_block(data: PartData, num_inner: int, num_halo: int, device: torch.de
         self_loops=torch.from_numpy(np.array(data.self_loops)),
         src_original_ids=torch.from_numpy(np.array(data.original_ids)),
         edge_weight=None if data.edge_weight is None else torch.from_numpy(np.array(data.edge_weight)),
+        kernels=kernels,
     ).to(device)
     return prepare(block)
 
 
 def load_partition(path: str | Path, rank: int | None = None, device: torch.device | str | None = None,
-                   *, verify: bool = True, group: dist.ProcessGroup | None = None) -> LocalPartition:
+                   *, verify: bool = True, group: dist.ProcessGroup | None = None,
+                   kernels: str | Kernels | None = None) -> LocalPartition:
     """Load the part of ``path`` that belongs to ``rank`` (default: this process's rank).
 
     Only that part's files are read (memory-mapped, checksums verified unless ``verify=False``).
     The world size must equal the folder's ``num_parts``; this is checked before any collective.
+    ``kernels`` (a name or :class:`~gnn_dist.kernels.Kernels`; default: the process's,
+    :func:`~gnn_dist.kernels.default_kernels`) are the part's aggregation kernels, held by its
+    block. Then the ranks compare the folder's fingerprint (:func:`partition_fingerprint`) and refuse to
+    start when they read different partitions.
     A part that fails to load (missing or corrupt file: a ``PartitionFormatError`` naming it)
-    fails the load on every rank (see :func:`raise_on_all_ranks`) before the halo exchange is
+    fails the load on every rank (see :func:`~gnn_dist.distributed.all_ranks_agree`) before the halo exchange is
     set up with the peers, so no rank waits for a peer that has already given up.
     """
     path = Path(path)
-    meta = load_partition_meta(path)
+    meta: PartitionMeta | None = None
+    error: BaseException | None = None
+    try:
+        meta = load_partition_meta(path)
+    except Exception as exc:  # shared with the peers below (after the world-size check), then re-raised
+        error = exc
     cur_rank, world_size = get_rank(group), get_world_size(group)
-    if world_size != meta.num_parts:
+    if meta is not None and world_size != meta.num_parts:  # before any collective: a clear error, no hang
         raise ValueError(f"{path}: the partition has num_parts={meta.num_parts} but the job runs "
                          f"world_size={world_size} ranks; launch with --nproc-per-node "
                          f"{meta.num_parts} or re-partition with --parts {world_size}")
+    raise_on_all_ranks(error, f"reading {path / 'partition.json'}", group)  # one rank's bad copy fails them all
+    assert meta is not None
+    _check_same_partition(path, meta, group)
     rank = cur_rank if rank is None else int(rank)
     if not 0 <= rank < meta.num_parts:
         raise ValueError(f"rank {rank} is out of range for a partition of {meta.num_parts} parts")
     device = torch.device(device) if device is not None else torch.device("cpu")
     num_inner = int(meta.parts[rank].num_inner)
     num_halo = int(meta.parts[rank].num_halo)
-    error: BaseException | None = None
-    try:
+    with all_ranks_agree(f"loading {path}", group):
         data = load_part(path, rank, mmap=True, verify=verify)
-        block = _build_block(data, num_inner, num_halo, device)
-    except Exception as exc:  # shared with the peers below, then re-raised
-        error = exc
-    raise_on_all_ranks(error, f"loading {path}", group)
+        block = _build_block(data, num_inner, num_halo, device,
+                             default_kernels() if kernels is None else resolve_kernels(kernels))
 
     def mask(a: np.ndarray | None) -> torch.Tensor:
         return _tensor(a, device) if a is not None else torch.zeros(num_inner, dtype=torch.bool, device=device)

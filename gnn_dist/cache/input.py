@@ -35,6 +35,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from ..config import ConfigError
 from ..nn import Block
 from ..nn.decomposable import is_decomposable
 from ..nn.dropout import call_conv
@@ -52,19 +53,29 @@ _AUTO_CHUNK_BYTES = 32 << 20
 
 def check_feature_options(*, storage: str, cache_policy: str, static_halo: bool, precompute_first_layer: bool,
                           first_layer_chunk_rows: int | None, cache_budget: Any = None) -> None:
-    """Raise ``ValueError`` naming the option for a bad combination (no data needed)."""
+    """Raise :class:`~gnn_dist.config.ConfigError` naming the option for a bad value or
+    combination (no data needed)."""
     if storage not in STORAGES:
-        raise ValueError(f"feature_storage={storage!r} is not supported; choose from {', '.join(STORAGES)}")
-    get_policy(cache_policy)
-    parse_budget(cache_budget, 1)
+        raise ConfigError("feature_storage", f"{storage!r} is not supported; choose from {', '.join(STORAGES)}")
+    try:
+        get_policy(cache_policy)
+    except ValueError as exc:
+        raise ConfigError("feature_cache_policy", str(exc)) from None
+    try:
+        parse_budget(cache_budget, 1)
+    except ValueError as exc:
+        raise ConfigError("feature_cache_budget", str(exc)) from None
+    for name, value in (("static_halo", static_halo), ("precompute_first_layer", precompute_first_layer)):
+        if not isinstance(value, bool):
+            raise ConfigError(name, f"{value!r} is not valid: expected true or false")
     if precompute_first_layer and not static_halo:
-        raise ValueError("precompute_first_layer needs static_halo=True (the halo rows' features are "
-                         "aggregated once, so they must be fetched once)")
+        raise ConfigError("precompute_first_layer", "needs static_halo=True (the halo rows' features are "
+                                                    "aggregated once, so they must be fetched once)")
     if first_layer_chunk_rows is not None and (isinstance(first_layer_chunk_rows, bool)
                                                or not isinstance(first_layer_chunk_rows, int)
                                                or first_layer_chunk_rows < 0):
-        raise ValueError(f"first_layer_chunk_rows={first_layer_chunk_rows!r} must be None (automatic), "
-                         f"0 (never chunk) or a positive number of destination rows")
+        raise ConfigError("first_layer_chunk_rows", f"{first_layer_chunk_rows!r} must be None (automatic), "
+                                                    f"0 (never chunk) or a positive number of destination rows")
 
 
 class InputFeatures:

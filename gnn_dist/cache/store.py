@@ -15,175 +15,40 @@ device-to-host copy, which synchronises).
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
 from gnn_dist.cache.budget import format_bytes, parse_budget
+from gnn_dist.cache.host_rows import HostRows, Segment, check_segments, permutation, pin_in_place
 from gnn_dist.cache.policies import CachePolicy, RowInfo, get_policy
 
-__all__ = ["STORAGES", "FeatureStore", "Segment"]
+__all__ = ["STORAGES", "FeatureStore", "Segment", "StoreCounts"]
 
 STORAGES = ("device", "host", "mmap")
 """Where the rows outside the device tier live: ``device`` (nowhere: every row is on the
 device), ``host`` (one host tensor, pinned for CUDA), ``mmap`` (the segments as given, read in
 place: an ``np.memmap`` is paged in row by row)."""
 
-Segment = np.ndarray | torch.Tensor
-"""A block of rows ``[rows, F]``: a numpy array or ``np.memmap``, or a torch tensor."""
+
+
+@dataclass(slots=True)
+class StoreCounts:
+    """Rows a store served from its device tier (``hits``) and from host memory or disk
+    (``misses``), and the bytes of the misses copied host-to-device."""
+
+    hits: int = 0
+    misses: int = 0
+    h2d_bytes: int = 0
 
 _FILL_CHUNK_BYTES = 64 << 20
 """Rows staged at a time while filling the device tier (bounds the pinned staging memory)."""
-
-
-def _segment_dtype(seg: Segment, index: int) -> torch.dtype:
-    """The torch dtype of ``segments[index]``; ``ValueError`` when torch cannot hold it."""
-    if isinstance(seg, torch.Tensor):
-        return seg.dtype
-    try:
-        return torch.from_numpy(np.empty(0, dtype=seg.dtype)).dtype
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"segments[{index}] has dtype {seg.dtype}, which torch cannot hold "
-                         f"(convert it to a native-endian float or int dtype)") from exc
-
-
-def _check_segments(segments: Sequence[Segment] | Segment) -> tuple[list[Segment], int, torch.dtype]:
-    """``(segments as a list, F, dtype)``; ``ValueError`` naming the first segment that differs."""
-    if isinstance(segments, (np.ndarray, torch.Tensor)):
-        segments = [segments]
-    segs = list(segments)
-    if not segs:
-        raise ValueError("segments must hold at least one [rows, F] array")
-    dim, dtype = -1, torch.float32
-    for i, seg in enumerate(segs):
-        if not isinstance(seg, (np.ndarray, torch.Tensor)):
-            raise ValueError(f"segments[{i}] is a {type(seg).__name__}; expected a numpy array, "
-                             f"np.memmap or torch.Tensor of shape [rows, F]")
-        if seg.ndim != 2:
-            raise ValueError(f"segments[{i}] has shape {tuple(seg.shape)}; expected [rows, F]")
-        seg_dtype = _segment_dtype(seg, i)
-        if i == 0:
-            dim, dtype = int(seg.shape[1]), seg_dtype
-        elif int(seg.shape[1]) != dim:
-            raise ValueError(f"segments[{i}] has {seg.shape[1]} features per row, segments[0] has "
-                             f"{dim}: all segments must have the same width")
-        elif seg_dtype != dtype:
-            raise ValueError(f"segments[{i}] has dtype {seg_dtype}, segments[0] has {dtype}: all "
-                             f"segments must have the same dtype (the store never converts)")
-    return [s.detach() if isinstance(s, torch.Tensor) else s for s in segs], dim, dtype
-
-
-def _permutation(order: np.ndarray | torch.Tensor, num_rows: int) -> np.ndarray:
-    """``order`` as ``np.int64 [S]``; ``ValueError`` unless it is a permutation of ``[0, S)``."""
-    if isinstance(order, torch.Tensor):
-        order = order.detach().cpu().numpy()
-    arr = np.asarray(order)
-    if arr.ndim != 1 or arr.shape[0] != num_rows or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
-        raise ValueError(f"order must be a 1-D integer permutation of [0, {num_rows}), got shape "
-                         f"{arr.shape} and dtype {arr.dtype}")
-    arr = arr.astype(np.int64, copy=False)
-    if num_rows and (arr.min() < 0 or arr.max() >= num_rows
-                     or not np.all(np.bincount(arr, minlength=num_rows) == 1)):
-        raise ValueError(f"order must be a permutation of [0, {num_rows}): every row id exactly once")
-    return arr
-
-
-def _pin_in_place(tensor: torch.Tensor, device: torch.device) -> Callable[[], None]:
-    """Page-lock ``tensor``'s memory (``cudaHostRegister``); returns the function that unpins it.
-
-    Used for the host tier, which lives as long as the store, instead of
-    ``torch.empty(pin_memory=True)``: PyTorch's caching host allocator rounds every pinned
-    allocation up to a power of two (a 5 GiB tier would pin 8 GiB). The unpin function first
-    waits for ``device`` (a copy from the tier may still be running).
-    """
-    cudart = torch.cuda.cudart()
-    ptr, num_bytes = tensor.data_ptr(), tensor.numel() * tensor.element_size()
-    err = int(cudart.cudaHostRegister(ptr, num_bytes, 0))
-    if err != 0:
-        raise RuntimeError(f"cudaHostRegister of the {format_bytes(num_bytes)} host tier failed with CUDA "
-                           f"error {err}; pass pin_memory=False to keep it pageable")
-
-    def unpin() -> None:
-        torch.cuda.synchronize(device if device.type == "cuda" else None)
-        cudart.cudaHostUnregister(ptr)
-
-    return unpin
-
-
-class _HostRows:
-    """Rows ``[0, S)`` of host segments laid end to end, read without copying whole segments.
-
-    ``segments`` are numpy arrays (``np.memmap`` included) or CPU tensors of one dtype and width.
-    """
-
-    def __init__(self, segments: list[Segment], dim: int, dtype: torch.dtype) -> None:
-        self.segments = segments
-        self.dim, self.dtype = dim, dtype
-        self.offsets = np.cumsum([0] + [int(s.shape[0]) for s in segments]).astype(np.int64)
-        """``[k + 1]``: segment ``j`` holds rows ``[offsets[j], offsets[j+1])``."""
-
-    def _buffer(self, num_rows: int, pin: bool) -> torch.Tensor:
-        """An uninitialised ``[num_rows, F]`` host tensor (pinned when ``pin``)."""
-        return torch.empty((num_rows, self.dim), dtype=self.dtype, pin_memory=pin)
-
-    def read(self, ids: torch.Tensor, pin: bool, *,
-             ids_sorted: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``(rows [n, F], perm)``: ``rows[j]`` is row ``ids[perm[j]]`` (``perm`` None: ``ids[j]``).
-
-        ``ids`` is a CPU int64 tensor of valid row ids. One torch segment is indexed directly;
-        otherwise the ids are sorted, so each segment (a memmap: the file) is read in ascending
-        row order, and the caller scatters the rows back by ``perm``.
-        """
-        segs = self.segments
-        if len(segs) == 1 and isinstance(segs[0], torch.Tensor):
-            if not pin:
-                return segs[0].index_select(0, ids), None
-            return torch.index_select(segs[0], 0, ids, out=self._buffer(ids.shape[0], pin)), None
-        perm = None
-        if not ids_sorted:
-            ids, perm = torch.sort(ids)
-        ids_np = ids.numpy()
-        bounds = np.searchsorted(ids_np, self.offsets)
-        buf = self._buffer(ids.shape[0], pin)
-        buf_np = buf.numpy() if any(isinstance(s, np.ndarray) for s in segs) else None
-        for j, seg in enumerate(segs):
-            lo, hi = int(bounds[j]), int(bounds[j + 1])
-            if hi == lo:
-                continue
-            local = ids_np[lo:hi] - self.offsets[j]
-            if isinstance(seg, np.ndarray):
-                np.take(seg, local, axis=0, out=buf_np[lo:hi], mode="clip")
-            else:
-                torch.index_select(seg, 0, torch.from_numpy(local), out=buf[lo:hi])
-        return buf, perm
-
-    def read_range(self, start: int, stop: int, pin: bool) -> torch.Tensor:
-        """Rows ``[start, stop)`` as ``[stop - start, F]``: a view when one torch segment holds
-        them all (it may share memory with the segment), else a new (pinned when ``pin``) tensor."""
-        j = int(np.searchsorted(self.offsets, start, side="right")) - 1
-        if j < len(self.segments) and isinstance(self.segments[j], torch.Tensor) and stop <= self.offsets[j + 1]:
-            return self.segments[j][start - int(self.offsets[j]): stop - int(self.offsets[j])]
-        buf = self._buffer(stop - start, pin)
-        self.copy_range(start, stop, buf)
-        return buf
-
-    def copy_range(self, start: int, stop: int, out: torch.Tensor) -> None:
-        """Write rows ``[start, stop)`` into the host tensor ``out`` ``[stop - start, F]``."""
-        out_np = None
-        for j, seg in enumerate(self.segments):
-            lo, hi = max(start, int(self.offsets[j])), min(stop, int(self.offsets[j + 1]))
-            if hi <= lo:
-                continue
-            src = slice(lo - int(self.offsets[j]), hi - int(self.offsets[j]))
-            if isinstance(seg, np.ndarray):
-                out_np = out.numpy() if out_np is None else out_np
-                out_np[lo - start: hi - start] = seg[src]
-            else:
-                out[lo - start: hi - start].copy_(seg[src])
 
 
 class FeatureStore:
@@ -238,7 +103,7 @@ class FeatureStore:
                                          or not isinstance(budget_bytes, (int, np.integer)) or budget_bytes < 0):
             raise ValueError(f"budget_bytes must be an int >= 0 or None, got {budget_bytes!r} "
                              f"(parse a '4GB'-style size with gnn_dist.cache.parse_budget)")
-        segs, self.dim, self.dtype = _check_segments(segments)
+        segs, self.dim, self.dtype = check_segments(segments)
         self.device = torch.device(device)
         self.storage = storage
         self.num_rows = int(sum(int(s.shape[0]) for s in segs))
@@ -252,26 +117,27 @@ class FeatureStore:
             budget_bytes = None
         self.budget_bytes = budget_bytes
         self._order = (np.arange(self.num_rows, dtype=np.int64) if order is None or storage == "device"
-                       else _permutation(order, self.num_rows))
+                       else permutation(order, self.num_rows))
         self.hits = 0
         self.misses = 0
         self.h2d_bytes = 0
+        self._recorders: list[StoreCounts] = []
         self._counts: torch.Tensor | None = None
         self._counting = False
         if count_accesses:
             self.start_counting()
 
-        source = _HostRows([s.cpu() if isinstance(s, torch.Tensor) else s for s in segs], self.dim, self.dtype)
+        source = HostRows([s.cpu() if isinstance(s, torch.Tensor) else s for s in segs], self.dim, self.dtype)
         num_cached = self._capacity()
-        self._host: _HostRows | None = None
+        self._host: HostRows | None = None
         if storage == "mmap":
             self._host = source
         elif storage == "host" and num_cached < self.num_rows:
             host = torch.empty((self.num_rows, self.dim), dtype=self.dtype)
             source.copy_range(0, self.num_rows, host)
             if self.pin_memory and host.numel():
-                weakref.finalize(self, _pin_in_place(host, self.device)).atexit = False
-            self._host = source = _HostRows([host], self.dim, self.dtype)
+                weakref.finalize(self, pin_in_place(host, self.device)).atexit = False
+            self._host = source = HostRows([host], self.dim, self.dtype)
         self._tier = torch.empty((0, self.dim), dtype=self.dtype, device=self.device)
         self._slot: torch.Tensor | None = None
         self._fill_tier(source)
@@ -295,7 +161,7 @@ class FeatureStore:
         after the first epoch).
         """
         pol = get_policy(policy) if isinstance(policy, str) else policy
-        segs, dim, dtype = _check_segments(segments)
+        segs, dim, dtype = check_segments(segments)
         num_rows = sum(int(s.shape[0]) for s in segs)
         if info.num_rows != num_rows:
             raise ValueError(f"info describes {info.num_rows} rows (num_inner={info.num_inner} + "
@@ -316,7 +182,7 @@ class FeatureStore:
             return self.num_rows
         return min(self.num_rows, self.budget_bytes // self.row_bytes)
 
-    def _fill_tier(self, source: _HostRows) -> None:
+    def _fill_tier(self, source: HostRows) -> None:
         """(Re)build the device tier from the first ``C`` rows of ``self._order``, stored in
         ascending row id; the old tier is released first."""
         num_cached = self._capacity()
@@ -352,7 +218,7 @@ class FeatureStore:
             counts = self._counts.numpy()
             new_order = self._order[np.argsort(-counts[self._order], kind="stable")]
         else:
-            new_order = _permutation(order, self.num_rows)
+            new_order = permutation(order, self.num_rows)
         self._counting = False
         if self.storage == "device":
             return
@@ -383,6 +249,21 @@ class FeatureStore:
         self.hits += num_hits
         self.misses += num_misses
         self.h2d_bytes += num_misses * self.row_bytes
+        for counts in self._recorders:
+            counts.hits += num_hits
+            counts.misses += num_misses
+            counts.h2d_bytes += num_misses * self.row_bytes
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[StoreCounts]:
+        """``with store.recording() as counts:``: the rows served (hits, misses) and bytes copied
+        host-to-device inside the block."""
+        counts = StoreCounts()
+        self._recorders.append(counts)
+        try:
+            yield counts
+        finally:
+            self._recorders[:] = [r for r in self._recorders if r is not counts]
 
     def _to_device(self, index: torch.Tensor) -> torch.Tensor:
         return index.to(self.device, non_blocking=True)

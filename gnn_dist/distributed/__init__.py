@@ -6,6 +6,10 @@ Imports nothing from ``gnn_dist.nn`` or ``gnn_dist.models``.
 from __future__ import annotations
 
 from .collectives import (
+    all_gather_json,
+    all_ranks_agree,
+    broadcast_bytes,
+    broadcast_json,
     all_reduce_grads,
     all_reduce_max,
     all_reduce_mean,
@@ -17,8 +21,12 @@ from .collectives import (
     raise_on_all_ranks,
 )
 from .env import LaunchEnv, read_launch_env
-from .errors import DistributedConfigError, HaloSpecError
-from .halo import HaloExchange, HaloExchanger, HaloHandle, HaloSubset, LinkModel, LinkSpecError
+from .errors import CollectiveError, DistributedConfigError, HaloSpecError
+from .exchange_stats import ExchangeStats
+from .halo import HaloExchange, HaloExchanger, HaloSubset
+from .halo_handle import HaloHandle
+from .link import LinkModel, LinkSpecError, SimulatedLink
+from .wire import EXACT, WIRE_DTYPES, Transport, parse_wire_dtype
 from .keepalive import keep_alive
 from .process_group import (
     DEFAULT_TIMEOUT,
@@ -31,6 +39,17 @@ from .process_group import (
 )
 
 __all__ = [
+    "all_gather_json",
+    "all_ranks_agree",
+    "broadcast_bytes",
+    "broadcast_json",
+    "CollectiveError",
+    "EXACT",
+    "ExchangeStats",
+    "SimulatedLink",
+    "Transport",
+    "WIRE_DTYPES",
+    "parse_wire_dtype",
     "DEFAULT_TIMEOUT",
     "DistContext",
     "DistributedConfigError",

@@ -79,6 +79,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..environ import launch_variables
 from .errors import DistributedConfigError
 
 __all__ = ["ENV_VAR", "THP_ENV_VAR", "THP_MODE_PATH", "DEFAULT_MMAP_THRESHOLD", "AllocatorTuning",
@@ -168,7 +169,7 @@ def torch_huge_pages(environ: Mapping[str, str] | None = None,
     On when ``THP_MEM_ALLOC_ENABLE`` is ``1`` (torch's own test: exactly ``0`` or ``1``) and the
     kernel's THP mode (read from ``thp_mode_path``) is ``always`` or ``madvise``.
     """
-    environ = os.environ if environ is None else environ
+    environ = launch_variables() if environ is None else environ
     value = environ.get(THP_ENV_VAR)
     mode = kernel_thp_mode(thp_mode_path)
     if value != "1":
@@ -245,7 +246,7 @@ def tune_allocator(environ: Mapping[str, str] | None = None, *, libc: Any | None
     Raises:
         DistributedConfigError: ``GNN_DIST_MALLOC_TUNING`` is set to neither on nor off (names it).
     """
-    environ = os.environ if environ is None else environ
+    environ = launch_variables() if environ is None else environ
     on, reason = _decide(environ, thp_mode_path)
     if not on:
         _log_once(f"allocator tuning off: {reason}")

@@ -10,8 +10,11 @@ Shapes: any; the reductions work in place and return the same tensor.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -22,6 +25,10 @@ from .process_group import get_world_size, is_distributed
 
 __all__ = [
     "raise_on_all_ranks",
+    "all_ranks_agree",
+    "all_gather_json",
+    "broadcast_json",
+    "broadcast_bytes",
     "all_reduce_sum",
     "all_reduce_max",
     "all_reduce_min",
@@ -133,22 +140,17 @@ def broadcast_module(module: nn.Module, src: int = 0, *,
     if not 0 <= src < world:
         raise ValueError(f"src={src} is not a rank of the group (world size {world})")
     named = _module_tensors(module)
-    spec = [(name, tuple(t.shape), str(t.dtype)) for name, t in named]
-    box: list[object] = [spec]
-    dist.broadcast_object_list(box, src=src, group=group)
-    src_spec = box[0]
-    assert isinstance(src_spec, list)
+    spec = [[name, list(t.shape), str(t.dtype)] for name, t in named]
+    src_spec = broadcast_json(spec, src, group)
     mismatch = ""
     if src_spec != spec:
         for mine, theirs in zip(spec, src_spec):
             if mine != theirs:
-                mismatch = f"this rank has {mine}, rank {src} has {theirs}"
+                mismatch = f"this rank has {tuple(mine)}, rank {src} has {tuple(theirs)}"
                 break
         else:
             mismatch = f"this rank has {len(spec)} tensors, rank {src} has {len(src_spec)}"
-    gathered: list[object] = [None] * world
-    dist.all_gather_object(gathered, mismatch, group=group)
-    bad = [(r, m) for r, m in enumerate(gathered) if m]
+    bad = [(r, m) for r, m in enumerate(all_gather_json(mismatch, group)) if m]
     if bad:
         r, m = bad[0]
         raise ValueError(f"broadcast_module: the module on rank {r} differs from rank {src}'s: "
@@ -218,7 +220,7 @@ def raise_on_all_ranks(error: BaseException | None, what: str,
     """Make a step that may fail on some ranks fail on **every** rank (a collective: all call it).
 
     Each rank passes the exception its own step raised (or None). Every rank learns which ranks
-    failed (one ``all_gather_object``, which also acts as a barrier); a failed rank re-raises its
+    failed (one gather, which also acts as a barrier); a failed rank re-raises its
     own exception, the others raise ``ValueError`` (when the first failure was one: bad user
     input) or ``RuntimeError`` naming the first failed rank and its message. So no rank walks on
     into a collective its failed peer will never join. Without a multi-rank group it re-raises
@@ -228,13 +230,84 @@ def raise_on_all_ranks(error: BaseException | None, what: str,
         if error is not None:
             raise error
         return
-    mine = None if error is None else (isinstance(error, ValueError), f"{type(error).__name__}: {error}")
-    gathered: list[object] = [None] * dist.get_world_size(group)
-    dist.all_gather_object(gathered, mine, group=group)
+    mine = None if error is None else [isinstance(error, ValueError), f"{type(error).__name__}: {error}"]
+    gathered = all_gather_json(mine, group)
     if error is not None:
         raise error
     for r, item in enumerate(gathered):
         if item is not None:
-            is_value_error, message = item  # type: ignore[misc]
+            is_value_error, message = item
             kind = ValueError if is_value_error else RuntimeError
             raise kind(f"{what} failed on rank {r}: {message}")
+
+
+@contextlib.contextmanager
+def all_ranks_agree(what: str, group: dist.ProcessGroup | None = None) -> Iterator[None]:
+    """``with all_ranks_agree("writing the checkpoint"):`` around a step that may fail on some
+    ranks only (a file one rank writes or reads): afterwards every rank has raised if any rank
+    failed (see :func:`raise_on_all_ranks`; a collective, so every rank enters the block)."""
+    error: BaseException | None = None
+    try:
+        yield
+    except Exception as exc:  # shared with the peers, then re-raised
+        error = exc
+    raise_on_all_ranks(error, what, group)
+
+
+
+def _comm_device(group: dist.ProcessGroup | None) -> torch.device:
+    if dist.get_backend(group) == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _gather_bytes(data: bytes, group: dist.ProcessGroup | None) -> list[bytes]:
+    device = _comm_device(group)
+    world = dist.get_world_size(group)
+    size = torch.tensor([len(data)], dtype=torch.int64, device=device)
+    sizes = [torch.zeros_like(size) for _ in range(world)]
+    dist.all_gather(sizes, size, group=group)
+    longest = max(int(s.item()) for s in sizes)
+    mine = torch.zeros(longest, dtype=torch.uint8, device=device)
+    mine[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else mine[:0]
+    parts = [torch.empty_like(mine) for _ in range(world)]
+    dist.all_gather(parts, mine, group=group)
+    keep_alive(size, mine, *sizes, *parts)
+    return [bytes(p[:int(n.item())].cpu().numpy().tobytes()) for p, n in zip(parts, sizes)]
+
+
+def broadcast_bytes(data: bytes | None, src: int = 0, group: dist.ProcessGroup | None = None) -> bytes | None:
+    """Rank ``src``'s ``data`` (or None) on every rank, as raw bytes over the group (a
+    collective): how a file only rank ``src`` can read reaches the others, never unpickled."""
+    if not is_distributed(group):
+        return data
+    device = _comm_device(group)
+    size = torch.tensor([-1 if data is None else len(data)], dtype=torch.int64, device=device)
+    dist.broadcast(size, src=src, group=group)
+    n = int(size.item())
+    if n < 0:
+        return None
+    buf = torch.empty(n, dtype=torch.uint8, device=device)
+    if dist.get_rank(group) == src and n:
+        assert data is not None
+        buf.copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+    dist.broadcast(buf, src=src, group=group)
+    keep_alive(size, buf)
+    return bytes(buf.cpu().numpy().tobytes())
+
+
+def all_gather_json(value: Any, group: dist.ProcessGroup | None = None) -> list[Any]:
+    """Every rank's JSON-able ``value`` (tuples arrive as lists), in rank order (a collective;
+    ``[value]`` without a group). JSON, not pickle: a peer's bytes are data, never code."""
+    if not is_distributed(group):
+        return [value]
+    return [json.loads(b) for b in _gather_bytes(json.dumps(value).encode(), group)]
+
+
+def broadcast_json(value: Any, src: int = 0, group: dist.ProcessGroup | None = None) -> Any:
+    """Rank ``src``'s JSON-able ``value`` on every rank (a collective; ``value`` without a group)."""
+    if not is_distributed(group):
+        return value
+    data = broadcast_bytes(json.dumps(value).encode() if dist.get_rank(group) == src else b"", src, group)
+    assert data is not None
+    return json.loads(data)

@@ -6,12 +6,12 @@ without them is a single-process run. A partial or malformed environment is a
 :class:`DistributedConfigError` that names the variable, so a bad launch fails before any
 rendezvous instead of hanging in one.
 
-This module reads a mapping it is given (``os.environ`` by default) and touches no torch state.
+This module reads a mapping it is given (the process's environment, through
+:mod:`gnn_dist.environ`, by default) and touches no torch state.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -75,7 +75,9 @@ def read_launch_env(environ: Mapping[str, str] | None = None) -> LaunchEnv | Non
         DistributedConfigError: a variable is missing, not an integer, or out of range; the
             message and ``.variable`` name it, and the ``int()`` failure is chained.
     """
-    environ = os.environ if environ is None else environ
+    if environ is None:
+        from ..environ import launch_variables
+        environ = launch_variables()
     if not any(name in environ for name in _TRIGGERS):
         return None
     for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["DistributedConfigError", "HaloSpecError"]
+__all__ = ["DistributedConfigError", "HaloSpecError", "CollectiveError"]
 
 
 class DistributedConfigError(ValueError):
@@ -19,3 +19,11 @@ class DistributedConfigError(ValueError):
 class HaloSpecError(ValueError):
     """The send/halo lists given to a :class:`~gnn_dist.distributed.halo.HaloExchanger` are
     inconsistent (locally, or with what the peer ranks say they send)."""
+
+
+class CollectiveError(RuntimeError):
+    """A collective did not complete: a peer died, stalled, or exceeded the group's timeout.
+
+    The message names the collective (which exchange, which layer), its direction and the peer
+    ranks, and keeps the backend's own reason.
+    """

@@ -14,12 +14,18 @@ No rank sends to itself.
 
 Two ways to exchange:
 
-- :meth:`HaloExchanger.exchange` (``sync``): differentiable, blocking; forward and backward are
-  one exchange each (:class:`HaloExchange`).
+- :meth:`HaloExchanger.exchange`: differentiable, blocking; forward and backward are one
+  exchange each (:class:`HaloExchange`), of all rows or of a :class:`HaloSubset` (boundary
+  sampling).
 - :meth:`HaloExchanger.start` / :meth:`HaloExchanger.start_backward`: start one direction of the
   exchange and return a :class:`HaloHandle` at once (``all_to_all_single(async_op=True)``);
   :meth:`HaloHandle.wait` returns the received rows. Not differentiable: the pipeline schedules
   (``gnn_dist.pipeline``) build their own autograd around them.
+
+Each call may name a :class:`~gnn_dist.distributed.wire.Transport` (a wire dtype and a simulated
+link): the training schedule's. Without one, rows travel as they are, at once: what evaluation
+uses, so it is exact whatever the training schedule does. The exchanger itself holds no such
+setting, only the plan and its counters (:mod:`.exchange_stats`).
 
 Concurrency and stream assumptions:
 
@@ -27,38 +33,31 @@ Concurrency and stream assumptions:
   gloo the collective runs on gloo's worker threads, so the calling thread computes while it is
   in flight. On NCCL it runs on NCCL's internal stream, ordered after the work already queued on
   the current stream; :meth:`HaloHandle.wait` makes the current stream wait for it (a
-  stream-to-stream dependency, no host synchronisation) unless a :class:`LinkModel` or the timing
+  stream-to-stream dependency, no host synchronisation) unless a simulated link or the timing
   counters need the host to see the completion (the link model sleeps on the host by design).
 - It is a collective: every rank of the group must start the same exchanges in the same order
   (the same layers), forwards and backwards. In particular every rank's loss must depend on every
   differentiable exchange output (a rank without training nodes still backpropagates a zero loss
   through its graph, e.g. ``logits[empty_mask].sum()``, never a detached constant), or the other
   ranks wait in the backward until the group's timeout. Several exchanges may be in flight at
-  once (each collective has its own tag); they complete independently.
+  once (each collective has its own tag); they complete independently. A wait that fails (a peer
+  died, stalled past the timeout) raises :class:`~.errors.CollectiveError` naming the exchange
+  (its tag: the layer), its direction and the peer ranks.
 - No other thread may issue collectives on the same group while an exchange is being started.
-- Wire dtype: rows travel as ``wire_dtype`` when set (cast before sending, cast back to the
-  input's dtype on arrival: compute stays in the model's dtype); bytes are counted as sent, in
-  the wire dtype. gloo in torch 2.13 supports ``all_to_all_single`` for float16, bfloat16,
-  float32 and float64 on CPU (verified by the tests).
+- Wire dtype: bytes are counted as sent, in the wire dtype. gloo in torch 2.13 supports
+  ``all_to_all_single`` for float16, bfloat16, float32 and float64 on CPU (verified by the tests).
 - The backward's ``index_add_`` sums the gradients of a row sent to several peers; on CPU it is
   deterministic, on CUDA it uses atomics (order of float additions not fixed).
-- A :class:`LinkModel` delays completion: one link per rank, full duplex, carrying one transfer
-  at a time (exchanges in flight together queue for it, in the order they were started). A
-  transfer of ``max(bytes sent, bytes received)`` starts when the exchange starts or when the
-  link is free, whichever is later, occupies the link for ``bytes / bandwidth``, and arrives
-  ``latency`` after that; a handle's :meth:`~HaloHandle.wait` does not return before then. The
-  delay is a deadline checked at the wait, so the calling thread computes meanwhile: an exchange
-  waited for late costs nothing.
 - A world size of 1 (or no process group) is the identity: no halo rows, no collective.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
-import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,89 +66,19 @@ import torch
 import torch.distributed as dist
 from torch.autograd.function import FunctionCtx, once_differentiable
 
+from .collectives import all_gather_json
 from .errors import HaloSpecError
+from .exchange_stats import ExchangeStats
+from .halo_handle import HaloHandle
 from .keepalive import keep_alive
 from .process_group import get_rank, get_world_size
+from .wire import EXACT, Transport
 
-__all__ = ["HaloExchanger", "HaloExchange", "HaloHandle", "HaloSubset", "LinkModel", "LinkSpecError",
-           "WIRE_DTYPES", "parse_wire_dtype"]
+__all__ = ["HaloExchanger", "HaloExchange", "HaloHandle", "HaloSubset"]
 
 logger = logging.getLogger(__name__)
 
 _IntArrayLike = Sequence[int] | np.ndarray | torch.Tensor
-
-WIRE_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16,
-                                       "fp16": torch.float16}
-"""Accepted ``halo_dtype`` names and the dtypes rows travel as."""
-
-
-def parse_wire_dtype(name: str | torch.dtype | None) -> torch.dtype | None:
-    """``"fp32"``/``"bf16"``/``"fp16"`` (or a floating torch dtype, or None) -> the dtype."""
-    if name is None or isinstance(name, torch.dtype):
-        if isinstance(name, torch.dtype) and not name.is_floating_point:
-            raise ValueError(f"halo_dtype={name} must be a floating-point dtype")
-        return name
-    if name not in WIRE_DTYPES:
-        raise ValueError(f"halo_dtype={name!r} is not supported; choose from {', '.join(WIRE_DTYPES)}")
-    return WIRE_DTYPES[name]
-
-
-class LinkSpecError(ValueError):
-    """A simulated-link description (``"latency_ms=L,gbps=B"``) is malformed."""
-
-
-@dataclass(frozen=True, slots=True)
-class LinkModel:
-    """A network link simulated on one machine: each exchange completes no earlier than
-    ``latency_ms`` plus its bytes at ``gbps`` gigabits per second after it started.
-
-    Build one directly or with :meth:`parse` from ``"latency_ms=L,gbps=B"`` (the CLI's
-    ``--simulate-link``).
-    """
-
-    latency_ms: float
-    """One-way latency per exchange in milliseconds (>= 0)."""
-    gbps: float
-    """Bandwidth in gigabits (1e9 bits) per second (> 0)."""
-
-    def __post_init__(self) -> None:
-        for name, value in (("latency_ms", self.latency_ms), ("gbps", self.gbps)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise LinkSpecError(f"simulate_link: {name}={value!r} must be a finite number")
-        if self.latency_ms < 0:
-            raise LinkSpecError(f"simulate_link: latency_ms={self.latency_ms} must be >= 0")
-        if self.gbps <= 0:
-            raise LinkSpecError(f"simulate_link: gbps={self.gbps} must be > 0")
-
-    @classmethod
-    def parse(cls, spec: str) -> "LinkModel":
-        """``"latency_ms=L,gbps=B"`` (both keys, in any order) -> a :class:`LinkModel`."""
-        if not isinstance(spec, str) or not spec.strip():
-            raise LinkSpecError(f"simulate_link: expected 'latency_ms=L,gbps=B', got {spec!r}")
-        values: dict[str, float] = {}
-        for item in spec.split(","):
-            key, eq, raw = item.strip().partition("=")
-            key = key.strip()
-            if not eq or key not in ("latency_ms", "gbps"):
-                raise LinkSpecError(f"simulate_link: {item.strip()!r} in {spec!r} is not latency_ms=L or "
-                                    f"gbps=B; expected 'latency_ms=L,gbps=B'")
-            if key in values:
-                raise LinkSpecError(f"simulate_link: {key} is given twice in {spec!r}")
-            if not re.fullmatch(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*", raw):
-                raise LinkSpecError(f"simulate_link: {key}={raw.strip()!r} in {spec!r} is not a number")
-            values[key] = float(raw)
-        missing = [k for k in ("latency_ms", "gbps") if k not in values]
-        if missing:
-            raise LinkSpecError(f"simulate_link: {spec!r} lacks {' and '.join(missing)}; expected "
-                                f"'latency_ms=L,gbps=B'")
-        return cls(latency_ms=values["latency_ms"], gbps=values["gbps"])
-
-    def delay_s(self, num_bytes: int) -> float:
-        """Seconds a transfer of ``num_bytes`` takes on this link (latency + bytes / bandwidth)."""
-        return self.latency_ms * 1e-3 + num_bytes * 8.0 / (self.gbps * 1e9)
-
-    def __str__(self) -> str:
-        return f"latency_ms={self.latency_ms:g},gbps={self.gbps:g}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,75 +121,6 @@ def _as_offsets(name: str, offsets: _IntArrayLike, world_size: int, total: int |
     return values
 
 
-class HaloHandle:
-    """One direction of an exchange in flight (from :meth:`HaloExchanger.start` or
-    :meth:`HaloExchanger.start_backward`).
-
-    :meth:`wait` blocks until the rows have arrived (and, with a :class:`LinkModel`, until the
-    simulated link would have delivered them), then returns the result; later calls return the
-    same tensor. The time spent blocked is added to the exchanger's ``exposed_comm_s``, the
-    exchange's duration (start to completion) to its ``comm_time_s``.
-    """
-
-    __slots__ = ("_exchanger", "_work", "_finish", "_result", "_done_at", "start_s", "deadline_s", "link_s",
-                 "tag", "bytes_sent", "bytes_received")
-
-    def __init__(self, exchanger: "HaloExchanger", work: Any, finish: Callable[[], torch.Tensor],
-                 start_s: float, deadline_s: float, tag: Any, bytes_sent: int, bytes_received: int,
-                 link_s: float = 0.0) -> None:
-        self._exchanger = exchanger
-        self._work = work
-        self._finish = finish
-        self._result: torch.Tensor | None = None
-        self._done_at: list[float] = []
-        self.start_s = start_s
-        """``time.perf_counter()`` when the exchange was started."""
-        self.deadline_s = deadline_s
-        """Earliest completion the link model allows (``start_s`` without a link)."""
-        self.link_s = link_s
-        """This transfer's own time on the simulated link (latency + bytes / bandwidth; 0 without)."""
-        self.tag = tag
-        """What the caller labelled the exchange with (e.g. the layer index), or None."""
-        self.bytes_sent = bytes_sent
-        self.bytes_received = bytes_received
-        if work is not None and exchanger._timing_futures:
-            try:  # completion time, recorded by gloo's/NCCL's thread: the true communication time
-                work.get_future().then(lambda _f: self._done_at.append(time.perf_counter()))
-            except (RuntimeError, AttributeError):  # a backend without futures: timed at the wait
-                exchanger._timing_futures = False
-
-    @property
-    def done(self) -> bool:
-        """True once :meth:`wait` has returned."""
-        return self._result is not None
-
-    def wait(self) -> torch.Tensor:
-        """The received rows (see the starting method for their shape); blocks as needed."""
-        if self._result is not None:
-            return self._result
-        t0 = time.perf_counter()
-        if self._work is not None:
-            self._work.wait()
-        now = time.perf_counter()
-        done = self._done_at[0] if self._done_at else now
-        if self.deadline_s > now:
-            time.sleep(self.deadline_s - now)
-            now = time.perf_counter()
-        self._result = self._finish()
-        ex = self._exchanger
-        ex.exposed_comm_s += now - t0
-        # the transfer's own duration: the real one, or the simulated link's (not the time spent
-        # queueing behind earlier transfers, which they already account for)
-        ex.comm_time_s += max(done - self.start_s, self.link_s)
-        self._work = None
-        self._finish = _finished
-        return self._result
-
-
-def _finished() -> torch.Tensor:
-    raise AssertionError("a finished handle has no pending work")
-
-
 class HaloExchanger:
     """One rank's halo exchange plan, with byte and time counters.
 
@@ -276,32 +136,20 @@ class HaloExchanger:
         check: compare the send counts with the peers' halo counts once, now (a collective:
             every rank must construct its exchanger together). A mismatch raises
             :class:`HaloSpecError` on every rank, naming the pair of ranks.
-        wire_dtype: rows travel in this dtype (``"fp32"``, ``"bf16"``, ``"fp16"`` or a torch
-            dtype) and are cast back on arrival; None sends them as they are. Settable later as
-            the attribute ``wire_dtype`` (a torch dtype or None); every rank must use the same.
-        link: a :class:`LinkModel` (or its ``"latency_ms=L,gbps=B"`` string) that delays every
-            exchange; None: no delay. Settable later as the attribute ``link``.
 
     Raises:
         HaloSpecError: (a ``ValueError``) malformed or inconsistent lists; the message names
             the argument and the bad value.
 
-    Counters (this rank's side; the forward sends ``S`` rows and receives ``N_halo``, the backward
-    the opposite; bytes as they travel, in the wire dtype): ``bytes_sent``, ``bytes_received``
-    (cumulative since construction or :meth:`reset_stats`), ``last_bytes_sent``,
-    ``last_bytes_received`` (the most recent exchange started), ``num_forward``, ``num_backward``;
-    ``comm_time_s`` (sum over completed exchanges of their duration: start to completion, or the
-    simulated link's latency + bytes / bandwidth when longer; time queueing for the link is not
-    counted twice), ``exposed_comm_s`` (time the caller spent blocked waiting for them), and
-    ``bytes_by_tag`` (bytes sent per tag given to :meth:`exchange`/:meth:`start`, e.g. per layer).
+    Counters: :attr:`totals` (an :class:`~.exchange_stats.ExchangeStats` of every exchange since
+    construction or :meth:`reset_stats`; ``bytes_sent``, ``exposed_comm_s`` ... read through), and
+    :meth:`recording` for the figures of one stretch of work.
     """
 
     def __init__(self, send_index: _IntArrayLike, send_offsets: _IntArrayLike,
                  halo_offsets: _IntArrayLike, num_inner: int, *,
                  group: dist.ProcessGroup | None = None, world_size: int | None = None,
-                 rank: int | None = None, check: bool = True,
-                 wire_dtype: str | torch.dtype | None = None,
-                 link: LinkModel | str | None = None) -> None:
+                 rank: int | None = None, check: bool = True) -> None:
         have_group = dist.is_available() and dist.is_initialized()
         if world_size is None:
             world_size = get_world_size(group)
@@ -324,10 +172,7 @@ class HaloExchanger:
         self.world_size = int(world_size)
         self.rank = int(rank)
         self.group = group
-        self.wire_dtype: torch.dtype | None = parse_wire_dtype(wire_dtype)
-        self.link: LinkModel | None = LinkModel.parse(link) if isinstance(link, str) else link
         self._timing_futures = True
-        self._link_free_at = 0.0
 
         index = send_index if isinstance(send_index, torch.Tensor) else torch.as_tensor(
             np.asarray(send_index))
@@ -356,7 +201,9 @@ class HaloExchanger:
         self.num_send = index.numel()
         self._send_index_cpu = index
         self._send_index: dict[torch.device, torch.Tensor] = {}
-        self.reset_stats()
+        self.totals = ExchangeStats()
+        """Every exchange since construction (or :meth:`reset_stats`)."""
+        self._recorders: list[ExchangeStats] = [self.totals]
         if check and self.world_size > 1:
             self._check_with_peers()
 
@@ -372,16 +219,19 @@ class HaloExchanger:
         """int64 ``[S]`` (CPU)."""
         return self._send_index_cpu
 
-    def exchange(self, h_inner: torch.Tensor, *, tag: Any = None) -> torch.Tensor:
+    def exchange(self, h_inner: torch.Tensor, *, tag: Any = None, subset: HaloSubset | None = None,
+                 transport: Transport = EXACT) -> torch.Tensor:
         """``[N_in, F...] -> [N_in + N_halo, F...]``: the inner rows, then the halo rows grouped
-        by owner rank; differentiable (see :class:`HaloExchange`). A collective, blocking;
-        ``tag`` labels its bytes in ``bytes_by_tag`` (forward and backward)."""
+        by owner rank (rows outside ``subset`` read as 0); differentiable (see
+        :class:`HaloExchange`). A collective, blocking; ``tag`` labels its bytes in
+        ``bytes_by_tag`` (forward and backward)."""
         self._check_rows(h_inner)
         if self.world_size == 1:
             return h_inner
-        return HaloExchange.apply(h_inner, self, tag)
+        return HaloExchange.apply(h_inner, self, tag, subset, transport)
 
-    def start(self, h_inner: torch.Tensor, *, tag: Any = None, subset: HaloSubset | None = None) -> HaloHandle:
+    def start(self, h_inner: torch.Tensor, *, tag: Any = None, subset: HaloSubset | None = None,
+              transport: Transport = EXACT) -> HaloHandle:
         """Start sending ``h_inner[send_index]`` to the peers; the handle's ``wait()`` returns the
         halo rows ``[N_halo, F...]`` (``h_inner``'s dtype; rows outside ``subset`` are 0).
         Not differentiable (``h_inner`` is read as data). A collective."""
@@ -406,25 +256,24 @@ class HaloExchanger:
             scale = subset.recv_scale.to(device=recv.device, dtype=out_dtype)
             out.index_copy_(0, subset.recv_pos.to(recv.device), recv * scale.view(-1, *[1] * (recv.dim() - 1)))
             return out
-        return self._launch(send, send_counts, recv_counts, finish, tag, backward=False)
+        return self._launch(send, send_counts, recv_counts, finish, tag, backward=False, transport=transport)
 
     def fetch_rows(self, send_rows: torch.Tensor, *, tag: Any = None) -> torch.Tensor:
         """Blocking, not differentiable: send ``send_rows [num_send, F...]`` (the caller's
         ``h[send_index]``, e.g. read straight from disk) and return the halo rows
-        ``[N_halo, F...]``. The rows travel in their own dtype (the wire dtype does not apply:
-        this is for one-time exact transfers such as the static halo input features). A collective."""
+        ``[N_halo, F...]``, exactly as they are (for one-time transfers such as the static halo
+        input features). A collective."""
         if send_rows.ndim < 1 or send_rows.shape[0] != self.num_send:
             raise ValueError(f"fetch_rows expects {self.num_send} rows (len(send_index)), got a tensor "
                              f"of shape {tuple(send_rows.shape)}")
         rows = send_rows.detach()
         if self.world_size == 1:
             return rows.new_zeros((self.num_halo, *rows.shape[1:]))
-        handle = self._launch(rows, self.send_counts, self.halo_counts, lambda recv: recv, tag,
-                              backward=False, wire=False)
-        return handle.wait()
+        return self._launch(rows, self.send_counts, self.halo_counts, lambda recv: recv, tag, backward=False,
+                            transport=EXACT).wait()
 
-    def start_backward(self, grad_halo: torch.Tensor, *, tag: Any = None,
-                       subset: HaloSubset | None = None) -> HaloHandle:
+    def start_backward(self, grad_halo: torch.Tensor, *, tag: Any = None, subset: HaloSubset | None = None,
+                       transport: Transport = EXACT) -> HaloHandle:
         """Start sending the halo rows' gradients ``grad_halo [N_halo, F...]`` back to their
         owners; the handle's ``wait()`` returns ``[N_in, F...]``: the gradients received from the
         readers, summed into the rows that were sent (0 elsewhere). With ``subset`` only its rows
@@ -452,33 +301,45 @@ class HaloExchanger:
             if recv.shape[0]:
                 out.index_add_(0, rows, recv.to(out_dtype))
             return out
-        return self._launch(send, send_counts, recv_counts, finish, tag, backward=True)
+        return self._launch(send, send_counts, recv_counts, finish, tag, backward=True, transport=transport)
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[ExchangeStats]:
+        """``with exchanger.recording() as stats:``: ``stats`` holds the figures of the exchanges
+        started (bytes) and waited for (times) inside the block."""
+        stats = ExchangeStats()
+        self._recorders.append(stats)
+        try:
+            yield stats
+        finally:
+            self._recorders[:] = [r for r in self._recorders if r is not stats]
 
     def reset_stats(self) -> None:
-        """Zero the byte, call and time counters."""
-        self.bytes_sent = 0
-        self.bytes_received = 0
-        self.last_bytes_sent = 0
-        self.last_bytes_received = 0
-        self.num_forward = 0
-        self.num_backward = 0
-        self.comm_time_s = 0.0
-        self.exposed_comm_s = 0.0
-        self.bytes_by_tag: dict[Any, int] = {}
+        """Zero the lifetime totals."""
+        self._recorders[0] = self.totals = ExchangeStats()
 
-    def stats(self) -> dict[str, int | float]:
-        """The counters as a dict (for logs and training history; ``bytes_by_tag`` apart)."""
-        return {"bytes_sent": self.bytes_sent, "bytes_received": self.bytes_received,
-                "last_bytes_sent": self.last_bytes_sent,
-                "last_bytes_received": self.last_bytes_received,
-                "num_forward": self.num_forward, "num_backward": self.num_backward,
-                "comm_time_s": self.comm_time_s, "exposed_comm_s": self.exposed_comm_s}
+    def stats(self) -> dict[str, Any]:
+        """The lifetime totals as a dict (``bytes_by_tag`` apart)."""
+        t = self.totals
+        return {"bytes_sent": t.bytes_sent, "bytes_received": t.bytes_received,
+                "last_bytes_sent": t.last_bytes_sent, "last_bytes_received": t.last_bytes_received,
+                "num_forward": t.num_forward, "num_backward": t.num_backward,
+                "comm_time_s": t.comm_time_s, "exposed_comm_s": t.exposed_comm_s}
+
+    bytes_sent = property(lambda self: self.totals.bytes_sent, doc="Lifetime bytes sent.")
+    bytes_received = property(lambda self: self.totals.bytes_received, doc="Lifetime bytes received.")
+    exposed_comm_s = property(lambda self: self.totals.exposed_comm_s, doc="Lifetime time blocked in waits.")
+    comm_time_s = property(lambda self: self.totals.comm_time_s, doc="Lifetime exchange durations.")
+    bytes_by_tag = property(lambda self: self.totals.bytes_by_tag, doc="Lifetime bytes sent per tag.")
+    last_bytes_sent = property(lambda self: self.totals.last_bytes_sent, doc="The latest exchange's bytes sent.")
+    last_bytes_received = property(lambda self: self.totals.last_bytes_received,
+                                   doc="The latest exchange's bytes received.")
+    num_forward = property(lambda self: self.totals.num_forward, doc="Forward exchanges started.")
+    num_backward = property(lambda self: self.totals.num_backward, doc="Backward exchanges started.")
 
     def __repr__(self) -> str:
-        extra = "" if self.wire_dtype is None else f", wire_dtype={self.wire_dtype}"
-        extra += "" if self.link is None else f", link={self.link}"
         return (f"HaloExchanger(rank={self.rank}, world_size={self.world_size}, "
-                f"num_inner={self.num_inner}, num_halo={self.num_halo}, num_send={self.num_send}{extra})")
+                f"num_inner={self.num_inner}, num_halo={self.num_halo}, num_send={self.num_send})")
 
     # ----------------------------------------------------------------------------- internals
 
@@ -509,27 +370,25 @@ class HaloExchanger:
         problems = [f"rank {self.rank} expects {self.halo_counts[q]} halo rows from rank {q} "
                     f"(halo_offsets) but rank {q} sends {received[q]} (its send_offsets)"
                     for q in range(self.world_size) if received[q] != self.halo_counts[q]]
-        gathered: list[Any] = [None] * self.world_size
-        dist.all_gather_object(gathered, problems, group=self.group)
-        found = [p for ps in gathered for p in ps]
+        found = [p for ps in all_gather_json(problems, self.group) for p in ps]
         if found:
             raise HaloSpecError("halo lists disagree between ranks: " + "; ".join(found[:5])
                                 + (f"; and {len(found) - 5} more" if len(found) > 5 else ""))
 
     def _finished_handle(self, result: torch.Tensor, tag: Any) -> HaloHandle:
         now = time.perf_counter()
-        handle = HaloHandle(self, None, lambda: result, now, now, tag, 0, 0)
+        handle = HaloHandle(self, None, lambda: result, start_s=now, deadline_s=now, tag=tag)
         handle.wait()
         return handle
 
     def _launch(self, send: torch.Tensor, send_counts: list[int], recv_counts: list[int],
                 finish: Callable[[torch.Tensor], torch.Tensor], tag: Any, *, backward: bool,
-                wire: bool = True) -> HaloHandle:
-        """Cast ``send`` to the wire dtype (unless ``wire`` is False), start the
-        ``all_to_all_single``, count its bytes."""
-        use_wire = wire and self.wire_dtype is not None and send.is_floating_point()
-        wire_dtype = self.wire_dtype if use_wire else send.dtype
-        send = send.to(wire_dtype).contiguous()
+                transport: Transport) -> HaloHandle:
+        """Cast ``send`` to the transport's wire dtype, start the ``all_to_all_single``, count its
+        bytes, queue it on the transport's link."""
+        if transport.wire_dtype is not None and send.is_floating_point():
+            send = send.to(transport.wire_dtype)
+        send = send.contiguous()
         recv = send.new_empty((sum(recv_counts), *send.shape[1:]))
         row_bytes = math.prod(send.shape[1:]) * send.element_size()
         sent, received = sum(send_counts) * row_bytes, sum(recv_counts) * row_bytes
@@ -538,35 +397,17 @@ class HaloExchanger:
                                       input_split_sizes=send_counts, group=self.group, async_op=True)
         keep_alive(send, recv)  # temporaries handed to gloo: see keepalive.py
         deadline, link_s = start_s, 0.0
-        if self.link is not None:
-            link_s = self.link.delay_s(max(sent, received))
-            begin = max(start_s, self._link_free_at)
-            self._link_free_at = begin + self.link.delay_s(max(sent, received)) - self.link.latency_ms * 1e-3
-            deadline = self._link_free_at + self.link.latency_ms * 1e-3
-        self._record(sent, received, tag, backward=backward)
-        return HaloHandle(self, work, lambda s=send: finish(recv), start_s, deadline, tag, sent, received, link_s)
+        if transport.link is not None:
+            deadline, link_s = transport.link.schedule(start_s, max(sent, received))
+        for stats in self._recorders:
+            stats.add_start(sent, received, tag, backward=backward)
+        peers = tuple(q for q in range(self.world_size) if send_counts[q] or recv_counts[q])
+        return HaloHandle(self, work, lambda s=send: finish(recv), start_s=start_s, deadline_s=deadline, tag=tag,
+                          bytes_sent=sent, bytes_received=received, link_s=link_s, backward=backward, peers=peers)
 
-    def _record(self, sent: int, received: int, tag: Any, *, backward: bool) -> None:
-        self.last_bytes_sent = sent
-        self.last_bytes_received = received
-        self.bytes_sent += sent
-        self.bytes_received += received
-        if tag is not None:
-            self.bytes_by_tag[tag] = self.bytes_by_tag.get(tag, 0) + sent
-        if backward:
-            self.num_backward += 1
-        else:
-            self.num_forward += 1
-
-    def _forward(self, h_inner: torch.Tensor, tag: Any = None) -> torch.Tensor:
-        halo = self.start(h_inner, tag=tag).wait()
-        return torch.cat([h_inner.detach(), halo], dim=0)
-
-    def _backward(self, grad_out: torch.Tensor, tag: Any = None) -> torch.Tensor:
-        n_in = self.num_inner
-        grad_out = grad_out.contiguous()
-        contrib = self.start_backward(grad_out[n_in:], tag=tag).wait()
-        return grad_out[:n_in] + contrib
+    def _add_wait(self, exposed_s: float, comm_s: float) -> None:
+        for stats in self._recorders:
+            stats.add_wait(exposed_s, comm_s)
 
 
 class HaloExchange(torch.autograd.Function):
@@ -586,21 +427,26 @@ class HaloExchange(torch.autograd.Function):
     matching position ``j`` on the owner), so the backward is its transpose: the gradient of
     each halo row travels back along the same edge (split sizes swapped) and is scatter-added
     into the row that was sent; a row sent to several peers accumulates all their gradients.
-    ``forward`` sends ``S`` rows and receives ``N_halo``; ``backward`` sends ``N_halo`` and
-    receives ``S``. Each is one ``all_to_all_single`` on the exchanger's group (started, then
-    waited for at once), bounded by the group's timeout.
+    With a :class:`HaloSubset` only its rows travel (the others read as 0), each multiplied by
+    its ``recv_scale`` in both directions. ``forward`` sends ``S`` rows and receives ``N_halo``;
+    ``backward`` sends ``N_halo`` and receives ``S``. Each is one ``all_to_all_single`` on the
+    exchanger's group (started, then waited for at once), bounded by the group's timeout, in the
+    ``transport``'s wire dtype and on its link.
     """
 
     @staticmethod
-    def forward(ctx: FunctionCtx, h_inner: torch.Tensor,  # type: ignore[override]
-                exchanger: HaloExchanger, tag: Any = None) -> torch.Tensor:
-        ctx.exchanger = exchanger  # type: ignore[attr-defined]
-        ctx.tag = tag  # type: ignore[attr-defined]
-        return exchanger._forward(h_inner, tag)
+    def forward(ctx: FunctionCtx, h_inner: torch.Tensor, exchanger: HaloExchanger,  # type: ignore[override]
+                tag: Any = None, subset: HaloSubset | None = None, transport: Transport = EXACT) -> torch.Tensor:
+        ctx.exchanger, ctx.tag, ctx.subset, ctx.transport = exchanger, tag, subset, transport  # type: ignore[attr-defined]
+        halo = exchanger.start(h_inner, tag=tag, subset=subset, transport=transport).wait()
+        return torch.cat([h_inner.detach(), halo], dim=0)
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: FunctionCtx, grad_out: torch.Tensor  # type: ignore[override]
-                 ) -> tuple[torch.Tensor, None, None]:
-        exchanger: HaloExchanger = ctx.exchanger  # type: ignore[attr-defined]
-        return exchanger._backward(grad_out, ctx.tag), None, None  # type: ignore[attr-defined]
+    def backward(ctx: FunctionCtx, grad_out: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        ex: HaloExchanger = ctx.exchanger  # type: ignore[attr-defined]
+        n_in = ex.num_inner
+        grad_out = grad_out.contiguous()
+        contrib = ex.start_backward(grad_out[n_in:], tag=ctx.tag, subset=ctx.subset,  # type: ignore[attr-defined]
+                                    transport=ctx.transport).wait()  # type: ignore[attr-defined]
+        return grad_out[:n_in] + contrib, None, None, None, None

@@ -15,31 +15,29 @@ Decisions (see ``docs`` and DESIGN.md, "Runtime"):
 - **Clean shutdown** (measured on torch 2.13, gloo/CPU: without it about half of successful
   2-rank runs abort with SIGABRT at interpreter exit): barrier (bounded by the timeout) ->
   destroy the group -> pause :data:`SHUTDOWN_PAUSE_S` -> drop the buffers held by
-  :mod:`.keepalive`. It runs from :meth:`DistContext.close`, from ``with init_distributed()``
-  on exit, and from an ``atexit`` hook installed by :func:`init_distributed`, so a script that
-  never calls ``close`` is still safe.
+  :mod:`.keepalive`. It runs from :meth:`DistContext.close` and from ``with init_distributed()``
+  on exit. No process-wide hook is installed (no ``sys.excepthook``, no ``atexit``): the context
+  owns the group. A context that is never closed is aborted when it is collected or at
+  interpreter exit (:func:`weakref.finalize` on the context itself), with a warning: without a
+  ``with`` block nothing says whether the script failed, so that path never waits on a peer.
 - **Error path**: never wait on peers that may be dead. ``close(clean=False)`` (the context
-  manager uses it when an exception escapes, and the ``atexit`` hook when an uncaught exception
-  was seen) skips the barrier and aborts the group. A script that ends with ``sys.exit(nonzero)``
-  outside the context manager should call ``ctx.close(clean=False)`` first.
+  manager uses it when an exception escapes) skips the barrier and aborts the group.
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
 import math
-import os
-import sys
-import threading
 import time
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 from datetime import timedelta
 from types import TracebackType
 
 import torch
 import torch.distributed as dist
 
+from .. import environ
 from .env import read_launch_env
 from .errors import DistributedConfigError
 from .keepalive import release_all
@@ -66,7 +64,7 @@ SHUTDOWN_PAUSE_S = 0.15
 _BACKENDS = ("gloo", "nccl")
 
 
-@dataclass(kw_only=True, slots=True)
+@dataclass(kw_only=True, slots=True, weakref_slot=True)
 class DistContext:
     """What this process is in the job; closing it ends the process group.
 
@@ -93,6 +91,11 @@ class DistContext:
     or when there is none)."""
     closed: bool = False
     """Set by :meth:`close`."""
+    _finalizer: weakref.finalize | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.owns_group:
+            self._finalizer = weakref.finalize(self, _abort_unclosed, self.rank)
 
     @property
     def is_distributed(self) -> bool:
@@ -114,9 +117,10 @@ class DistContext:
         if self.closed:
             return
         self.closed = True
+        if self._finalizer is not None:
+            self._finalizer.detach()
         if self.owns_group:
             shutdown_process_group(clean=clean, barrier_timeout=self.timeout)
-            _EXIT_STATE.owned = False
 
     def __enter__(self) -> DistContext:
         return self
@@ -131,47 +135,6 @@ class DistContext:
             self.close(clean=False)
         except Exception:  # keep the original exception, which is re-raised
             logger.exception("closing the process group after an error failed")
-
-
-class _ExitState:
-    """Process-wide facts the ``atexit`` hook needs (the default group is process-wide too)."""
-
-    def __init__(self) -> None:
-        self.owned = False            # init_distributed created the current default group
-        self.timeout = DEFAULT_TIMEOUT
-        self.uncaught = False         # an exception reached sys.excepthook
-        self.installed = False
-        self.lock = threading.Lock()
-
-
-_EXIT_STATE = _ExitState()
-
-
-def _excepthook(exc_type: type[BaseException], exc: BaseException,
-                tb: TracebackType | None) -> None:
-    _EXIT_STATE.uncaught = True
-    _PREVIOUS_EXCEPTHOOK[0](exc_type, exc, tb)
-
-
-_PREVIOUS_EXCEPTHOOK = [sys.excepthook]
-
-
-def _shutdown_at_exit() -> None:
-    if _EXIT_STATE.owned and dist.is_initialized():
-        _EXIT_STATE.owned = False
-        shutdown_process_group(clean=not _EXIT_STATE.uncaught, barrier_timeout=_EXIT_STATE.timeout)
-
-
-def _install_exit_hooks(timeout: timedelta) -> None:
-    with _EXIT_STATE.lock:
-        _EXIT_STATE.owned = True
-        _EXIT_STATE.timeout = timeout
-        if _EXIT_STATE.installed:
-            return
-        _EXIT_STATE.installed = True
-        _PREVIOUS_EXCEPTHOOK[0] = sys.excepthook
-        sys.excepthook = _excepthook
-        atexit.register(_shutdown_at_exit)
 
 
 def shutdown_process_group(*, clean: bool = True, barrier_timeout: timedelta | None = None) -> None:
@@ -212,6 +175,14 @@ def shutdown_process_group(*, clean: bool = True, barrier_timeout: timedelta | N
     release_all()
 
 
+def _abort_unclosed(rank: int) -> None:
+    """A context that was never closed: abort its group (no barrier) and release the buffers."""
+    if dist.is_initialized():
+        logger.warning("rank %d: the process group was never closed; aborting it (use `with "
+                       "gnn_dist.init_distributed() as ctx:` or call ctx.close())", rank)
+        shutdown_process_group(clean=False)
+
+
 def _resolve_backend(backend: str | None) -> str:
     if backend is None:
         return "nccl" if torch.cuda.is_available() else "gloo"
@@ -229,7 +200,7 @@ def _resolve_backend(backend: str | None) -> str:
 def _context_from_existing_group(timeout: timedelta) -> DistContext:
     backend = str(dist.get_backend())
     try:
-        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        local_rank = int(environ.launch_variables().get("LOCAL_RANK", "0"))
     except ValueError:
         local_rank = 0
     if "nccl" in backend and torch.cuda.is_available():
@@ -294,7 +265,7 @@ def init_distributed(backend: str | None = None, *,
                 f"environment variable LOCAL_RANK={env.local_rank} has no CUDA device: this "
                 f"machine has {num_devices}; launch at most {num_devices} processes per node",
                 variable="LOCAL_RANK")
-        os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3")
+        environ.set_default("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3")
         device = torch.device("cuda", env.local_rank)
         torch.cuda.set_device(device)
         dist.init_process_group("nccl", timeout=timeout, rank=env.rank,
@@ -302,7 +273,6 @@ def init_distributed(backend: str | None = None, *,
     else:
         device = torch.device("cpu")
         dist.init_process_group("gloo", timeout=timeout, rank=env.rank, world_size=env.world_size)
-    _install_exit_hooks(timeout)
     logger.info("init_distributed: rank %d/%d, local rank %d, backend %s, device %s, timeout %s",
                 env.rank, env.world_size, env.local_rank, resolved, device, timeout)
     return DistContext(rank=env.rank, world_size=env.world_size, local_rank=env.local_rank,

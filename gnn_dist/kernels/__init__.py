@@ -21,20 +21,20 @@ Backends, by name, and what each runs on CPU and on CUDA tensors:
 - ``triton``: CUDA: fused Triton kernels (:mod:`.triton_gpu`). CPU: the ``auto`` choice, or
   the Triton kernels in Triton's interpreter when ``TRITON_INTERPRET=1`` (how they are tested).
 
-The name comes from ``GNN_DIST_KERNELS`` (default ``auto``); :func:`use_backend` overrides it in
-a ``with`` block. Asking for ``numba`` or ``triton`` for tensors it would run on (numba: CPU;
-triton: CUDA, or CPU under the interpreter) when it cannot be imported is an error that says
-why; ``auto`` falls back to torch instead. Each choice is logged once. Half and bfloat16
-CPU tensors take torch (no numba kernel). Autograd lives in :mod:`gnn_dist.nn.sparse`.
+A run resolves its choice once (:func:`resolve_kernels`: ``--kernels``, else
+``GNN_DIST_KERNELS`` read by :mod:`gnn_dist.environ`, else ``auto``) into a :class:`Kernels`
+object that the part's :class:`~gnn_dist.nn.Block` holds (and every block derived from it): no
+aggregation reads the environment. :meth:`Kernels.for_tensor` picks the backend for a tensor's
+device and dtype. Asking for ``numba`` or ``triton`` when it cannot be imported is an error at
+resolution that says why; ``auto`` falls back to torch instead. Each choice is logged once. Half
+and bfloat16 CPU tensors take torch (no numba kernel). Autograd lives in :mod:`gnn_dist.nn.sparse`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Protocol
 
 import torch
@@ -42,8 +42,8 @@ import torch
 from .csr import CSR
 from .torch_backend import TorchBackend
 
-__all__ = ["CSR", "KernelBackend", "KernelBackendError", "ENV_VAR", "BACKEND_NAMES", "get_backend",
-           "backend_for", "use_backend", "numba_available", "triton_available"]
+__all__ = ["CSR", "KernelBackend", "KernelBackendError", "ENV_VAR", "BACKEND_NAMES", "Kernels", "get_backend",
+           "resolve_kernels", "default_kernels", "numba_available", "triton_available"]
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,6 @@ class KernelBackend(Protocol):
 
 
 _TORCH = TorchBackend()
-_state = threading.local()
 _logged: set[tuple[str, str]] = set()
 
 
@@ -103,8 +102,8 @@ class _OptionalBackend:
         """The backend, or :class:`KernelBackendError` naming the import error."""
         backend = self.get()
         if backend is None:
-            raise KernelBackendError(f"{ENV_VAR}={self.name} but {self.name} cannot be imported ({self.error}); "
-                                     f"install {self.name} or set {ENV_VAR}=auto")
+            raise KernelBackendError(f"kernels={self.name} (--kernels or {ENV_VAR}) but {self.name} cannot be "
+                                     f"imported ({self.error}); install {self.name} or use kernels=auto")
         return backend
 
 
@@ -133,33 +132,25 @@ def triton_available() -> bool:
     return _TRITON.get() is not None
 
 
-def _requested() -> str:
-    override = getattr(_state, "override", None)
-    if override is not None:
-        return override
-    value = os.environ.get(ENV_VAR, "auto").strip().lower() or "auto"
-    if value not in BACKEND_NAMES:
-        raise KernelBackendError(f"{ENV_VAR}={os.environ.get(ENV_VAR)!r} is not a kernel backend; "
-                                 f"use one of {', '.join(BACKEND_NAMES)}")
-    return value
-
-
 def _log_once(requested: str, chosen: str, why: str) -> None:
     if (requested, chosen) not in _logged:
         _logged.add((requested, chosen))
-        log.info("aggregation kernels: %s (%s=%s; %s)", chosen, ENV_VAR, requested, why)
+        log.info("aggregation kernels: %s (kernels=%s; %s)", chosen, requested, why)
 
 
-def get_backend(name: str | None = None) -> KernelBackend:
-    """The backend for ``name`` (default: :func:`use_backend`'s, else ``$GNN_DIST_KERNELS``);
-    ``auto`` is the CPU choice (numba, else torch).
+def _check_name(name: str) -> str:
+    if name not in BACKEND_NAMES:
+        raise KernelBackendError(f"kernel backend {name!r} is unknown; use one of {', '.join(BACKEND_NAMES)}")
+    return name
+
+
+def get_backend(name: str) -> KernelBackend:
+    """The backend named ``name``; ``auto`` is the CPU choice (numba, else torch).
 
     Raises :class:`KernelBackendError` for an unknown name, or for ``"numba"``/``"triton"`` when
     that package cannot be imported (``"auto"`` falls back to torch instead, and logs why).
     """
-    requested = _requested() if name is None else name
-    if requested not in BACKEND_NAMES:
-        raise KernelBackendError(f"kernel backend {requested!r} is unknown; use one of {', '.join(BACKEND_NAMES)}")
+    requested = _check_name(name)
     if requested == "torch":
         _log_once(requested, "torch", "forced")
         return _TORCH
@@ -184,40 +175,78 @@ def _auto_cpu() -> tuple[KernelBackend, str]:
     return backend, "prefetching CPU kernels"
 
 
-def backend_for(t: torch.Tensor) -> KernelBackend:
-    """The backend for tensors on ``t``'s device and of its dtype (see the module docstring)."""
-    requested = _requested()
-    if t.device.type == "cuda":
+class Kernels:
+    """A run's kernel choice, resolved once: ``name`` is checked (and ``numba``/``triton``
+    imported) when it is made, :meth:`for_tensor` picks the backend per device and dtype."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str = "auto") -> None:
+        self.name = _check_name(name)
+        if name in ("numba", "triton"):
+            (_NUMBA if name == "numba" else _TRITON).require()
+
+    def for_tensor(self, t: torch.Tensor) -> KernelBackend:
+        """The backend for tensors on ``t``'s device and of its dtype (see the module docstring)."""
+        requested = self.name
+        if t.device.type == "cuda":
+            if requested == "triton":
+                return get_backend("triton")
+            why = {"auto": "auto's CUDA choice until a GPU measurement decides (benchmarks/gpu_check.sh)",
+                   "numba": "numba runs CPU tensors only"}.get(requested, "forced")
+            _log_once(requested, "torch (cuSPARSE) for CUDA tensors", why)
+            return _TORCH
+        if t.device.type != "cpu":
+            return _TORCH
         if requested == "triton":
-            return get_backend("triton")
-        why = {"auto": "auto's CUDA choice until a GPU measurement decides (benchmarks/gpu_check.sh)",
-               "numba": "numba runs CPU tensors only"}.get(requested, "forced")
-        _log_once(requested, "torch (cuSPARSE) for CUDA tensors", why)
-        return _TORCH
-    if t.device.type != "cpu":
-        return _TORCH
-    if requested == "triton":
-        triton_backend = _TRITON.require()
-        if getattr(triton_backend, "interpreted", False):
-            _log_once(requested, "triton", "fused Triton kernels, in Triton's interpreter")
-            return triton_backend
-        backend, why = _auto_cpu()
-        _log_once(requested, f"{backend.name} for CPU tensors",
-                  f"Triton kernels take CUDA tensors (CPU ones only under TRITON_INTERPRET=1); {why}")
-    else:
-        backend = get_backend(requested)
-    if backend.name == "numba" and t.dtype not in (torch.float32, torch.float64):
-        return _TORCH  # half/bfloat16: no numba kernel
-    return backend
+            triton_backend = _TRITON.require()
+            if getattr(triton_backend, "interpreted", False):
+                _log_once(requested, "triton", "fused Triton kernels, in Triton's interpreter")
+                return triton_backend
+            backend, why = _auto_cpu()
+            _log_once(requested, f"{backend.name} for CPU tensors",
+                      f"Triton kernels take CUDA tensors (CPU ones only under TRITON_INTERPRET=1); {why}")
+        else:
+            backend = get_backend(requested)
+        if backend.name == "numba" and t.dtype not in (torch.float32, torch.float64):
+            return _TORCH  # half/bfloat16: no numba kernel
+        return backend
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Kernels) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __repr__(self) -> str:
+        return f"Kernels({self.name!r})"
 
 
-@contextlib.contextmanager
-def use_backend(name: str) -> Iterator[KernelBackend]:
-    """Use backend ``name`` (``auto``/``torch``/``numba``/``triton``) in this thread inside the ``with`` block."""
-    backend = get_backend(name)
-    previous = getattr(_state, "override", None)
-    _state.override = name
-    try:
-        yield backend
-    finally:
-        _state.override = previous
+def resolve_kernels(name: str | Kernels | None = None) -> Kernels:
+    """The :class:`Kernels` for ``name`` (None: ``auto``; a :class:`Kernels` as it is)."""
+    if isinstance(name, Kernels):
+        return name
+    return Kernels("auto" if name is None else name)
+
+
+_default: list[Kernels] = []
+_default_lock = threading.Lock()
+
+
+def default_kernels() -> Kernels:
+    """The choice of blocks built without one: ``GNN_DIST_KERNELS`` (read once, by
+    :mod:`gnn_dist.environ`), else ``auto``.
+
+    Raises:
+        KernelBackendError: the variable names no backend, or one that cannot be imported.
+    """
+    with _default_lock:
+        if not _default:
+            from ..environ import kernels
+
+            value = kernels()
+            try:
+                _default.append(resolve_kernels(value))
+            except KernelBackendError as exc:
+                raise KernelBackendError(f"{ENV_VAR}={value!r}: {exc}") from None
+        return _default[0]

@@ -5,79 +5,18 @@ Legend: ``I`` inner rows (the part's destinations ``D``), ``S`` = inner + halo s
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Protocol
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ..nn import Block, DropoutKey, GATConv, GCNConv, GINConv, SAGEConv, hash_dropout
-from ..nn.dropout import call_conv
+from ..nn.part import Activation, FullGraph, LayerInput, PartLike
 
 __all__ = ["PartLike", "LayerInput", "Activation", "FullGraph", "BasicGNN", "GCN", "GraphSAGE", "GAT", "GIN",
-           "MODELS", "build_model"]
-
-
-Activation = Callable[[torch.Tensor, Optional[torch.Tensor]], torch.Tensor]
-"""``activation(h_rows, rows)``: a hidden layer's ReLU and dropout applied to its output rows
-``rows`` (int64 destination ids; None: all ``I`` rows, in order). Row-wise, so a part may
-compute a layer's output in pieces (e.g. the rows its peers need first)."""
-
-
-class PartLike(Protocol):
-    """What a model runs on: a block and a differentiable halo exchange.
-
-    Optional hooks the built-in models use when a part (a pipeline mode's view) has them:
-
-    - ``begin_layer(i)``: called before layer ``i``, so the part numbers its exchanges by layer
-      even when a layer makes none (a static first layer, see :class:`LayerInput`).
-    - ``layer(conv, h_inner, *, dropout_key=None, activation=None) -> [I, F']``: runs one conv
-      with its exchange folded in, then ``activation`` (None: the output layer) - the
-      ``overlap`` mode; the models then call it instead of ``exchange`` followed by the conv.
-    - ``input_layer(conv, x, *, dropout_key=None, activation=None) -> [I, F']``: the same for
-      the first layer when its input ``x`` is a :class:`LayerInput`.
-    """
-
-    block: Block
-
-    def exchange(self, h_inner: torch.Tensor) -> torch.Tensor:
-        """``[I, F]`` inner rows -> ``[S, F]`` inner rows then halo rows (differentiable)."""
-        ...
-
-
-class LayerInput(Protocol):
-    """A first-layer input that computes the first conv itself (``gnn_dist.cache.InputFeatures``:
-    features served by a tiered store, halo rows fetched once, optionally chunked or
-    precomputed). A model given one instead of a tensor calls :meth:`layer` for layer 0."""
-
-    num_rows: int
-    """``I``: the part's inner rows."""
-    dim: int
-    """``F_in``: the feature width."""
-
-    def layer(self, conv: nn.Module, part: PartLike, *, dropout_key: Any = None,
-              rows: torch.Tensor | None = None) -> torch.Tensor:
-        """``conv``'s output ``[len(rows) or I, F']`` for destination rows ``rows`` (None: all);
-        ``part.exchange`` fetches the halo rows if the input does not hold them."""
-        ...
-
-
-class FullGraph:
-    """A whole graph on one device as a :class:`PartLike`: no halo, ``exchange`` is the identity.
-
-    ``FullGraph(Block.from_graph(indptr, indices))`` runs a model without any process group.
-    """
-
-    def __init__(self, block: Block) -> None:
-        if block.num_halo:
-            raise ValueError(f"FullGraph needs a block without halo rows, got {block!r}")
-        self.block = block
-
-    def exchange(self, h_inner: torch.Tensor) -> torch.Tensor:
-        return h_inner
-
-    def __repr__(self) -> str:
-        return f"FullGraph({self.block!r})"
+           "MODELS", "register_model", "build_model"]
 
 
 class BasicGNN(nn.Module):
@@ -88,14 +27,14 @@ class BasicGNN(nn.Module):
 
     .. code-block:: text
 
-        h_all = part.exchange(h)          # [I, F] -> [S, F]: inner rows then halo rows
-        h = conv_i(part.block, h_all)     # [I, F']
-        if i < num_layers - 1:  h = hash_dropout(relu(h), dropout, seed, dropout_step, i, original ids)
+        h = part.run_layer(i, conv_i, h, dropout_key=..., activation=act_i)
+        # sync: h_all = part.exchange(h)  [I, F] -> [S, F]; h = conv_i(part.block, h_all)  [I, F']
+        # act_i (hidden layers): hash_dropout(relu(h), dropout, seed, dropout_step, i, original ids)
 
     ``x`` is the inner rows' features ``[I, F_in]``, or a :class:`LayerInput` (the trainer's
     ``gnn_dist.cache.InputFeatures``), which computes layer 0 itself without a per-step exchange.
-    The part's optional hooks (``begin_layer``, ``layer``, ``input_layer``: see
-    :class:`PartLike`) replace the exchange-then-conv steps when present.
+    The part (a schedule's view, see :mod:`gnn_dist.nn.part`) decides when each layer's halo
+    rows travel.
 
     Dropout masks are keyed by ``(seed, dropout_step, layer, original node id, feature)``, so P
     ranks equal one device with dropout on. ``dropout_step`` is an int64 buffer (saved in the
@@ -157,28 +96,10 @@ class BasicGNN(nn.Module):
         self._check_input(x, block)
         ids = block.src_original_ids[:block.num_dst]
         step = self.dropout_step
-        begin_layer = getattr(part, "begin_layer", None)
-        layer = getattr(part, "layer", None)
         h = x
         for i, conv in enumerate(self.convs):
-            key = DropoutKey(self.seed, step, i) if getattr(conv, "uses_dropout_key", False) else None
             act = self._activation(i, step, ids) if i < self.num_layers - 1 else None
-            if begin_layer is not None:
-                begin_layer(i)
-            if i == 0 and not isinstance(x, torch.Tensor):
-                input_layer = getattr(part, "input_layer", None)
-                if input_layer is not None:
-                    h = input_layer(conv, x, dropout_key=key, activation=act)
-                else:
-                    h = x.layer(conv, part, dropout_key=key)
-                    h = h if act is None else act(h, None)
-                continue
-            if layer is not None:
-                h = layer(conv, h, dropout_key=key, activation=act)
-                continue
-            h_all = part.exchange(h)
-            h = call_conv(conv, block, h_all, key)
-            h = h if act is None else act(h, None)
+            h = part.run_layer(i, conv, h, dropout_key=DropoutKey(self.seed, step, i), activation=act)
         if self.training:
             with torch.no_grad():
                 self.dropout_step += 1
@@ -208,6 +129,23 @@ class BasicGNN(nn.Module):
         return f"{self.__class__.__name__}({self.in_dim}, {self.out_dim}, num_layers={self.num_layers})"
 
 
+MODELS: dict[str, type[BasicGNN]] = {}
+"""The registered models by CLI name (``--model``)."""
+
+M = TypeVar("M", bound=type)
+
+
+def register_model(name: str) -> Callable[[M], M]:
+    """Class decorator: the model is ``--model name`` (built by :func:`build_model`)."""
+    def deco(cls: M) -> M:
+        if name in MODELS and MODELS[name] is not cls:
+            raise ValueError(f"a model named {name!r} is already registered ({MODELS[name].__qualname__})")
+        MODELS[name] = cls  # type: ignore[assignment]
+        return cls
+    return deco
+
+
+@register_model("gcn")
 class GCN(BasicGNN):
     """Graph convolutional network: :class:`~gnn_dist.nn.GCNConv` layers (see :class:`BasicGNN`)."""
 
@@ -215,6 +153,7 @@ class GCN(BasicGNN):
         return GCNConv(in_channels, out_channels, **kwargs)
 
 
+@register_model("sage")
 class GraphSAGE(BasicGNN):
     """GraphSAGE with mean aggregation: :class:`~gnn_dist.nn.SAGEConv` layers (see :class:`BasicGNN`)."""
 
@@ -222,6 +161,7 @@ class GraphSAGE(BasicGNN):
         return SAGEConv(in_channels, out_channels, **kwargs)
 
 
+@register_model("gat")
 class GAT(BasicGNN):
     """Graph attention network: :class:`~gnn_dist.nn.GATConv` layers (see :class:`BasicGNN`).
 
@@ -242,6 +182,7 @@ class GAT(BasicGNN):
         return GATConv(in_channels, out_channels // heads, heads=heads, concat=True, dropout=attn_dropout, **kwargs)
 
 
+@register_model("gin")
 class GIN(BasicGNN):
     """Graph isomorphism network: :class:`~gnn_dist.nn.GINConv` layers whose network is
     ``Linear(in, out) - ReLU - Linear(out, out)`` (see :class:`BasicGNN`)."""
@@ -251,17 +192,28 @@ class GIN(BasicGNN):
         return GINConv(mlp, **kwargs)
 
 
-MODELS: dict[str, type[BasicGNN]] = {"gcn": GCN, "sage": GraphSAGE, "gat": GAT, "gin": GIN}
-"""The built-in models by CLI name."""
-
-
-def build_model(name: str, *, in_dim: int, hidden_dim: int, out_dim: int, num_layers: int, dropout: float = 0.5,
-                seed: int = 0, heads: int | None = None, **layer_kwargs: Any) -> BasicGNN:
-    """The model ``MODELS[name]``; ``heads`` (GAT only) is left at the model's default when None."""
+def build_model(spec: str | Any, *, in_dim: int, out_dim: int, hidden_dim: int | None = None,
+                num_layers: int | None = None, dropout: float | None = None, seed: int | None = None,
+                heads: int | None = None, **layer_kwargs: Any) -> BasicGNN:
+    """The model ``MODELS[name]``. ``spec`` is its name (then ``hidden_dim`` and ``num_layers``
+    are required) or a :class:`~gnn_dist.config.ModelConfig` (``model``, ``hidden``, ``layers``,
+    ``dropout``, ``heads``, ``seed``; keyword arguments override it). ``heads`` (GAT only) is left
+    at the model's default when None."""
+    if not isinstance(spec, str):
+        hidden_dim = spec.hidden if hidden_dim is None else hidden_dim
+        num_layers = spec.layers if num_layers is None else num_layers
+        dropout = spec.dropout if dropout is None else dropout
+        seed = spec.seed if seed is None else seed
+        heads = spec.heads if heads is None else heads
+        spec = spec.model
+    name = spec
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; choose one of {', '.join(sorted(MODELS))}")
+    if hidden_dim is None or num_layers is None:
+        raise ValueError("build_model needs hidden_dim and num_layers (or a ModelConfig)")
     if heads is not None:
         if name != "gat":
             raise ValueError(f"heads={heads} applies to the 'gat' model only, not {name!r}")
         layer_kwargs["heads"] = heads
-    return MODELS[name](in_dim, hidden_dim, out_dim, num_layers, dropout=dropout, seed=seed, **layer_kwargs)
+    return MODELS[name](in_dim, hidden_dim, out_dim, num_layers, dropout=0.5 if dropout is None else dropout,
+                        seed=0 if seed is None else seed, **layer_kwargs)

@@ -18,6 +18,8 @@ from typing import Any, Callable, Hashable, TypeVar
 import numpy as np
 import torch
 
+from ..kernels import Kernels, KernelBackend, default_kernels, resolve_kernels
+
 __all__ = ["Block", "BlockError"]
 
 T = TypeVar("T")
@@ -59,12 +61,16 @@ class Block:
     """int64 ``[S]``: number of self-loop edges ``v -> v`` of each local row in the whole graph."""
     src_original_ids: torch.Tensor
     """int64 ``[S]``: the input graph's id of each local row (destinations are the first ``D``)."""
+    kernels: Kernels | None = None
+    """The aggregation kernels of this block (and the blocks derived from it); None: the
+    process's default (:func:`~gnn_dist.kernels.default_kernels`). See :meth:`with_kernels`."""
     _cache: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False)
 
     # ------------------------------------------------------------------ builders
     @classmethod
     def from_csr(cls, *, indptr: Any, indices: Any, num_src: int, in_degree: Any, out_degree: Any,
-                 self_loops: Any, src_original_ids: Any, edge_weight: Any = None) -> "Block":
+                 self_loops: Any, src_original_ids: Any, edge_weight: Any = None,
+                 kernels: str | Kernels | None = None) -> "Block":
         """Validate and build a block from its CSR arrays (numpy arrays or tensors).
 
         Checks shapes, id ranges and that the block holds every in-edge of its destinations
@@ -136,7 +142,7 @@ class Block:
                 i = int(torch.nonzero(~torch.isfinite(weight))[0])
                 raise BlockError(f"edge_weight[{i}] = {float(weight[i])} is not finite")
         block = cls(num_src=num_src, num_dst=num_dst, indptr=indptr_t, indices=indices_t,
-                    edge_weight=weight, **arrays)
+                    edge_weight=weight, kernels=None if kernels is None else resolve_kernels(kernels), **arrays)
         block._cache["dst_index"] = dst
         return block
 
@@ -232,7 +238,8 @@ class Block:
         sub = Block(num_src=rows.numel(), num_dst=dst.numel(), indptr=indptr, indices=local_of[src],
                     edge_weight=None if self.edge_weight is None else self.edge_weight[edge_pos],
                     in_degree=self.in_degree[rows], out_degree=self.out_degree[rows],
-                    self_loops=self.self_loops[rows], src_original_ids=self.src_original_ids[rows])
+                    self_loops=self.self_loops[rows], src_original_ids=self.src_original_ids[rows],
+                    kernels=self.kernels)
         sub._cache["dst_index"] = row
         return sub, rows
 
@@ -247,6 +254,15 @@ class Block:
     @property
     def device(self) -> torch.device:
         return self.indptr.device
+
+    def with_kernels(self, kernels: str | Kernels) -> "Block":
+        """This block with the aggregation kernels ``kernels`` (a name or a
+        :class:`~gnn_dist.kernels.Kernels`); the arrays are shared, the caches not."""
+        return replace(self, kernels=resolve_kernels(kernels))
+
+    def backend_for(self, t: torch.Tensor) -> KernelBackend:
+        """The kernel backend this block's aggregations run on for tensors like ``t``."""
+        return (self.kernels or default_kernels()).for_tensor(t)
 
     def cached(self, key: Hashable, build: Callable[[], T]) -> T:
         """The value cached on this block under ``key``, built by ``build()`` on first use.

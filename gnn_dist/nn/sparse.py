@@ -4,7 +4,7 @@ Legend: ``S`` sources, ``D`` destinations, ``E`` edges, ``F`` feature width, ``H
 (``F = H * Fh``: head ``k`` owns feature columns ``[k Fh, (k + 1) Fh)``).
 
 The autograd functions here run the raw kernels of :mod:`gnn_dist.kernels` (numba CPU kernels,
-or torch.sparse: see there for the choice and ``GNN_DIST_KERNELS``):
+or torch.sparse: see there for the choice, which the block holds: ``block.kernels``):
 
 - :func:`spmm`: ``out[v] = sum over in-edges e = (u -> v) of values[e] * x_src[u]`` (per head);
   backward is the same kernel on the block's transposed CSR (built once per block, its entries
@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from ..kernels import CSR, KernelBackend, backend_for
+from ..kernels import CSR, KernelBackend
 from .block import Block
 
 __all__ = ["spmm", "spmm_scaled", "sddmm", "edge_softmax", "prepare"]
@@ -188,7 +188,7 @@ def spmm(block: Block, x_src: torch.Tensor, edge_values: torch.Tensor | None = N
     if edge_values is not None:
         _check_heads_values("spmm", block, edge_values, x_src.shape[1], x_src.dtype)
         values = edge_values if edge_values.dim() == 2 else edge_values.unsqueeze(1)
-    out = _SpMM.apply(x_src.contiguous(), values, block, backend_for(x_src))
+    out = _SpMM.apply(x_src.contiguous(), values, block, block.backend_for(x_src))
     if reduce == "mean":
         count = block.cached(("in_count_inv", out.dtype, out.device),
                              lambda: block.in_count.clamp(min=1).to(out.dtype).reciprocal().unsqueeze(1))
@@ -222,7 +222,7 @@ def spmm_scaled(block: Block, x_src: torch.Tensor, dst_scale: torch.Tensor, src_
         if tuple(scale.shape) != (rows,) or scale.dtype != x_src.dtype or scale.requires_grad:
             raise ValueError(f"spmm_scaled: {name} has shape {list(scale.shape)}, dtype {scale.dtype} and "
                              f"requires_grad={scale.requires_grad}; expected a constant [{rows}] of {x_src.dtype}")
-    return _SpMM.apply(x_src.contiguous(), None, block, backend_for(x_src), dst_scale.contiguous(),
+    return _SpMM.apply(x_src.contiguous(), None, block, block.backend_for(x_src), dst_scale.contiguous(),
                        src_scale.contiguous())
 
 
@@ -244,7 +244,7 @@ def sddmm(block: Block, a_dst: torch.Tensor, b_src: torch.Tensor, heads: int | N
     num_heads = 1 if heads is None else int(heads)
     if num_heads < 1 or a_dst.shape[1] % num_heads:
         raise ValueError(f"sddmm: heads = {heads} must be >= 1 and divide the width {a_dst.shape[1]}")
-    out = _SDDMM.apply(a_dst.contiguous(), b_src.contiguous(), num_heads, block, backend_for(b_src))
+    out = _SDDMM.apply(a_dst.contiguous(), b_src.contiguous(), num_heads, block, block.backend_for(b_src))
     return out[:, 0] if heads is None else out
 
 
@@ -280,7 +280,7 @@ def edge_softmax(block: Block, score: torch.Tensor,
             raise ValueError(f"edge_softmax: self_score has shape {list(self_score.shape)} and dtype "
                              f"{self_score.dtype}; expected {[block.num_dst] + list(score.shape[1:])} of {score.dtype}")
     alpha, alpha_self = _EdgeSoftmax.apply(s.contiguous(), None if ss is None else ss.contiguous(), block,
-                                           backend_for(s))
+                                           block.backend_for(s))
     if squeeze:
         return alpha[:, 0], None if alpha_self is None else alpha_self[:, 0]
     return alpha, alpha_self

@@ -1,15 +1,16 @@
-"""What every pipeline mode provides (a Protocol, not a base class) and the shared autograd glue.
+"""What every pipeline mode provides (a Protocol, not a base class) and what the modes share.
 
 A mode stands between a model and the part's halo exchanger during a training step: the model
-calls ``view.exchange(h)`` once per layer, in layer order, and the mode decides when rows travel
-and which ones the layer sees. Evaluation never goes through a mode: it uses the part's exact,
-synchronous exchange.
+calls ``view.run_layer(i, conv, h, ...)`` (or ``view.exchange(h)``, once per layer, in layer
+order) and the mode decides when rows travel and which ones the layer sees, in its
+:class:`~gnn_dist.distributed.Transport` (the wire dtype and simulated link of training).
+Evaluation never goes through a mode: it uses the part's exact, synchronous exchange.
 
-Checkpoints: a mode's ``state_dict()`` is what its next step needs besides the weights (this
-rank's only: the halo rows differ per rank), and ``load_state_dict(state)`` restores it into a
-fresh mode of the same kind. ``sync`` and ``overlap`` keep nothing between steps (an empty dict,
-the :class:`LayerSteps` default); ``stale`` keeps its step count and stale buffers (see
-:mod:`.stale`). The trainer writes a non-empty state to one file per rank.
+Checkpoints: a mode declares ``stateful``. A stateful mode's ``state_dict()`` is what its next
+step needs besides the weights (this rank's only: the halo rows differ per rank), and
+``load_state_dict(state)`` restores it into a fresh mode of the same kind; the checkpoint
+manager writes it to one file per rank. A stateless mode keeps nothing between steps
+(:class:`Stateless`: an empty dict).
 
 Legend: ``I`` inner rows, ``H`` halo rows, ``F`` feature width.
 """
@@ -18,13 +19,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-import torch
+from ..distributed import HaloSubset
+from ..nn.part import Activation
 
-from ..distributed.halo import HaloExchanger, HaloSubset
-from ..models.basic_gnn import Activation
-from ..nn import Block
-
-__all__ = ["Pipeline", "SubsetFn", "SyncExchange", "LayerSteps", "Activation"]
+__all__ = ["Pipeline", "SubsetFn", "LayerCounter", "Stateless", "Activation"]
 
 
 class SubsetFn(Protocol):
@@ -35,15 +33,18 @@ class SubsetFn(Protocol):
 
 
 class Pipeline(Protocol):
-    """The interface of the halo-exchange schedules (``sync``, ``stale``, ``overlap``).
+    """The interface of the halo-exchange schedules (``sync``, ``stale``, ``overlap`` ...).
 
     Per training step the trainer calls :meth:`begin_step` and runs the model on what it returns
-    (a :class:`~gnn_dist.models.PartLike`); before evaluating, checkpointing or ending it calls
-    :meth:`flush`, after which no exchange of the mode is in flight.
+    (a :class:`~gnn_dist.nn.part.PartLike`: ``block``, ``exchange`` and ``run_layer``); before
+    evaluating, checkpointing or ending it calls :meth:`flush`, after which no exchange of the
+    mode is in flight.
     """
 
     name: str
-    """The mode's name (``TrainerConfig.pipeline``)."""
+    """The mode's registered name (``pipeline=``)."""
+    stateful: bool
+    """Whether the next step reads state besides the weights (checkpoints then keep it per rank)."""
 
     def begin_step(self, epoch: int) -> Any:
         """Start training step ``epoch``; returns the part-like view the model runs on."""
@@ -67,33 +68,9 @@ class Pipeline(Protocol):
         ...
 
 
-class SyncExchange(torch.autograd.Function):
-    """Blocking exchange of a subset of rows: ``h [I, F] -> [I + H, F]``.
-
-    Forward: ``halo = start(h, subset).wait()`` (rows outside the subset are 0, the others
-    rescaled by the subset's ``recv_scale``), output ``cat(h, halo)``. Backward (the transpose):
-    ``grad_h = grad[:I] + start_backward(grad[I:], subset).wait()``. With ``subset=None`` this
-    equals :class:`~gnn_dist.distributed.HaloExchange`.
-    """
-
-    @staticmethod
-    def forward(ctx: Any, h: torch.Tensor, ex: HaloExchanger, tag: Any,  # type: ignore[override]
-                subset: HaloSubset | None) -> torch.Tensor:
-        ctx.ex, ctx.tag, ctx.subset = ex, tag, subset
-        halo = ex.start(h, tag=tag, subset=subset).wait()
-        return torch.cat([h.detach(), halo], dim=0)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:  # type: ignore[override]
-        n = ctx.ex.num_inner
-        grad = grad.contiguous()
-        contrib = ctx.ex.start_backward(grad[n:], tag=ctx.tag, subset=ctx.subset).wait()
-        return grad[:n] + contrib, None, None, None
-
-
 class LayerCounter:
-    """Numbers the ``exchange`` calls of one step: the i-th call is layer i."""
+    """Which layer an exchange belongs to: :meth:`at` when the model names the layer
+    (``run_layer``), else the exchange calls of a step in order (custom models)."""
 
     def __init__(self) -> None:
         self.epoch = 0
@@ -102,30 +79,24 @@ class LayerCounter:
     def reset(self, epoch: int) -> None:
         self.epoch, self.layer = epoch, 0
 
+    def at(self, layer: int) -> None:
+        """The next exchange is layer ``layer`` (a layer that makes none, such as a first layer
+        with static halo rows, does not shift the others)."""
+        self.layer = layer
+
     def next(self) -> int:
         layer = self.layer
         self.layer += 1
         return layer
 
-    def seek(self, layer: int) -> None:
-        """The next call is layer ``layer`` (the model announces each layer: one that makes no
-        exchange, such as a first layer with static halo rows, does not shift the others)."""
-        self.layer = layer
 
+class Stateless:
+    """The checkpoint state of a mode that keeps nothing between steps: an empty dict."""
 
-class LayerSteps:
-    """What the pipeline modes share: the ``begin_layer`` hook of their views (see
-    :class:`~gnn_dist.models.PartLike`), and the checkpoint state of a mode that keeps nothing
-    between steps (an empty dict)."""
-
-    _layers: LayerCounter
     name: str
-
-    def begin_layer(self, layer: int) -> None:
-        self._layers.seek(layer)
+    stateful = False
 
     def state_dict(self) -> dict[str, Any]:
-        """Empty: nothing of this mode outlives a step."""
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -138,7 +109,3 @@ class LayerSteps:
             raise ValueError(f"pipeline={self.name!r} keeps no state between steps, got one with keys "
                              f"{sorted(state)}")
 
-
-def check_block(block: Block, ex: HaloExchanger) -> None:
-    """The block's rows against the exchanger's (an internal invariant of a loaded part)."""
-    assert block.num_dst == ex.num_inner and block.num_src == ex.num_rows, (block, ex)

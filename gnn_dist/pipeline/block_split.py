@@ -49,7 +49,8 @@ def _sub_block(block: Block, edges: torch.Tensor, lo: int, hi: int) -> Block:
     sub = Block(num_src=hi - lo, num_dst=block.num_dst, indptr=indptr, indices=block.indices[edges] - lo,
                 edge_weight=None if block.edge_weight is None else block.edge_weight[edges],
                 in_degree=block.in_degree[rows], out_degree=block.out_degree[rows],
-                self_loops=block.self_loops[rows], src_original_ids=block.src_original_ids[rows])
+                self_loops=block.self_loops[rows], src_original_ids=block.src_original_ids[rows],
+                kernels=block.kernels)
     # its sources are renumbered from ``lo``: which edges are self-loops is the full block's answer
     sub._cache["self_loop_mask"] = block.self_loop_mask[edges]
     return sub

@@ -13,7 +13,7 @@ import weakref
 
 import torch
 
-from ..distributed.halo import HaloExchanger, HaloHandle, HaloSubset
+from ..distributed import HaloExchanger, HaloHandle, HaloSubset, Transport
 
 __all__ = ["HaloFlight"]
 
@@ -33,8 +33,8 @@ class HaloFlight:
     only as a weak reference, buffers and handles only until they are used.
     """
 
-    def __init__(self, ex: HaloExchanger, tag: int, pieces: list[HaloSubset | None]) -> None:
-        self.ex, self.tag, self.pieces = ex, tag, pieces
+    def __init__(self, ex: HaloExchanger, tag: int, pieces: list[HaloSubset | None], transport: Transport) -> None:
+        self.ex, self.tag, self.pieces, self.transport = ex, tag, pieces, transport
         self.fwd: list[HaloHandle | None] = []
         self.bwd: list[HaloHandle | None] | None = None
         self.lowest: int | None = None
@@ -63,7 +63,8 @@ class HaloFlight:
         if buf is None:
             return
         while len(self.fwd) <= k:
-            self.fwd.append(self.ex.start(buf, tag=self.tag, subset=self.pieces[len(self.fwd)]))
+            piece = self.pieces[len(self.fwd)]
+            self.fwd.append(self.ex.start(buf, tag=self.tag, subset=piece, transport=self.transport))
         if len(self.fwd) == len(self.pieces):
             self.buf = None  # start() has gathered what it sends
 
@@ -82,7 +83,8 @@ class HaloFlight:
         assert self.bwd is None, "one backward per exchange"
         handles: list[HaloHandle | None] = [None] * len(self.pieces)
         for k in reversed(range(len(self.pieces))):
-            handles[k] = self.ex.start_backward(grad_halo, tag=self.tag, subset=self.pieces[k])
+            handles[k] = self.ex.start_backward(grad_halo, tag=self.tag, subset=self.pieces[k],
+                                                transport=self.transport)
         self.bwd = handles
 
     def grad_for(self, k: int, like: torch.Tensor) -> torch.Tensor:

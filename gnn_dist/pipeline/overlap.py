@@ -56,51 +56,55 @@ from typing import Any
 
 import torch
 
-from ..distributed.halo import HaloExchanger, HaloSubset
+from ..distributed import EXACT, HaloExchanger, HaloSubset, Transport
 from ..nn import Block, DropoutKey
 from ..nn.decomposable import is_decomposable, propagate_groups
 from ..nn.dropout import call_conv
-from .base import Activation, LayerCounter, LayerSteps, SubsetFn
+from ..nn.part import LayerInput
+from .base import Activation, LayerCounter, Stateless, SubsetFn
 from .block_split import SplitBlock, split_block
 from .boundary_chunks import BoundaryChunks
 from .halo_flight import HaloFlight
 from .overlap_autograd import ArriveHalo, MergeRows, SendPiece
+from .registry import register_schedule
 
 __all__ = ["OverlapPipeline", "SplitBlock", "split_block"]  # the last two: re-exported from .block_split
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CHUNKS = 4
-"""Chunks of boundary rows per hidden layer (pieces per exchange) by default."""
 MAX_CHUNKS = 1024
 """The most chunks :class:`OverlapPipeline` accepts."""
 
 # ------------------------------------------------------------------------------------ the mode
-class OverlapPipeline(LayerSteps):
+@register_schedule("overlap")
+class OverlapPipeline(Stateless):
     """The ``overlap`` schedule (see the module docstring) as a :class:`~.base.Pipeline`.
 
-    The models call :meth:`layer` (and :meth:`input_layer` for a
-    :class:`~gnn_dist.models.LayerInput`) instead of ``exchange`` then the conv.
+    The models' :meth:`run_layer` runs each layer with its exchange overlapped.
 
     Args:
         block: the part's block (split now).
         exchanger: the part's halo exchanger.
+        options: the schedule's configuration; its ``overlap_chunks`` is the number of chunks a
+            hidden layer computes its boundary rows in, each starting its piece of the next
+            exchange (``n``, in ``[0, 1024]``); 0 turns boundary-first off (each layer then only
+            overlaps its own exchange with its inner-source part). None: 4.
         subset_fn: boundary sampling, or None (then the mode is exact).
-        chunks: the chunks a hidden layer computes its boundary rows in, each starting its piece
-            of the next exchange (``n``, >= 1); 0 turns boundary-first off (each layer then only
-            overlaps its own exchange with its inner-source part). (default: 4)
+        transport: the wire dtype and simulated link of the exchanges.
     """
 
     name = "overlap"
 
-    def __init__(self, block: Block, exchanger: HaloExchanger, subset_fn: SubsetFn | None = None, *,
-                 chunks: int = DEFAULT_CHUNKS) -> None:
+    def __init__(self, block: Block, exchanger: HaloExchanger, options: Any = None, *,
+                 subset_fn: SubsetFn | None = None, transport: Transport = EXACT) -> None:
+        chunks = 4 if options is None else options.overlap_chunks
         if isinstance(chunks, bool) or not isinstance(chunks, int) or not 0 <= chunks <= MAX_CHUNKS:
-            raise ValueError(f"chunks={chunks!r} must be an int in [0, {MAX_CHUNKS}] (0: no boundary-first "
+            raise ValueError(f"overlap_chunks={chunks!r} must be an int in [0, {MAX_CHUNKS}] (0: no boundary-first "
                              f"schedule; each chunk is one more collective per exchange)")
         self.block = block
         self.exchanger = exchanger
         self.subset_fn = subset_fn
+        self.transport = transport
         self.chunks = chunks
         self.split = split_block(block)
         self._layers = LayerCounter()
@@ -126,7 +130,16 @@ class OverlapPipeline(LayerSteps):
         self._flights.clear()
         self._pending = None
 
-    # -------------------------------------------------------------- the model's hooks
+    # -------------------------------------------------------------- the model's interface
+    def run_layer(self, index: int, conv: torch.nn.Module, h: torch.Tensor | LayerInput, *,
+                  dropout_key: DropoutKey | None = None, activation: Activation | None = None) -> torch.Tensor:
+        """Layer ``index``: :meth:`layer` for a tensor input, :meth:`input_layer` for a
+        :class:`~gnn_dist.nn.part.LayerInput`."""
+        self._layers.at(index)
+        if isinstance(h, torch.Tensor):
+            return self.layer(conv, h, dropout_key=dropout_key, activation=activation)
+        return self.input_layer(conv, h, dropout_key=dropout_key, activation=activation)
+
     def exchange(self, h_inner: torch.Tensor) -> torch.Tensor:
         """The blocking exchange ``[I, F] -> [I + H, F]`` (custom models, layers without a split
         form, a :class:`~gnn_dist.models.LayerInput` fetching its halo rows: once per
@@ -219,7 +232,7 @@ class OverlapPipeline(LayerSteps):
         return None if self.subset_fn is None else self.subset_fn(self._layers.epoch, tag)
 
     def _new_flight(self, tag: int, pieces: list[HaloSubset | None]) -> HaloFlight:
-        flight = HaloFlight(self.exchanger, tag, pieces)
+        flight = HaloFlight(self.exchanger, tag, pieces, self.transport)
         self._flights.append(flight)
         return flight
 
@@ -236,7 +249,7 @@ class OverlapPipeline(LayerSteps):
 
     def _exchange(self, h_inner: torch.Tensor, tag: int) -> torch.Tensor:
         if self.exchanger.world_size == 1:
-            return self.exchanger.exchange(h_inner, tag=tag)
+            return h_inner
         flight, h = self._incoming(h_inner, tag)
         return torch.cat([h, ArriveHalo.apply(h, flight)])
 

@@ -38,10 +38,13 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch import nn
 
-from ..distributed.halo import HaloExchanger, HaloHandle, HaloSubset
-from ..nn import Block
-from .base import LayerSteps, LayerCounter, SubsetFn
+from ..distributed import EXACT, HaloExchanger, HaloHandle, HaloSubset, Transport
+from ..nn import Block, DropoutKey
+from ..nn.part import Activation, LayerInput, exchange_then_run
+from .base import LayerCounter, SubsetFn
+from .registry import register_schedule
 
 __all__ = ["StalePipeline", "EMABuffer"]
 
@@ -130,14 +133,14 @@ class _StaleExchange(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, h: torch.Tensor, ex: HaloExchanger, state: _LayerState,  # type: ignore[override]
-                tag: int, subset: HaloSubset | None, first: bool) -> torch.Tensor:
-        ctx.ex, ctx.state, ctx.tag, ctx.subset, ctx.first = ex, state, tag, subset, first
+                tag: int, subset: HaloSubset | None, first: bool, transport: Transport) -> torch.Tensor:
+        ctx.ex, ctx.state, ctx.tag, ctx.subset, ctx.first, ctx.transport = ex, state, tag, subset, first, transport
         if first:
-            halo = state.features.update(ex.start(h, tag=tag, subset=subset).wait())
+            halo = state.features.update(ex.start(h, tag=tag, subset=subset, transport=transport).wait())
         else:
             state.settle_features()
             halo = state.features.value
-            state.pending_features = ex.start(h, tag=tag, subset=subset)
+            state.pending_features = ex.start(h, tag=tag, subset=subset, transport=transport)
         assert halo is not None
         return torch.cat([h.detach(), halo.to(h.dtype)], dim=0)
 
@@ -148,36 +151,43 @@ class _StaleExchange(torch.autograd.Function):
         state: _LayerState = ctx.state
         n = ex.num_inner
         grad = grad.contiguous()
+        send = ex.start_backward(grad[n:], tag=ctx.tag, subset=ctx.subset, transport=ctx.transport)
         if ctx.first or (state.grads.value is None and state.pending_grads is None):
-            contrib = state.grads.update(ex.start_backward(grad[n:], tag=ctx.tag, subset=ctx.subset).wait())
+            contrib = state.grads.update(send.wait())
         else:
             state.settle_grads()
             contrib = state.grads.value
-            state.pending_grads = ex.start_backward(grad[n:], tag=ctx.tag, subset=ctx.subset)
+            state.pending_grads = send
         assert contrib is not None
-        return grad[:n] + contrib.to(grad.dtype), None, None, None, None, None
+        return grad[:n] + contrib.to(grad.dtype), None, None, None, None, None, None
 
 
-class StalePipeline(LayerSteps):
+@register_schedule("stale")
+class StalePipeline:
     """PipeGCN's schedule (see the module docstring) as a :class:`~.base.Pipeline`.
 
     Args:
         block: the part's block.
         exchanger: the part's halo exchanger.
-        smoothing: ``gamma`` of the moving average of stale features and gradients, in
-            ``[0, 1)``; None or 0: none.
+        options: the schedule's configuration; its ``stale_smoothing`` is ``gamma`` of the moving
+            average of stale features and gradients, in ``[0, 1)``; None or 0: none.
         subset_fn: boundary sampling, or None.
+        transport: the wire dtype and simulated link of the exchanges.
     """
 
     name = "stale"
+    stateful = True
+    """The previous epoch's halo rows and halo gradients are read by the next step."""
 
-    def __init__(self, block: Block, exchanger: HaloExchanger, smoothing: float | None = None,
-                 subset_fn: SubsetFn | None = None) -> None:
+    def __init__(self, block: Block, exchanger: HaloExchanger, options: Any = None, *,
+                 subset_fn: SubsetFn | None = None, transport: Transport = EXACT) -> None:
+        smoothing = None if options is None else options.stale_smoothing
         self.block = block
         self.exchanger = exchanger
         self.smoothing = smoothing
         EMABuffer(smoothing)  # checks the value
         self.subset_fn = subset_fn
+        self.transport = transport
         self._layers = LayerCounter()
         self._states: dict[int, _LayerState] = {}
         self._steps = 0
@@ -188,6 +198,11 @@ class StalePipeline(LayerSteps):
         self._first = self._steps == 0
         self._steps += 1
         return self
+
+    def run_layer(self, index: int, conv: nn.Module, h: torch.Tensor | LayerInput, *,
+                  dropout_key: DropoutKey | None = None, activation: Activation | None = None) -> torch.Tensor:
+        self._layers.at(index)
+        return exchange_then_run(self, conv, h, dropout_key=dropout_key, activation=activation)
 
     def exchange(self, h_inner: torch.Tensor) -> torch.Tensor:
         """``[I, F] -> [I + H, F]`` for the next layer: this epoch's inner rows, the previous
@@ -200,7 +215,7 @@ class StalePipeline(LayerSteps):
         state = self._states.setdefault(layer, _LayerState(self.smoothing))
         first = self._first or state.features.value is None
         subset = self.subset_fn(self._layers.epoch, layer) if self.subset_fn is not None else None
-        return _StaleExchange.apply(h_inner, ex, state, layer, subset, first)
+        return _StaleExchange.apply(h_inner, ex, state, layer, subset, first, self.transport)
 
     def staleness(self) -> int:
         return 0 if self._first else 1

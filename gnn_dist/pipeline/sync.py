@@ -2,49 +2,60 @@
 
 from __future__ import annotations
 
+from typing import Any
 
 import torch
+from torch import nn
 
-from ..distributed.halo import HaloExchanger
-from ..nn import Block
-from .base import LayerSteps, LayerCounter, SubsetFn, SyncExchange
+from ..distributed import EXACT, HaloExchanger, Transport
+from ..nn import Block, DropoutKey
+from ..nn.part import Activation, LayerInput, exchange_then_run
+from .base import LayerCounter, Stateless, SubsetFn
+from .registry import register_schedule
 
 __all__ = ["SyncPipeline"]
 
 
-class SyncPipeline(LayerSteps):
+@register_schedule("sync")
+class SyncPipeline(Stateless):
     """Each layer's exchange runs to completion before the layer computes.
 
-    Without ``subset_fn`` this is exactly the part's own :meth:`~gnn_dist.distributed.HaloExchanger.exchange`
-    (tagged with the layer index for the per-layer byte counts); with it (boundary sampling) the
-    rows chosen for ``(epoch, layer)`` travel, forward and backward (:class:`~.base.SyncExchange`).
+    Each exchange is the part's :meth:`~gnn_dist.distributed.HaloExchanger.exchange`, tagged with
+    the layer index (the per-layer byte counts), in the schedule's transport; with ``subset_fn``
+    (boundary sampling) only the rows chosen for ``(epoch, layer)`` travel, forward and backward.
 
     Args:
         block: the part's block (the view's ``block``).
         exchanger: the part's halo exchanger.
+        options: the schedule's configuration (unused: ``sync`` has no options of its own).
         subset_fn: boundary sampling, or None.
+        transport: the wire dtype and simulated link of the exchanges.
     """
 
     name = "sync"
 
-    def __init__(self, block: Block, exchanger: HaloExchanger, subset_fn: SubsetFn | None = None) -> None:
+    def __init__(self, block: Block, exchanger: HaloExchanger, options: Any = None, *,
+                 subset_fn: SubsetFn | None = None, transport: Transport = EXACT) -> None:
         self.block = block
         self.exchanger = exchanger
         self.subset_fn = subset_fn
+        self.transport = transport
         self._layers = LayerCounter()
 
     def begin_step(self, epoch: int) -> "SyncPipeline":
         self._layers.reset(epoch)
         return self
 
+    def run_layer(self, index: int, conv: nn.Module, h: torch.Tensor | LayerInput, *,
+                  dropout_key: DropoutKey | None = None, activation: Activation | None = None) -> torch.Tensor:
+        self._layers.at(index)
+        return exchange_then_run(self, conv, h, dropout_key=dropout_key, activation=activation)
+
     def exchange(self, h_inner: torch.Tensor) -> torch.Tensor:
         """``[I, F] -> [I + H, F]`` for the next layer of this step (a collective)."""
         layer = self._layers.next()
-        if self.subset_fn is None or self.exchanger.world_size == 1:
-            return self.exchanger.exchange(h_inner, tag=layer)
-        self.exchanger._check_rows(h_inner)
-        subset = self.subset_fn(self._layers.epoch, layer)
-        return SyncExchange.apply(h_inner, self.exchanger, layer, subset)
+        subset = None if self.subset_fn is None else self.subset_fn(self._layers.epoch, layer)
+        return self.exchanger.exchange(h_inner, tag=layer, subset=subset, transport=self.transport)
 
     def staleness(self) -> int:
         return 0
@@ -53,6 +64,4 @@ class SyncPipeline(LayerSteps):
         pass
 
     def __repr__(self) -> str:
-        return f"SyncPipeline(sampled={self.subset_fn is not None})"
-
-
+        return f"SyncPipeline(sampled={self.subset_fn is not None}, {self.transport})"

@@ -56,7 +56,7 @@ def test_gpu_check_script_flags_parse():
     would otherwise fail only on a lent GPU)."""
     import shlex
 
-    from gnn_dist.train import build_parser
+    from gnn_dist.config_cli import parse_run_config
     from partitioners.cli import build_parser as partition_parser
 
     text = (REPO / "benchmarks" / "gpu_check.sh").read_text().replace("\\\n", " ")
@@ -67,7 +67,7 @@ def test_gpu_check_script_flags_parse():
     part = [line.split("-m partitioners.cli", 1)[1] for line in lines if "-m partitioners.cli" in line]
     assert len(runs) >= 4 and part
     for extra in runs:
-        build_parser().parse_args(shlex.split(base.replace("$DATA", "d") + " " + extra))
+        parse_run_config(shlex.split(base.replace("$DATA", "d") + " " + extra))   # flags and values
     for args in part:
         partition_parser().parse_args(shlex.split(args.replace("$DATA", "d")))
 

@@ -9,6 +9,7 @@ import torch
 
 from gnn_dist.models import GAT, GCN, GIN, MODELS, FullGraph, GraphSAGE, build_model
 from gnn_dist.nn import Block
+from gnn_dist.nn.part import exchange_then_run
 
 
 def random_graph(seed: int, n: int = 60, e: int = 300) -> tuple[torch.Tensor, torch.Tensor]:
@@ -53,6 +54,9 @@ class ThreadedParts:
             halo = everyone[o.position[b.src_original_ids[b.num_dst:]]]
             o.barrier.wait()  # nobody overwrites a slot before all have read it
             return torch.cat([h, halo])
+
+        def run_layer(self, index, conv, h, *, dropout_key=None, activation=None):
+            return exchange_then_run(self, conv, h, dropout_key=dropout_key, activation=activation)
 
     def run(self, models: list[torch.nn.Module], x: torch.Tensor) -> torch.Tensor:
         """Each model replica on its part; outputs scattered back to global row order."""

@@ -41,20 +41,34 @@ def argv(data: str, epochs: int, ckpt: str, metrics: str, *extra: str) -> list[s
 
 
 def read_metrics(path: str | Path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+    """The epoch records (the first record of a metrics file is the run's config)."""
+    return [r for r in map(json.loads, Path(path).read_text().splitlines()) if "epoch" in r]
 
 
-def run_jobs(rank: int, world_size: int, jobs: list[list[str]]) -> list[tuple[str, str] | None]:
-    """Run ``main(argv)`` for each job in turn; None when it succeeded, else (type, message)."""
+def run_jobs(rank: int, world_size: int, jobs: list[list[str]]) -> list[tuple[int, list[str]] | None]:
+    """Run ``main(argv)`` for each job in turn; None when it succeeded, else (exit code, the
+    error lines it logged)."""
+    import logging
+
     from gnn_dist.train import main
 
-    out: list[tuple[str, str] | None] = []
+    class Errors(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__(logging.ERROR)
+            self.lines: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.lines.append(record.getMessage())
+
+    out: list[tuple[int, list[str]] | None] = []
     for job in jobs:
+        errors = Errors()
+        logging.getLogger("gnn_dist.train").addHandler(errors)
         try:
-            assert main(job) == 0
-            out.append(None)
-        except Exception as exc:  # noqa: BLE001 - the test asserts on the type
-            out.append((type(exc).__name__, str(exc)))
+            code = main(job)
+        finally:
+            logging.getLogger("gnn_dist.train").removeHandler(errors)
+        out.append(None if code == 0 else (code, errors.lines))
     return out
 
 
@@ -85,8 +99,10 @@ def test_resume_reproduces_the_uninterrupted_run(two_rank_runs):
     assert [r["epoch"] for r in resumed] == list(range(EPOCHS))  # absolute epochs, each once
     keys = ("epoch", "train_loss", "train_acc", "val_acc", "test_acc", "comm_bytes")
     assert [{k: r[k] for k in keys} for r in resumed] == [{k: r[k] for k in keys} for r in straight]
-    a = torch.load(Path(runs["dirs"]["straight"], f"checkpoint-{EPOCHS:06d}.pt"), weights_only=False)
-    b = torch.load(Path(runs["dirs"]["resumed"], f"checkpoint-{EPOCHS:06d}.pt"), weights_only=False)
+    from gnn_dist.checkpoint import load_checkpoint
+
+    a = load_checkpoint(Path(runs["dirs"]["straight"], f"checkpoint-{EPOCHS:06d}.pt"))
+    b = load_checkpoint(Path(runs["dirs"]["resumed"], f"checkpoint-{EPOCHS:06d}.pt"))
     assert a["epoch"] == b["epoch"] == EPOCHS
     assert a["model"]["dropout_step"].item() == EPOCHS  # dropout was on and advanced every epoch
     for key, value in a["model"].items():
@@ -115,10 +131,14 @@ def test_resume_without_a_checkpoint_starts_at_zero(two_rank_runs):
 
 
 def test_corrupt_checkpoint_fails_on_every_rank_naming_it(two_rank_runs):
+    """A checkpoint without its checksum file (here: not written by gnn-dist) is refused before
+    anything is loaded: exit code 2 on every rank, one line on rank 0 naming the file, none on
+    rank 1."""
     name = str(Path(two_rank_runs["dirs"]["bad"], "checkpoint-000002.pt"))
-    (kind0, msg0), (kind1, msg1) = two_rank_runs["second"][0][2], two_rank_runs["second"][1][2]
-    assert kind0 == "CheckpointError" and msg0.startswith(name) and "corrupt or truncated" in msg0
-    assert kind1 == "ValueError" and "failed on rank 0" in msg1 and name in msg1
+    (code0, lines0), (code1, lines1) = two_rank_runs["second"][0][2], two_rank_runs["second"][1][2]
+    assert code0 == code1 == 2
+    assert len(lines0) == 1 and name in lines0[0] and "has no checksum file checkpoint-000002.pt.sha256" in lines0[0]
+    assert lines1 == []
 
 
 # ---------------------------------------------------------------- one process
@@ -161,7 +181,8 @@ def test_checkpoint_every_and_after_the_last_epoch(part1, tmp_path):
     trainer = make_trainer(part1, tmp_path, checkpoint_every=2)
     trainer.fit(5)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "checkpoint-000002.pt", "checkpoint-000004.pt", "checkpoint-000005.pt", "latest"]  # no temp files
+        "checkpoint-000002.pt", "checkpoint-000002.pt.sha256", "checkpoint-000004.pt", "checkpoint-000004.pt.sha256",
+        "checkpoint-000005.pt", "checkpoint-000005.pt.sha256", "latest"]  # no temp files
     assert latest_checkpoint(tmp_path) == tmp_path / "checkpoint-000005.pt"
 
 
@@ -171,8 +192,9 @@ def test_checkpoint_holds_the_whole_state(part1, tmp_path):
     trainer = make_trainer(part1, tmp_path, optimizer="adamw", weight_decay=0.01)
     trainer.fit(1)
     state = load_checkpoint(trainer.save_checkpoint())
-    assert state["format"] == "gnn-dist-checkpoint" and state["version"] == 1 and state["epoch"] == 1
-    assert state["config"]["optimizer"] == "adamw" and state["config"]["weight_decay"] == 0.01
+    assert state["format"] == "gnn-dist-checkpoint" and state["version"] == 2 and state["epoch"] == 1
+    assert state["config"]["optim"] == {"optimizer": "adamw", "lr": 0.05, "weight_decay": 0.01}
+    assert state["partition"] == trainer.checkpoints.fingerprint
     assert set(state["rng"]) >= {"python", "numpy", "torch"}
     assert state["optimizer"]["state"], "optimizer moments saved"
     assert state["model_info"] == {"class": "GCN", "in_dim": 5, "hidden_dim": 8, "out_dim": 3, "num_layers": 2,
@@ -204,19 +226,31 @@ def test_missing_and_corrupt_checkpoints_are_named(part1, tmp_path):
     good = tmp_path / "checkpoint-000001.pt"
     with pytest.raises(CheckpointError, match=r"checkpoint-000009\.pt: no such checkpoint file"):
         trainer.resume(tmp_path / "checkpoint-000009.pt")
-    cut = tmp_path / "cut.pt"
+    cut = tmp_path / "checkpoint-000005.pt"   # cut short, with the original's checksum file
     cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
-    with pytest.raises(CheckpointError, match=r"cut\.pt: not a readable gnn-dist checkpoint; the file is corrupt"):
+    (tmp_path / "checkpoint-000005.pt.sha256").write_bytes((tmp_path / "checkpoint-000001.pt.sha256").read_bytes())
+    with pytest.raises(CheckpointError, match=r"checkpoint-000005\.pt: the checkpoint is \d+ bytes, \d+ were written: "
+                                              r"truncated or overwritten"):
+        trainer.resume(cut)
+    flipped = bytearray(good.read_bytes())
+    flipped[len(flipped) // 2] ^= 0x40   # one bit of a weight
+    cut.write_bytes(bytes(flipped))
+    with pytest.raises(CheckpointError, match=r"checkpoint-000005\.pt: the checkpoint's sha256 \w+\.\.\. is not the "
+                                              r"\w+\.\.\. written with it: corrupt"):
         trainer.resume(cut)
     other = tmp_path / "other.pt"
     torch.save({"weights": torch.zeros(2)}, other)
-    with pytest.raises(CheckpointError, match=r"other\.pt: not a gnn-dist checkpoint"):
+    with pytest.raises(CheckpointError, match=r"other\.pt: has no checksum file other\.pt\.sha256"):
         load_checkpoint(other)
-    state = torch.load(good, weights_only=False)
+    from gnn_dist.checkpoint import parse_checkpoint
+
+    with pytest.raises(CheckpointError, match=r"other\.pt: not a gnn-dist checkpoint"):
+        parse_checkpoint(other.read_bytes(), other)
+    state = load_checkpoint(good)
     state["version"] = 7
     torch.save(state, tmp_path / "v7.pt")
     with pytest.raises(CheckpointError, match=r"v7\.pt: checkpoint version 7 is not supported"):
-        load_checkpoint(tmp_path / "v7.pt")
+        parse_checkpoint((tmp_path / "v7.pt").read_bytes(), tmp_path / "v7.pt")
     (tmp_path / "latest").write_text("checkpoint-000042.pt\n")
     with pytest.raises(CheckpointError, match=r"latest: names checkpoint-000042\.pt, which does not exist"):
         trainer.resume()
@@ -245,8 +279,10 @@ def test_resume_takes_this_runs_learning_rate(part1, tmp_path, caplog):
 def test_keep_checkpoints_deletes_the_oldest(part1, tmp_path):
     trainer = make_trainer(part1, tmp_path, checkpoint_every=1, checkpoint_keep=2)
     trainer.fit(5)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-000004.pt", "checkpoint-000005.pt", "latest"]
-    with pytest.raises(ValueError, match=r"checkpoint_keep=0 must be >= 1 \(or None to keep all\)"):
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-000004.pt", "checkpoint-000004.pt.sha256",
+                                                          "checkpoint-000005.pt", "checkpoint-000005.pt.sha256",
+                                                          "latest"]
+    with pytest.raises(ValueError, match=r"checkpoint_keep: 0 is not valid: expected an integer >= 1"):
         make_trainer(part1, tmp_path, checkpoint_keep=0)
 
 
@@ -256,7 +292,7 @@ def test_keep_checkpoints_leaves_the_later_ones_of_an_earlier_run(part1, tmp_pat
     trainer = make_trainer(part1, tmp_path, checkpoint_every=1, checkpoint_keep=2)
     assert trainer.resume(tmp_path / "checkpoint-000002.pt")
     trainer.fit(1)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".sha256")) == [
         "checkpoint-000002.pt", "checkpoint-000003.pt", "checkpoint-000004.pt", "checkpoint-000005.pt", "latest"]
     assert (tmp_path / "latest").read_text().strip() == "checkpoint-000003.pt"
 

@@ -54,7 +54,7 @@ class _Warnings(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.messages: list[str] = []
-        logging.getLogger("gnn_dist.trainer").addHandler(self)
+        logging.getLogger("gnn_dist").addHandler(self)
 
     def emit(self, record: logging.LogRecord) -> None:
         self.messages.append(record.getMessage())
@@ -91,7 +91,7 @@ def _resume_runs(rank: int, world_size: int, data: str, other_data: str, root: s
         assert resumed.resume() and resumed.epoch == HALF
         resumed.fit(EPOCHS - HALF)
         rank_file = rank_state_path(d, HALF, rank, world_size)
-        saved = torch.load(rank_file, weights_only=False)["state"]
+        saved = torch.load(rank_file, weights_only=True)["state"]
         out[name] = {"straight": _losses(straight.history), "resumed": _losses(resumed.history),
                      "staleness": [h["staleness"] for h in resumed.history[HALF:]],
                      "straight_params": _params(straight), "resumed_params": _params(resumed),
@@ -108,7 +108,9 @@ def _resume_runs(rank: int, world_size: int, data: str, other_data: str, root: s
         trainer.fit(1)
         falls[key] = {"warnings": warnings.take(), "staleness": trainer.history[-1]["staleness"]}
     # Another partition of the same graph into as many parts.
-    trainer = make_trainer(gnn_dist.load_partition(other_data), None, pipeline="stale")
+    with pytest.raises(CheckpointError, match=r"written for another partition .* pass --resume-any-partition"):
+        make_trainer(gnn_dist.load_partition(other_data), None, pipeline="stale").resume(checkpoint_path(plain, EPOCHS))
+    trainer = make_trainer(gnn_dist.load_partition(other_data), None, pipeline="stale", resume_any_partition=True)
     assert trainer.resume(checkpoint_path(plain, EPOCHS))
     falls["partition"] = {"warnings": warnings.take()}
     # A stale run resuming from a sync checkpoint.
@@ -173,8 +175,8 @@ def test_rank_files_hold_the_halo_rows_and_the_sent_rows(runs):
         payload = 2 * (r["num_halo"] + r["num_sent"]) * 8 * 4
         assert payload < r["plain"]["rank_file_bytes"] < payload + 8192, r["plain"]["rank_file_bytes"]
     names = sorted(p.name for p in Path(runs["root"], "ckpt", "smoothed").iterdir())
-    expected = [f"checkpoint-{e:06d}{suffix}.pt" for e in (1, 2, 3, 6)
-                for suffix in ("", ".rank-00000-of-00002", ".rank-00001-of-00002")]
+    expected = [f"checkpoint-{e:06d}{suffix}" for e in (1, 2, 3, 6)
+                for suffix in (".pt", ".pt.sha256", ".rank-00000-of-00002.pt", ".rank-00001-of-00002.pt")]
     assert names == sorted(expected + ["latest"])  # no temp files
 
 
@@ -198,8 +200,8 @@ def test_another_partition_or_number_of_parts_falls_back_with_a_warning(runs, ca
                    for w in r["fallbacks"]["partition"]["warnings"]), r["fallbacks"]["partition"]["warnings"]
     # One process resumes the 2-rank checkpoint: the weights fit, the stale buffers do not.
     part = gnn_dist.load_partition(write_parts(runs["root"] / "p1", num_parts=1))
-    trainer = make_trainer(part, None, pipeline="stale")
-    with caplog.at_level("WARNING", logger="gnn_dist.trainer"):
+    trainer = make_trainer(part, None, pipeline="stale", resume_any_partition=True)
+    with caplog.at_level("WARNING", logger="gnn_dist"):
         assert trainer.resume(runs["root"] / "ckpt" / "plain" / f"checkpoint-{EPOCHS:06d}.pt")
     assert "written with num_parts=2, this run has num_parts=1" in caplog.text
     assert trainer.epoch == EPOCHS and trainer.fit(1)[0]["staleness"] == 0
@@ -241,11 +243,12 @@ def test_ema_buffer_state_round_trip():
 
 def test_stateless_modes_have_an_empty_state(tmp_path):
     import gnn_dist
-    from gnn_dist.pipeline import build_pipeline
+    from gnn_dist.config import ScheduleConfig
+    from gnn_dist.pipeline import build_schedule
 
     part = gnn_dist.load_partition(write_parts(tmp_path / "p1", num_parts=1))
     for mode in ("sync", "overlap"):
-        pipeline = build_pipeline(mode, part)
+        pipeline = build_schedule(ScheduleConfig(pipeline=mode), part)
         assert pipeline.state_dict() == {}
         pipeline.load_state_dict({})
         with pytest.raises(ValueError, match=rf"pipeline='{mode}' keeps no state between steps"):
@@ -272,7 +275,7 @@ def test_single_rank_stale_resume(tmp_path):
     from gnn_dist.checkpoint import CheckpointError
 
     with pytest.raises(CheckpointError, match=r"rank-00000-of-00001\.pt: the rank file's sha256 .* is not the .* "
-                                              r"its checkpoint recorded: corrupt"):
+                                              r"written with it: corrupt"):
         make_trainer(part, None, pipeline="stale").resume(tmp_path / "ck" / "checkpoint-000002.pt")
 
 
@@ -282,12 +285,13 @@ def test_a_checkpoint_without_pipeline_state_falls_back(tmp_path, caplog):
 
     part = gnn_dist.load_partition(write_parts(tmp_path / "p1", num_parts=1))
     make_trainer(part, str(tmp_path / "ck"), pipeline="stale").fit(1)
-    main = tmp_path / "ck" / "checkpoint-000001.pt"
-    state = torch.load(main, weights_only=False)
+    from gnn_dist.checkpoint import load_checkpoint, save_checkpoint
+
+    state = load_checkpoint(tmp_path / "ck" / "checkpoint-000001.pt")
     del state["pipeline_state"]
-    torch.save(state, main)
+    save_checkpoint(tmp_path / "ck", 1, state)
     trainer = make_trainer(part, str(tmp_path / "ck"), pipeline="stale")
-    with caplog.at_level("WARNING", logger="gnn_dist.trainer"):
+    with caplog.at_level("WARNING", logger="gnn_dist"):
         assert trainer.resume()
     assert "checkpoint-000001.pt: the checkpoint holds no pipeline state; the pipeline state is not restored" \
         in caplog.text
@@ -305,10 +309,11 @@ def test_malformed_states_are_named():
 
 def test_stale_state_that_does_not_fit_is_named(tmp_path):
     import gnn_dist
-    from gnn_dist.pipeline import build_pipeline
+    from gnn_dist.config import ScheduleConfig
+    from gnn_dist.pipeline import build_schedule
 
     part = gnn_dist.load_partition(write_parts(tmp_path / "p1", num_parts=1))
-    stale = build_pipeline("stale", part)
+    stale = build_schedule(ScheduleConfig(pipeline="stale"), part)
     with pytest.raises(ValueError, match=r"malformed stale pipeline state \(steps=-1, layers of type dict\)"):
         stale.load_state_dict({"steps": -1, "layers": {}})
     bad = {"steps": 2, "layers": {1: {"features": {"gamma": 0.0, "count": 1, "m": torch.zeros(5, 3)},

@@ -35,7 +35,10 @@ def write(graph: Graph, num_parts: int, out: Path) -> str:
 
 
 def read_metrics(path: str | Path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+    """The epoch records of a metrics file (its first record is the run's config)."""
+    recs = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    assert "config" in recs[0], "the first record is the resolved config"
+    return recs[1:]
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +57,8 @@ def test_main_trains_and_writes_metrics(folders, tmp_path):
                "--lr", "0.05", "--dropout", "0", "--seed", "3", "--eval-every", "5", "--metrics", str(metrics),
                "--log-every", "0"])
     assert rc == 0
+    config = json.loads(metrics.read_text().splitlines()[0])["config"]
+    assert config["model"]["model"] == "sage" and config["trainer"]["optim"]["lr"] == 0.05 and config["epochs"] == 15
     recs = read_metrics(metrics)
     assert [r["epoch"] for r in recs] == list(range(15))
     for r in recs:
@@ -104,9 +109,10 @@ def test_feature_cache_flags_train_the_same_losses(folders, tmp_path):
 @pytest.mark.parametrize("flags, message", [
     (["--feature-cache-budget", "4XB"], r"--feature-cache-budget: .*4XB"),
     (["--feature-storage", "disk"], r"--feature-storage: invalid choice: 'disk'"),
-    (["--dropout", "1.5"], r"--dropout: expected a probability in \[0, 1\), got 1.5"),
-    (["--hidden", "0"], r"--hidden: expected an integer >= 1, got 0"),
-    (["--lr", "-1"], r"--lr: expected a positive number, got -1"),
+    (["--dropout", "1.5"], r"--dropout: 1.5 is not valid: expected a probability in \[0, 1\)"),
+    (["--hidden", "0"], r"--hidden: 0 is not valid: expected an integer >= 1"),
+    (["--lr", "-1"], r"--lr: -1.0 is not valid: expected a positive number"),
+    (["--lr", "x"], r"argument --lr: expected a number, got 'x'"),
     (["--model", "mlp"], r"--model: invalid choice: 'mlp'"),
     (["--kernels", "cuda"], r"--kernels: invalid choice: 'cuda'"),
 ])
@@ -115,10 +121,9 @@ def test_bad_flags_are_usage_errors(folders, capsys, flags, message):
 
     from gnn_dist.train import main
 
-    with pytest.raises(SystemExit) as exc:
-        main(["--data", folders["p1"], *flags])
-    assert exc.value.code == 2
-    assert re.search(message, capsys.readouterr().err)
+    assert main(["--data", folders["p1"], *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(message, err[0]), err
 
 
 def test_resume_in_process_continues_the_metrics_file(folders, tmp_path):
@@ -155,11 +160,17 @@ def test_gnn_dist_train_under_torchrun(folders, tmp_path):
     assert '"epochs": 4' in res.stdout  # rank 0's final line
 
 
-def test_kernels_flag_chooses_the_backend(folders, tmp_path, monkeypatch):
-    from gnn_dist.kernels import get_backend
+def test_kernels_flag_chooses_the_backend(folders, tmp_path, monkeypatch, caplog):
+    import logging
+    import os
+
     from gnn_dist.train import main
 
-    monkeypatch.setenv("GNN_DIST_KERNELS", "auto")   # restored after the test; main sets it process-wide
+    monkeypatch.setenv("GNN_DIST_KERNELS", "auto")
     base = ["--data", folders["p1"], "--model", "gcn", "--hidden", "8", "--epochs", "2", "--log-every", "0"]
-    assert main([*base, "--kernels", "torch"]) == 0
-    assert get_backend().name == "torch"
+    import gnn_dist.kernels as kernels
+    monkeypatch.setattr(kernels, "_logged", set())
+    with caplog.at_level(logging.INFO, logger="gnn_dist.kernels"):
+        assert main([*base, "--kernels", "torch"]) == 0
+    assert "aggregation kernels: torch (kernels=torch; forced)" in caplog.text
+    assert os.environ["GNN_DIST_KERNELS"] == "auto", "the run's choice is held by its blocks, not the environment"

@@ -217,10 +217,10 @@ def test_precompute_refuses_a_nonlinear_first_layer(one_part):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"storage": "disk"}, "feature_storage='disk'"),
+    ({"storage": "disk"}, "feature_storage: 'disk' is not supported"),
     ({"cache_policy": "lru"}, "lru"),
-    ({"precompute_first_layer": True, "static_halo": False}, "precompute_first_layer needs static_halo"),
-    ({"first_layer_chunk_rows": -1}, "first_layer_chunk_rows=-1"),
+    ({"precompute_first_layer": True, "static_halo": False}, "precompute_first_layer: needs static_halo"),
+    ({"first_layer_chunk_rows": -1}, "first_layer_chunk_rows: -1 must be"),
     ({"cache_budget": "4XB"}, "4XB"),
 ])
 def test_bad_options_name_the_option(one_part, kwargs, match):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gnn_dist.kernels import numba_available, triton_available, use_backend
+from gnn_dist.kernels import numba_available, triton_available
 from gnn_dist.nn import DropoutKey, GATConv, GCNConv, GINConv, SAGEConv
 from kernel_cases import random_block
 
@@ -46,9 +46,9 @@ def test_same_with_each_backend(name, other, prefetch, monkeypatch):
     for backend in ("torch", other):
         conv.zero_grad()
         xb = x.clone().requires_grad_()
-        with use_backend(backend):
-            out = conv(block, xb, DropoutKey(7, 3, 1)) if name.startswith("gat") else conv(block, xb)
-            out.backward(up)
+        block = block.with_kernels(backend)
+        out = conv(block, xb, DropoutKey(7, 3, 1)) if name.startswith("gat") else conv(block, xb)
+        out.backward(up)
         results[backend] = (out.detach(), xb.grad, {n: p.grad.clone() for n, p in conv.named_parameters()})
     (o1, g1, p1), (o2, g2, p2) = results["torch"], results[other]
     torch.testing.assert_close(o2, o1, atol=1e-5, rtol=1e-5)

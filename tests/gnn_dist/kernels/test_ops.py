@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gnn_dist.kernels import use_backend
+
 from gnn_dist.nn.sparse import _SpMM, edge_softmax, sddmm, spmm, spmm_scaled
 
 from kernel_cases import BACKENDS, random_block, ref_sddmm, ref_softmax, ref_spmm
@@ -54,8 +54,8 @@ def test_spmm(block, backend, width, weights):
         vals = torch.rand(block.num_edges, heads, dtype=torch.float64, generator=g).requires_grad_()
     up = torch.randn(block.num_dst, width, dtype=torch.float64, generator=g)
     for reduce in ("sum", "mean"):
-        with use_backend(backend):
-            out = spmm(block, x, vals, reduce=reduce)
+        block = block.with_kernels(backend)
+        out = spmm(block, x, vals, reduce=reduce)
         ref = ref_spmm(block, x, vals)
         if reduce == "mean":
             ref = ref / block.in_count.clamp(min=1).unsqueeze(1)
@@ -79,8 +79,8 @@ def test_spmm_scaled(block, backend, width):
     g = torch.Generator().manual_seed(11)
     x = torch.randn(block.num_src, width, dtype=torch.float64, generator=g, requires_grad=True)
     dst_scale, src_scale = _scales(block, g)
-    with use_backend(backend):
-        out = spmm_scaled(block, x, dst_scale, src_scale)
+    block = block.with_kernels(backend)
+    out = spmm_scaled(block, x, dst_scale, src_scale)
     ref = dst_scale.unsqueeze(1) * ref_spmm(block, x * src_scale.unsqueeze(1), None)
     _close(out, ref)
     up = torch.randn(block.num_dst, width, dtype=torch.float64, generator=g)
@@ -95,8 +95,9 @@ def test_scales_with_edge_values(block, backend, heads):
     x = torch.randn(block.num_src, 6, dtype=torch.float64, generator=g, requires_grad=True)
     vals = torch.rand(block.num_edges, heads, dtype=torch.float64, generator=g).requires_grad_()
     dst_scale, src_scale = _scales(block, g)
-    with use_backend(backend) as kernels:
-        out = _SpMM.apply(x, vals, block, kernels, dst_scale, src_scale)
+    block = block.with_kernels(backend)
+    kernels = block.backend_for(x)
+    out = _SpMM.apply(x, vals, block, kernels, dst_scale, src_scale)
     ref = dst_scale.unsqueeze(1) * ref_spmm(block, x * src_scale.unsqueeze(1), vals)
     _close(out, ref)
     up = torch.randn(block.num_dst, 6, dtype=torch.float64, generator=g)
@@ -109,8 +110,8 @@ def test_sddmm(block, backend, width, heads):
     g = torch.Generator().manual_seed(3)
     a = torch.randn(block.num_dst, width, dtype=torch.float64, generator=g, requires_grad=True)
     b = torch.randn(block.num_src, width, dtype=torch.float64, generator=g, requires_grad=True)
-    with use_backend(backend):
-        out = sddmm(block, a, b, heads=heads)
+    block = block.with_kernels(backend)
+    out = sddmm(block, a, b, heads=heads)
     ref = ref_sddmm(block, a, b, heads or 1)
     ref = ref[:, 0] if heads is None else ref
     _close(out, ref)
@@ -130,8 +131,8 @@ def test_edge_softmax(block, backend, heads, with_self):
     self_score = None
     if with_self:
         self_score = torch.randn((block.num_dst,) + shape[1:], dtype=torch.float64, generator=g).requires_grad_()
-    with use_backend(backend):
-        alpha, alpha_self = edge_softmax(block, score, self_score)
+    block = block.with_kernels(backend)
+    alpha, alpha_self = edge_softmax(block, score, self_score)
     s2 = score if heads is not None else score.unsqueeze(1)
     ss2 = None if self_score is None else (self_score if heads is not None else self_score.unsqueeze(1))
     ref, ref_self = ref_softmax(block, s2, ss2)
@@ -163,8 +164,8 @@ def test_float32_matches_float64(block, backend):
     g = torch.Generator().manual_seed(9)
     x = torch.randn(block.num_src, 33, dtype=torch.float64, generator=g)
     vals = torch.rand(block.num_edges, 3, dtype=torch.float64, generator=g)
-    with use_backend(backend):
-        out32 = spmm(block, x.float(), vals.float())
+    block = block.with_kernels(backend)
+    out32 = spmm(block, x.float(), vals.float())
     torch.testing.assert_close(out32, ref_spmm(block, x, vals).float(), atol=1e-5, rtol=1e-5)
 
 

@@ -1,4 +1,4 @@
-"""Backend choice: GNN_DIST_KERNELS, the override, the fallback when numba or triton is missing,
+"""Backend choice: resolved once (GNN_DIST_KERNELS the default), held by blocks, the fallback when numba or triton is missing,
 the choice per device, the logged choice, the numba cache fallback, and the thread count."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import gnn_dist.kernels as kernels
-from gnn_dist.kernels import KernelBackendError, backend_for, get_backend, use_backend
+from gnn_dist.kernels import KernelBackendError, Kernels, get_backend, resolve_kernels
 from kernel_cases import random_block
 
 
@@ -25,35 +25,46 @@ def no_numba(monkeypatch):
     _missing(monkeypatch, kernels._NUMBA, "numba")
 
 
-def test_env_var_chooses(monkeypatch):
+def test_env_var_is_the_default_read_once(monkeypatch):
+    monkeypatch.setattr(kernels, "_default", [])
     monkeypatch.setenv("GNN_DIST_KERNELS", "torch")
-    assert get_backend().name == "torch"
-    monkeypatch.setenv("GNN_DIST_KERNELS", "auto")
-    assert get_backend().name == ("numba" if kernels.numba_available() else "torch")
-    with use_backend("torch"):
-        assert get_backend().name == "torch"
+    assert kernels.default_kernels().name == "torch"
+    monkeypatch.setenv("GNN_DIST_KERNELS", "numba")
+    assert kernels.default_kernels().name == "torch", "resolved once per process, not per aggregation"
+    monkeypatch.setattr(kernels, "_default", [])
     monkeypatch.setenv("GNN_DIST_KERNELS", "cuda-magic")
-    with pytest.raises(KernelBackendError, match=r"GNN_DIST_KERNELS='cuda-magic' is not a kernel backend; "
-                                                 r"use one of auto, torch, numba, triton"):
-        get_backend()
+    with pytest.raises(KernelBackendError, match=r"GNN_DIST_KERNELS='cuda-magic': kernel backend 'cuda-magic' is "
+                                                 r"unknown; use one of auto, torch, numba, triton"):
+        kernels.default_kernels()
+    monkeypatch.setattr(kernels, "_default", [])
+    monkeypatch.delenv("GNN_DIST_KERNELS")
+    assert kernels.default_kernels().name == "auto"
     with pytest.raises(KernelBackendError, match=r"kernel backend 'fast' is unknown"):
         get_backend("fast")
 
 
+def test_blocks_hold_their_kernels():
+    b = random_block(0)
+    x = torch.randn(b.num_src, 3, dtype=torch.float64)
+    torch_block = b.with_kernels("torch")
+    assert torch_block.backend_for(x).name == "torch" and torch_block.kernels == Kernels("torch")
+    sub, _ = torch_block.sub_block(torch.arange(3))
+    assert sub.kernels == Kernels("torch"), "derived blocks keep the choice"
+    assert torch_block.to("cpu").kernels == Kernels("torch")
+    assert b.kernels is None and b.backend_for(x).name == kernels.default_kernels().for_tensor(x).name
+
+
 def test_fallback_without_numba(no_numba, monkeypatch, caplog):
-    monkeypatch.setenv("GNN_DIST_KERNELS", "auto")
     with caplog.at_level(logging.INFO, logger="gnn_dist.kernels"):
-        assert get_backend().name == "torch"
-        assert get_backend().name == "torch"
+        assert get_backend("auto").name == "torch"
+        assert get_backend("auto").name == "torch"
     msgs = [r.getMessage() for r in caplog.records if "aggregation kernels" in r.getMessage()]
     assert len(msgs) == 1 and "numba unavailable: ModuleNotFoundError" in msgs[0]   # logged once
-    monkeypatch.setenv("GNN_DIST_KERNELS", "numba")
-    with pytest.raises(KernelBackendError, match=r"GNN_DIST_KERNELS=numba but numba cannot be imported "
-                                                 r"\(ModuleNotFoundError.*set GNN_DIST_KERNELS=auto"):
-        get_backend()
-    b = random_block(0)   # the layers' spmm still works through the fallback
+    with pytest.raises(KernelBackendError, match=r"kernels=numba \(--kernels or GNN_DIST_KERNELS\) but numba cannot "
+                                                 r"be imported \(ModuleNotFoundError.*use kernels=auto"):
+        Kernels("numba")
+    b = random_block(0).with_kernels("auto")   # the layers' spmm still works through the fallback
     from gnn_dist.nn.sparse import spmm
-    monkeypatch.setenv("GNN_DIST_KERNELS", "auto")
     x = torch.randn(b.num_src, 3, dtype=torch.float64)
     expect = torch.zeros(b.num_dst, 3, dtype=torch.float64).index_add(0, b.dst_index, x[b.indices])
     torch.testing.assert_close(spmm(b, x), expect)
@@ -64,51 +75,46 @@ def test_triton_per_device(monkeypatch, caplog):
     on), else the CPU ``auto`` choice, logged once (CUDA tensors: the test below)."""
     triton_gpu = pytest.importorskip("gnn_dist.kernels.triton_gpu")
     assert triton_gpu.INTERPRETED
-    with use_backend("triton"):
-        assert backend_for(torch.zeros(1)).name == "triton"
-        monkeypatch.setattr(triton_gpu.TritonBackend, "interpreted", False)
-        with caplog.at_level(logging.INFO, logger="gnn_dist.kernels"):
-            monkeypatch.setattr(kernels, "_logged", set())
-            assert backend_for(torch.zeros(1)).name == get_backend("auto").name
-        assert "Triton kernels take CUDA tensors" in caplog.text
-    monkeypatch.setenv("GNN_DIST_KERNELS", "auto")
-    assert backend_for(torch.zeros(1, device="meta")).name == "torch"
+    choice = Kernels("triton")
+    assert choice.for_tensor(torch.zeros(1)).name == "triton"
+    monkeypatch.setattr(triton_gpu.TritonBackend, "interpreted", False)
+    with caplog.at_level(logging.INFO, logger="gnn_dist.kernels"):
+        monkeypatch.setattr(kernels, "_logged", set())
+        assert choice.for_tensor(torch.zeros(1)).name == get_backend("auto").name
+    assert "Triton kernels take CUDA tensors" in caplog.text
+    assert Kernels("auto").for_tensor(torch.zeros(1, device="meta")).name == "torch"
 
 
 class _OnCuda:
-    """What :func:`backend_for` reads of a tensor (its device and dtype), as if it were on a GPU."""
+    """What :meth:`Kernels.for_tensor` reads of a tensor (its device and dtype), as if on a GPU."""
 
     device = torch.device("cuda", 0)
     dtype = torch.float32
 
 
-def test_cuda_tensors_take_cusparse_unless_triton(monkeypatch):
+def test_cuda_tensors_take_cusparse_unless_triton():
     for name, expected in (("auto", "torch"), ("torch", "torch"), ("numba", "torch")):
-        monkeypatch.setenv("GNN_DIST_KERNELS", name)
-        assert backend_for(_OnCuda()).name == expected, name
+        if name == "numba" and not kernels.numba_available():
+            continue
+        assert Kernels(name).for_tensor(_OnCuda()).name == expected, name
     if kernels.triton_available():
-        monkeypatch.setenv("GNN_DIST_KERNELS", "triton")
-        assert backend_for(_OnCuda()).name == "triton"
+        assert Kernels("triton").for_tensor(_OnCuda()).name == "triton"
 
 
 def test_triton_missing(monkeypatch):
     _missing(monkeypatch, kernels._TRITON, "triton")
     assert not kernels.triton_available()
-    with pytest.raises(KernelBackendError, match=r"GNN_DIST_KERNELS=triton but triton cannot be imported "
-                                                 r"\(ModuleNotFoundError: No module named 'triton'\); install triton"):
-        use_backend("triton").__enter__()
-    monkeypatch.setenv("GNN_DIST_KERNELS", "triton")
-    with pytest.raises(KernelBackendError, match=r"triton cannot be imported"):
-        backend_for(torch.zeros(1))
-    with pytest.raises(KernelBackendError, match=r"triton cannot be imported"):
-        backend_for(_OnCuda())
+    with pytest.raises(KernelBackendError, match=r"kernels=triton \(--kernels or GNN_DIST_KERNELS\) but triton cannot "
+                                                 r"be imported \(ModuleNotFoundError: No module named 'triton'\); "
+                                                 r"install triton"):
+        resolve_kernels("triton")
 
 
 def test_non_float_dtypes_use_torch():
     pytest.importorskip("numba")
-    with use_backend("numba"):
-        assert backend_for(torch.zeros(1, dtype=torch.float32)).name == "numba"
-        assert backend_for(torch.zeros(1, dtype=torch.bfloat16)).name == "torch"
+    choice = Kernels("numba")
+    assert choice.for_tensor(torch.zeros(1, dtype=torch.float32)).name == "numba"
+    assert choice.for_tensor(torch.zeros(1, dtype=torch.bfloat16)).name == "torch"
 
 
 def test_jit_without_cache_location(monkeypatch, caplog):

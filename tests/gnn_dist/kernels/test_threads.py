@@ -17,18 +17,17 @@ from gnn_dist.kernels import numba_available
 SCRIPT = """
 import torch
 torch.set_num_threads(1)
-from gnn_dist.kernels import use_backend
 from gnn_dist.nn import Block, sddmm, spmm
 src = torch.randint(0, 500, (5000,))
 dst = torch.randint(0, 500, (5000,))
 order = dst.argsort()
 indptr = torch.zeros(501, dtype=torch.long)
 indptr[1:] = torch.bincount(dst, minlength=500).cumsum(0)
-block = Block.from_graph(indptr, src[order])
-with use_backend("numba"):
-    x = torch.randn(500, 32)
-    spmm(block, x)
-    sddmm(block, x, x)
+block = Block.from_graph(indptr, src[order]).with_kernels("numba")
+x = torch.randn(500, 32)
+assert block.backend_for(x).name == "numba"
+spmm(block, x)
+sddmm(block, x, x)
 print(torch.get_num_threads())
 """
 

@@ -25,21 +25,19 @@ pytestmark = pytest.mark.skipif(not triton_available(), reason="triton is not im
 def train_with_each_backend(rank: int, world_size: int, path: str) -> dict:
     os.environ["TRITON_INTERPRET"] = "1"   # before the Triton kernels are imported in this process
     import gnn_dist
-    from gnn_dist.kernels import backend_for, use_backend
     from gnn_dist.models import build_model
 
-    part = gnn_dist.load_partition(path)
     out: dict = {}
     for backend in ("torch", "triton"):
-        with use_backend(backend):
-            assert backend_for(part.x).name == backend
-            for name in ("gcn", "gat"):
-                torch.manual_seed(0)
-                model = build_model(name, in_dim=part.feature_dim, hidden_dim=8, out_dim=part.num_classes,
-                                    num_layers=2, dropout=0.5, seed=7, **({"heads": 2} if name == "gat" else {}))
-                hist = gnn_dist.Trainer(model, part, lr=0.05, log_every=0).fit(3)
-                out[backend, name] = ([h["train_loss"] for h in hist],
-                                      {k: v.detach().clone() for k, v in model.state_dict().items()})
+        part = gnn_dist.load_partition(path, kernels=backend)
+        assert part.block.backend_for(part.x).name == backend
+        for name in ("gcn", "gat"):
+            torch.manual_seed(0)
+            model = build_model(name, in_dim=part.feature_dim, hidden_dim=8, out_dim=part.num_classes,
+                                num_layers=2, dropout=0.5, seed=7, **({"heads": 2} if name == "gat" else {}))
+            hist = gnn_dist.Trainer(model, part, lr=0.05, log_every=0).fit(3)
+            out[backend, name] = ([h["train_loss"] for h in hist],
+                                  {k: v.detach().clone() for k, v in model.state_dict().items()})
     return out
 
 

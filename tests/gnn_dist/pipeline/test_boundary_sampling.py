@@ -11,7 +11,7 @@ from mp_utils import run_ranks
 from halo_plans import exchanger_for, make_plan
 from pipeline_utils import small_graph, train_model, write_parts
 
-from gnn_dist.pipeline import BoundarySampler, SyncExchange
+from gnn_dist.pipeline import BoundarySampler
 
 DRAWS = 300
 RATE = 0.3
@@ -29,7 +29,7 @@ def _sampled(rank: int, world_size: int) -> dict:
     full = BoundarySampler(ex, 1.0, seed=3)(0, 0)
     g = torch.randn(ex.num_rows, 4, generator=torch.Generator().manual_seed(20 + rank), dtype=torch.float64)
     h1 = h.clone().requires_grad_(True)
-    y1 = SyncExchange.apply(h1, ex, 0, full)
+    y1 = ex.exchange(h1, tag=0, subset=full)
     y1.backward(g)
     h2 = h.clone().requires_grad_(True)
     y2 = ex.exchange(h2)
@@ -95,7 +95,7 @@ def _train(rank: int, world_size: int, path: str) -> dict:
     model = build_model("gcn", in_dim=part.feature_dim, hidden_dim=8, out_dim=part.num_classes,
                         num_layers=2, dropout=0.0, seed=7)
     trainer = gnn_dist.Trainer(model, part, lr=0.05, log_every=0)
-    trainer.pipeline = SyncPipeline(part.block, part.exchanger, BoundarySampler(part.exchanger, 1.0, seed=7))
+    trainer.pipeline = SyncPipeline(part.block, part.exchanger, subset_fn=BoundarySampler(part.exchanger, 1.0, seed=7))
     out["p1"] = {"history": trainer.fit(4), "params": {k: v.clone() for k, v in model.state_dict().items()}}
     return out
 

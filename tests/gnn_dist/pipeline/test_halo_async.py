@@ -14,7 +14,8 @@ import torch
 
 from mp_utils import run_ranks
 
-from gnn_dist.distributed.halo import HaloExchanger, LinkModel, LinkSpecError, parse_wire_dtype
+from gnn_dist.distributed import LinkModel, LinkSpecError, Transport, parse_wire_dtype
+from gnn_dist.distributed.halo import HaloExchanger
 from halo_plans import exchanger_for, make_plan
 
 
@@ -40,20 +41,20 @@ def _check(rank: int, world_size: int) -> dict[str, Any]:
     out["handle_done"] = handle.done and handle.wait() is out["async_halo"]
     # wire dtypes: bytes as sent, values rounded to the wire type, compute dtype kept
     for name in ("fp32", "bf16", "fp16"):
-        exw = exchanger_for(plan, wire_dtype=name)
-        y = exw.exchange(h.float())
+        exw = exchanger_for(plan)
+        y = exw.exchange(h.float(), transport=Transport.build(name, None))
         out[f"wire_{name}"] = (y.dtype, y[exw.num_inner:].clone(), exw.last_bytes_sent, exw.num_send)
     # the simulated link: a blocking exchange waits for the whole delay; one waited for after
     # enough compute waits for nothing
-    link = LinkModel(latency_ms=150.0, gbps=1.0)
-    exl = exchanger_for(plan, link=link)
+    link = Transport.build(None, LinkModel(latency_ms=150.0, gbps=1.0))
+    exl = exchanger_for(plan)
     t0 = time.perf_counter()
-    exl.exchange(h)
+    exl.exchange(h, transport=link)
     out["sync_wall"] = time.perf_counter() - t0
     out["sync_exposed"] = exl.exposed_comm_s
     out["sync_comm"] = exl.comm_time_s
     exl.reset_stats()
-    handle = exl.start(h)
+    handle = exl.start(h, transport=link)
     time.sleep(0.3)  # "compute"
     t0 = time.perf_counter()
     handle.wait()

@@ -8,6 +8,8 @@ with a simulated link less communication is exposed than in ``sync``."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import time
 from typing import Any
 
@@ -243,11 +245,16 @@ def _fit(part: Any, model: Any, pipe: Any, x: Any, steps: int) -> dict:
 
 def _variants(rank: int, world_size: int, path: str, features: np.ndarray) -> dict:
     import gnn_dist
+    from gnn_dist.config import ScheduleConfig
+    from gnn_dist.distributed import Transport
     from gnn_dist.pipeline import BoundarySampler, OverlapPipeline, SyncPipeline
 
     part = gnn_dist.load_partition(path)
     ex = part.exchanger
     static = _static_input(part, features)
+
+    def chunks(n: int) -> ScheduleConfig:
+        return ScheduleConfig(pipeline="overlap", overlap_chunks=n)
     sampler = BoundarySampler(ex, 0.5, seed=3)
     # name -> (pipeline, input, wire dtype); each overlap run is compared with the sync run of
     # the same input, sampler and wire dtype (see test_schedule_variants_equal_sync). The tensor
@@ -256,10 +263,10 @@ def _variants(rank: int, world_size: int, path: str, features: np.ndarray) -> di
     runs = {
         "sync/tensor": (lambda: SyncPipeline(part.block, ex), "tensor", None),
         "overlap4/tensor": (lambda: OverlapPipeline(part.block, ex), "tensor", None),
-        "overlap0/tensor": (lambda: OverlapPipeline(part.block, ex, chunks=0), "tensor", None),
+        "overlap0/tensor": (lambda: OverlapPipeline(part.block, ex, chunks(0)), "tensor", None),
         "sync/static": (lambda: SyncPipeline(part.block, ex), "static", None),
-        "overlap1/static": (lambda: OverlapPipeline(part.block, ex, chunks=1), "static", None),
-        "overlap64/static": (lambda: OverlapPipeline(part.block, ex, chunks=64), "static", None),
+        "overlap1/static": (lambda: OverlapPipeline(part.block, ex, chunks(1)), "static", None),
+        "overlap64/static": (lambda: OverlapPipeline(part.block, ex, chunks(64)), "static", None),
         "sync/static/bns": (lambda: SyncPipeline(part.block, ex, subset_fn=sampler), "static", None),
         "overlap4/static/bns": (lambda: OverlapPipeline(part.block, ex, subset_fn=sampler), "static", None),
         "sync/static/bf16": (lambda: SyncPipeline(part.block, ex), "static", torch.bfloat16),
@@ -274,9 +281,9 @@ def _variants(rank: int, world_size: int, path: str, features: np.ndarray) -> di
             model = _build("gcn" if name == "mixed" else name, part.feature_dim, part.num_classes, DROPOUT)
             if name == "mixed":  # boundary-first layer 0, then a layer without a split form
                 model.convs[1] = _Opaque(model.convs[1])
-            ex.wire_dtype = wire
-            out[(name, run)] = _fit(part, model, make(), part.x if kind == "tensor" else static, 2)
-            ex.wire_dtype = None
+            pipe = make()
+            pipe.transport = Transport(wire_dtype=wire)
+            out[(name, run)] = _fit(part, model, pipe, part.x if kind == "tensor" else static, 2)
     return out
 
 
@@ -354,7 +361,7 @@ latency, so an exchange started before them has arrived when they are done."""
 
 def _schedule(rank: int, world_size: int, path: str, features: np.ndarray) -> dict:
     import gnn_dist
-    from gnn_dist.distributed import LinkModel
+    from gnn_dist.distributed import Transport
     from gnn_dist.pipeline import OverlapPipeline, SyncPipeline
 
     part = gnn_dist.load_partition(path)
@@ -364,8 +371,7 @@ def _schedule(rank: int, world_size: int, path: str, features: np.ndarray) -> di
         events: list = []
         static = _static_input(part, features, events=events, delay_s=DELAY_S)
         model = _build("gcn", part.feature_dim, part.num_classes, DROPOUT)
-        pipe = make(part.block, ex)
-        ex.link = LinkModel.parse(LINK)
+        pipe = make(part.block, ex, transport=Transport.build(None, LINK))
         exposed = []
         for epoch in range(3):
             if epoch == 2:  # the events of the last step only
@@ -378,7 +384,6 @@ def _schedule(rank: int, world_size: int, path: str, features: np.ndarray) -> di
             exposed.append(ex.exposed_comm_s - before)
         pipe.flush()
         del ex.start, ex.start_backward  # the class's methods again
-        ex.link = None
         out[mode] = {"events": events, "exposed": exposed}
     return out
 
@@ -448,5 +453,5 @@ def test_errors_and_fallback():
     assert torch.equal(pipe.layer(Twice(), x), 2 * x)
     assert torch.equal(pipe.layer(Twice(), x, activation=lambda h, rows: h + 1), 2 * x + 1)
     for bad in (-1, 1.5, True, 1025):
-        with pytest.raises(ValueError, match=r"chunks=.* must be an int in \[0, 1024\] \(0: no boundary-first"):
-            OverlapPipeline(block, ex, chunks=bad)
+        with pytest.raises(ValueError, match=r"overlap_chunks=.* must be an int in \[0, 1024\] \(0: no boundary-first"):
+            OverlapPipeline(block, ex, SimpleNamespace(overlap_chunks=bad))

@@ -11,8 +11,8 @@ import pytest
 from mp_utils import run_ranks
 from pipeline_utils import small_graph, train_model, write_parts
 
-from gnn_dist.distributed.halo import LinkModel, LinkSpecError
-from gnn_dist.trainer import TrainerConfig
+from gnn_dist.config import ScheduleConfig, TrainerConfig
+from gnn_dist.distributed import LinkModel
 
 EPOCHS = 5
 
@@ -100,42 +100,48 @@ def test_metrics_file_and_fields(tmp_path):
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
-    ({"pipeline": "async"}, r"pipeline='async' is not supported; choose from sync, stale, overlap"),
-    ({"stale_smoothing": 0.5}, r"stale_smoothing=0.5 applies to pipeline='stale' only, not pipeline='sync'"),
-    ({"pipeline": "stale", "stale_smoothing": 1.0}, r"stale_smoothing=1.0 must be in \[0, 1\)"),
-    ({"boundary_sample_rate": 0.0}, r"boundary_sample_rate=0.0 must be in \(0, 1\]"),
-    ({"boundary_sample_rate": 1.5}, r"boundary_sample_rate=1.5 must be in \(0, 1\]"),
-    ({"halo_dtype": "int8"}, r"halo_dtype='int8' is not supported; choose from fp32, bf16, fp16"),
-    ({"simulate_link": 3}, r"simulate_link=3 must be 'latency_ms=L,gbps=B', a LinkModel or None"),
+    ({"pipeline": "async"}, r"pipeline: 'async' is not one of overlap, stale, sync"),
+    ({"stale_smoothing": 0.5}, r"stale_smoothing: 0.5 applies to pipeline='stale' only, not pipeline='sync'"),
+    ({"pipeline": "stale", "stale_smoothing": 1.0}, r"stale_smoothing: 1.0 is not valid: expected a factor in \[0, 1\)"),
+    ({"boundary_sample_rate": 0.0}, r"boundary_sample_rate: 0.0 is not valid: expected a fraction in \(0, 1\]"),
+    ({"boundary_sample_rate": 1.5}, r"boundary_sample_rate: 1.5 is not valid: expected a fraction in \(0, 1\]"),
+    ({"halo_dtype": "int8"}, r"halo_dtype: 'int8' is not one of fp32, bf16, fp16"),
+    ({"simulate_link": 3}, r"simulate_link: 3 is not valid: expected 'latency_ms=L,gbps=B' or a LinkModel"),
+    ({"simulate_link": "gbps=2"}, r"simulate_link: simulate_link: 'gbps=2' lacks latency_ms"),
+    ({"lr": -1}, r"lr: -1 is not valid: expected a positive number"),
+    ({"learning_rate": 1}, r"learning_rate: is not a training option; the options are boundary_sample_rate, "),
 ])
 def test_config_errors(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        TrainerConfig(**kwargs)
+    from gnn_dist.config import ConfigError
+
+    with pytest.raises(ConfigError, match=match):
+        TrainerConfig.from_fields(**kwargs)
 
 
 def test_config_parses_the_link():
-    assert TrainerConfig(simulate_link="latency_ms=1,gbps=2").simulate_link == LinkModel(1.0, 2.0)
-    with pytest.raises(LinkSpecError, match=r"lacks latency_ms"):
-        TrainerConfig(simulate_link="gbps=2")
+    assert TrainerConfig.from_fields(simulate_link="latency_ms=1,gbps=2").schedule.simulate_link == LinkModel(1.0, 2.0)
+    assert ScheduleConfig(simulate_link={"latency_ms": 1, "gbps": 2}).simulate_link == LinkModel(1.0, 2.0)
 
 
 def test_cli_flags(tmp_path, capsys):
-    from gnn_dist.train import build_parser, main
+    from gnn_dist.train import main
 
     path = write_parts(small_graph(), 1, tmp_path / "parts")
     metrics = tmp_path / "m.jsonl"
     assert main(["--data", path, "--epochs", "2", "--hidden", "8", "--pipeline", "stale", "--stale-smoothing",
                  "0.2", "--boundary-sample-rate", "0.5", "--halo-dtype", "bf16", "--simulate-link",
                  "latency_ms=1,gbps=10", "--metrics", str(metrics), "--log-every", "1"]) == 0
-    assert len(metrics.read_text().splitlines()) == 2
-    parser = build_parser()
-    for argv, match in ((["--boundary-sample-rate", "0"], "expected a fraction in \\(0, 1\\], got 0"),
-                        (["--stale-smoothing", "1"], "expected a factor in \\[0, 1\\), got 1"),
+    lines = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert len(lines) == 3 and lines[0]["config"]["trainer"]["schedule"]["halo_dtype"] == "bf16"
+    assert [rec["epoch"] for rec in lines[1:]] == [0, 1]
+    capsys.readouterr()
+    for argv, match in ((["--boundary-sample-rate", "0"], "--boundary-sample-rate: 0.0 is not valid: expected a "
+                                                          "fraction in (0, 1]"),
+                        (["--stale-smoothing", "1", "--pipeline", "stale"], "--stale-smoothing: 1.0 is not valid: "
+                                                                            "expected a factor in [0, 1)"),
                         (["--simulate-link", "latency_ms=1"], "lacks gbps"),
                         (["--halo-dtype", "int8"], "invalid choice: 'int8'"),
-                        (["--stale-smoothing", "0.5"], "--stale-smoothing needs --pipeline stale")):
-        with pytest.raises(SystemExit) as info:
-            main(["--data", path, *argv]) if argv[0] == "--stale-smoothing" and argv[1] == "0.5" \
-                else parser.parse_args(["--data", path, *argv])
-        assert info.value.code == 2
-        assert match.replace("\\", "") in capsys.readouterr().err
+                        (["--stale-smoothing", "0.5"], "--stale-smoothing: 0.5 applies to pipeline='stale' only")):
+        assert main(["--data", path, *argv]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and match in err[0], err

@@ -1,0 +1,310 @@
+"""Checkpoints of a training run: what to save, when every rank must agree, and how a resume is
+checked (the file format is :mod:`gnn_dist.checkpoint`).
+
+Every method here is a collective: every rank calls it at the same point. A step that may fail
+on one rank only (rank 0 writing or reading the main file, a rank its own rank file) runs inside
+:func:`~gnn_dist.distributed.all_ranks_agree`, so every rank raises and none waits in a
+collective for a peer that has given up.
+
+A checkpoint is tied to its data: it records the partition folder's fingerprint (every file's
+sha256, :func:`~gnn_dist.partition.partition_fingerprint`), and a resume onto another partition
+is refused, naming both, unless ``resume_any_partition``. A stateful schedule (``stale``) also
+has every rank write its state to its own rank file before rank 0 writes the main file; that
+state is restored only for the same partition, schedule and smoothing (else the schedule starts
+fresh, with a warning on every rank).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from . import checkpoint as ckpt
+from .checkpoint import CheckpointError
+from .config import RESUME_MODES, CheckpointConfig, TrainerConfig, to_dict
+from .distributed import all_gather_json, all_ranks_agree, broadcast_bytes, broadcast_json, get_rank, get_world_size
+from .partition import partition_fingerprint
+
+__all__ = ["CheckpointManager", "model_info"]
+
+log = logging.getLogger(__name__)
+
+_ARCH_FIELDS = ("in_dim", "hidden_dim", "out_dim", "num_layers")
+"""Model attributes a checkpoint must agree with (its weights' shapes depend on them)."""
+_RUN_FIELDS = ("dropout", "seed")
+"""Model attributes that may change on resume (with a warning: the run no longer reproduces)."""
+
+
+def model_info(model: torch.nn.Module) -> dict[str, Any]:
+    """The model's class and the size/seed attributes it has (BasicGNN's), for checkpoints."""
+    info: dict[str, Any] = {"class": type(model).__name__}
+    for name in (*_ARCH_FIELDS, *_RUN_FIELDS):
+        value = getattr(model, name, None)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            info[name] = value
+    return info
+
+
+class TrainerState(Protocol):
+    """What the manager reads and restores of a trainer."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    part: Any
+    pipeline: Any
+    config: TrainerConfig
+    epoch: int
+    history: list[dict[str, Any]]
+
+    def new_pipeline(self) -> Any: ...
+
+
+@dataclass(slots=True)
+class _Saved:
+    """A checkpoint being resumed: its path and its state (rank 0's file, broadcast)."""
+
+    path: Path
+    state: dict[str, Any]
+
+
+class CheckpointManager:
+    """Save, prune and resume the checkpoints of one trainer (see the module docstring)."""
+
+    def __init__(self, config: CheckpointConfig, part: Any) -> None:
+        self.config = config
+        self.part = part
+        self.rank = get_rank()
+        self.fingerprint = partition_fingerprint(part.meta)
+        if config.checkpoint_dir is not None:
+            removed = ckpt.remove_partial_writes(config.checkpoint_dir)
+            if removed:
+                log.info(f"removed {len(removed)} partial checkpoint file(s) of an interrupted write in "
+                         f"{config.checkpoint_dir}")
+
+    @property
+    def directory(self) -> str:
+        if self.config.checkpoint_dir is None:
+            raise ValueError("checkpoints need checkpoint_dir")
+        return self.config.checkpoint_dir
+
+    # ------------------------------------------------------------------ save
+    def save(self, trainer: TrainerState) -> Path:
+        """Checkpoint the state after ``trainer.epoch`` epochs; returns the main file's path.
+
+        A stateful schedule first has every rank write its rank file (after waiting for its
+        exchanges in flight); rank 0 then writes the main file, recording the rank files'
+        checksums, and all ranks meet again, so ``latest`` never names an incomplete checkpoint.
+        """
+        path = ckpt.checkpoint_path(self.directory, trainer.epoch)
+        info = self._schedule_info(trainer)
+        if trainer.pipeline.stateful:  # the config, not the data: the same on every rank
+            entry = None
+            with all_ranks_agree(f"writing the rank files of the checkpoint {path}"):
+                entry = ckpt.save_rank_state(self.directory, trainer.epoch, self.rank, info["num_parts"],
+                                             trainer.pipeline.state_dict())
+            info["rank_files"] = all_gather_json(entry)
+        with all_ranks_agree(f"writing the checkpoint {path}"):
+            if self.rank == 0:
+                ckpt.save_checkpoint(self.directory, trainer.epoch, {**self._state(trainer), "pipeline_state": info})
+        if self.rank == 0:
+            log.info(f"saved {path}")
+        if self.config.checkpoint_keep is not None:
+            self._prune(trainer.epoch, self.config.checkpoint_keep)
+        return path
+
+    def _state(self, trainer: TrainerState) -> dict[str, Any]:
+        return {"model": trainer.model.state_dict(), "optimizer": trainer.optimizer.state_dict(),
+                "epoch": trainer.epoch, "rng": ckpt.rng_state(), "config": to_dict(trainer.config),
+                "model_info": model_info(trainer.model), "world_size": get_world_size(),
+                "partition": self.fingerprint, "history": trainer.history}
+
+    def _schedule_info(self, trainer: TrainerState) -> dict[str, Any]:
+        s = trainer.config.schedule
+        return {"mode": s.pipeline, "smoothing": s.stale_smoothing, "num_parts": int(self.part.num_parts),
+                "partition": self.fingerprint, "rank_files": None}
+
+    def _prune(self, epoch: int, keep: int) -> None:
+        """Delete the checkpoints beyond the newest ``keep``: rank 0 decides which epochs stay
+        from the main files it sees; each rank deletes its own rank files (best effort)."""
+        kept: set[int] | None = None  # None: keep everything (rank 0 could not list the folder)
+        if self.rank == 0:
+            try:
+                older = [e for e in ckpt.checkpoint_epochs(self.directory) if e < epoch]
+                kept = set(older[-(keep - 1):] if keep > 1 else [])
+            except OSError as exc:  # never a reason to stop training or to skip the broadcast
+                log.warning(f"cannot list the checkpoints in {self.directory} to keep the newest {keep} ({exc})")
+        kept_list = broadcast_json(None if kept is None else sorted(kept))
+        kept = None if kept_list is None else set(kept_list)
+        if kept is None:
+            return
+        try:
+            ckpt.prune_checkpoints(self.directory, kept | {epoch}, epoch, rank=self.rank,
+                                   num_parts=int(self.part.num_parts))
+        except OSError as exc:
+            log.warning(f"cannot delete old checkpoints in {self.directory} ({exc})")
+
+    # ------------------------------------------------------------------ resume
+    def resume(self, trainer: TrainerState, path: str | Path | None = None) -> bool:
+        """Continue ``trainer`` from a checkpoint; False (and nothing changes) if there is none.
+
+        ``path`` (a checkpoint file, folder or ``latest`` file) defaults to the config's
+        ``resume``: ``auto`` or ``latest`` (the newest in ``checkpoint_dir``; ``latest`` must
+        exist) or a file. Rank 0 reads the file and broadcasts it, so only rank 0 needs to see
+        it; each rank reads its own rank file. The weights, optimizer state, dropout step, RNG
+        states, history and (same partition, schedule and smoothing) the schedule's state are
+        restored, so the run reproduces the uninterrupted one exactly; ``lr`` and
+        ``weight_decay`` are this run's (a warning says when the checkpoint's differ).
+
+        Raises:
+            CheckpointError: (on every rank) the file is missing, corrupt or truncated, was
+                written for another partition (unless ``resume_any_partition``), model shape or
+                optimizer, or ``resume="latest"`` finds none; the message names the file.
+        """
+        saved = self._read(path)
+        if saved is None:
+            return False
+        self._check_partition(saved)
+        pipeline = self._restore_pipeline(trainer, saved)
+        self._apply(trainer, saved, pipeline)
+        log.info(f"resumed from {saved.path} at epoch {trainer.epoch}"
+                 + ("" if pipeline is None else f" with the {pipeline.name} pipeline's state"))
+        return True
+
+    def _read(self, path: str | Path | None) -> _Saved | None:
+        """Rank 0 finds and verifies the checkpoint and sends its bytes; every rank parses them
+        (``weights_only``: never unpickled code). None: there is none."""
+        want = str(path) if path is not None else (self.config.resume or "auto")
+        where: Path | None = None
+        data: bytes | None = None
+        with all_ranks_agree("reading the checkpoint"):
+            if self.rank == 0:
+                where = ckpt.latest_checkpoint(self.directory) if want in RESUME_MODES else Path(want)
+                if where is None and want == "latest":
+                    raise CheckpointError("--resume latest: the folder holds no checkpoint (use --resume auto to "
+                                          "start afresh when there is none)", path=self.directory)
+                if where is not None:
+                    where, data = ckpt.read_checkpoint(where)
+        name = broadcast_json(None if where is None else str(where))
+        data = broadcast_bytes(data)
+        if name is None or data is None:
+            log.info(f"no checkpoint in {self.config.checkpoint_dir}: starting from epoch 0")
+            return None
+        state: dict[str, Any] = {}
+        with all_ranks_agree(f"reading the checkpoint {name}"):
+            state = ckpt.parse_checkpoint(data, name)
+        return _Saved(Path(name), state)
+
+    def _check_partition(self, saved: _Saved) -> None:
+        theirs = saved.state.get("partition")
+        if theirs == self.fingerprint:
+            return
+        message = (f"the checkpoint was written for another partition (fingerprint {str(theirs)[:16]}..., "
+                   f"{saved.state.get('world_size')} parts); this run's {self.part.path} has fingerprint "
+                   f"{self.fingerprint[:16]}... ({self.part.num_parts} parts)")
+        if not self.config.resume_any_partition:
+            raise CheckpointError(message + "; if it is the same graph partitioned again, pass "
+                                            "--resume-any-partition (resume_any_partition=True)", path=saved.path)
+        log.warning(f"{saved.path}: {message}; resuming it anyway (--resume-any-partition)")
+
+    def _mismatch(self, trainer: TrainerState, saved: dict[str, Any] | None) -> str | None:
+        """Why the checkpoint's schedule state cannot be restored, or None when it can (or when
+        neither side has any); the same on every rank."""
+        mine = self._schedule_info(trainer)
+        stateful = trainer.pipeline.stateful
+        if saved is None:
+            return "the checkpoint holds no pipeline state" if stateful else None
+        if saved.get("mode") != mine["mode"]:
+            if saved.get("rank_files") or stateful:
+                return f"the checkpoint was written with pipeline={saved.get('mode')!r}, this run uses {mine['mode']!r}"
+            return None
+        if not saved.get("rank_files"):
+            return "the checkpoint holds no pipeline state" if stateful else None
+        for key, what in (("smoothing", "stale_smoothing"), ("num_parts", "num_parts")):
+            if saved.get(key) != mine[key]:
+                return f"the checkpoint was written with {what}={saved.get(key)}, this run has {what}={mine[key]}"
+        if saved.get("partition") != mine["partition"]:
+            return "the checkpoint was written for another partition"
+        return None
+
+    def _restore_pipeline(self, trainer: TrainerState, saved: _Saved) -> Any:
+        """A fresh schedule holding this rank's saved state, or None (a warning says why, on every
+        rank). Every rank makes the same collectives whatever its own answer (hosts may hold
+        different copies of the partition)."""
+        info = saved.state.get("pipeline_state")
+        why = self._mismatch(trainer, info)
+        if info is None or not info.get("rank_files"):
+            self._warn_fresh(trainer, saved.path, info, why)
+            return None
+        pipeline = None
+        with all_ranks_agree(f"reading the rank files of the checkpoint {saved.path}"):
+            if why is None:
+                entry = info["rank_files"][self.rank]
+                loaded = ckpt.load_rank_state(saved.path.parent, entry, epoch=int(saved.state["epoch"]),
+                                              rank=self.rank, num_parts=info["num_parts"])
+                if loaded is not None:
+                    pipeline = trainer.new_pipeline()
+                    try:
+                        pipeline.load_state_dict(loaded)
+                    except (ValueError, KeyError, TypeError) as exc:
+                        raise CheckpointError(f"the rank file does not fit this rank's pipeline ({exc})",
+                                              path=saved.path.parent / entry["name"]) from exc
+        status = all_gather_json([why, pipeline is not None])
+        reasons = [(r, w) for r, (w, _) in enumerate(status) if w is not None]
+        missing = [r for r, (w, ok) in enumerate(status) if w is None and not ok]
+        if reasons:
+            r, w = reasons[0]
+            why = w if len(reasons) == len(status) else f"on rank {r}, {w}"
+        elif missing:
+            names = ", ".join(info["rank_files"][r]["name"] for r in missing)
+            why = (f"rank(s) {', '.join(map(str, missing))} cannot see their rank file ({names}) in "
+                   f"{saved.path.parent} on their host (no shared filesystem, or it was deleted)")
+        else:
+            return pipeline
+        self._warn_fresh(trainer, saved.path, info, why)
+        return None
+
+    def _warn_fresh(self, trainer: TrainerState, path: Path, info: dict[str, Any] | None, why: str | None) -> None:
+        if why is None:
+            return
+        fresh = trainer.config.schedule.pipeline
+        log.warning(f"{path}: {why}; the {info.get('mode') if info else 'pipeline'} state is not restored "
+                    f"(pipeline={fresh!r} starts fresh"
+                    + (": its first resumed step is synchronous" if trainer.pipeline.stateful else "")
+                    + "), so the resumed run will not reproduce the uninterrupted one")
+
+    def _apply(self, trainer: TrainerState, saved: _Saved, pipeline: Any) -> None:
+        """Apply a checked checkpoint; identical on every rank, so any error is raised by all."""
+        state, path = saved.state, saved.path
+        mine = trainer.config.optim
+        theirs = state["config"].get("trainer", state["config"]).get("optim", {})
+        if theirs.get("optimizer") != mine.optimizer:
+            raise CheckpointError(f"the checkpoint was written with optimizer={theirs.get('optimizer')!r}, "
+                                  f"this run uses optimizer={mine.optimizer!r}", path=path)
+        info, now = state.get("model_info", {}), model_info(trainer.model)
+        arch = [k for k in ("class", *_ARCH_FIELDS) if k in info and k in now and info[k] != now[k]]
+        if arch:
+            diff = ", ".join(f"{k}={info[k]!r} (this run: {now[k]!r})" for k in arch)
+            raise CheckpointError(f"the checkpoint was written for another model: {diff}", path=path)
+        for k in _RUN_FIELDS:
+            if k in info and k in now and info[k] != now[k]:
+                log.warning(f"{path}: the checkpoint's model has {k}={info[k]!r}, this run {now[k]!r}; "
+                            f"the resumed run will not reproduce the uninterrupted one")
+        try:
+            trainer.model.load_state_dict(state["model"])
+            trainer.optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as exc:
+            raise CheckpointError(f"the checkpoint does not fit this model/optimizer ({exc})", path=path) from exc
+        for k in ("lr", "weight_decay"):
+            if theirs.get(k) != getattr(mine, k):
+                log.warning(f"{path}: the checkpoint has {k}={theirs.get(k)}, continuing with {k}={getattr(mine, k)}")
+            for group in trainer.optimizer.param_groups:
+                group[k] = getattr(mine, k)
+        trainer.epoch = int(state["epoch"])
+        trainer.history = list(state.get("history", []))
+        trainer.pipeline.flush()
+        trainer.pipeline = pipeline if pipeline is not None else trainer.new_pipeline()  # never old buffers
+        ckpt.set_rng_state(state["rng"])

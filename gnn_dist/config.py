@@ -1,0 +1,376 @@
+"""The configuration of a training run, defined once.
+
+Nested dataclasses, one per component, each validated once in ``__post_init__`` (a
+:class:`ConfigError` names the field, the value and the fix). Everything else is derived from
+them: the ``gnn_dist.train`` command line (:mod:`.config_cli` generates a flag per field, with
+the field's docstring as its help), ``--config run.toml`` (any field, by section), and the
+Python API, whose ``Trainer(model, part, lr=..., pipeline=...)`` keyword arguments are the
+fields of :class:`TrainerConfig`'s sections by name, with the same defaults. The resolved
+config is logged on rank 0 at start, written as the first record of the metrics file and stored
+in checkpoints (:meth:`RunConfig.to_dict`).
+
+.. code-block:: text
+
+    RunConfig
+      data: DataConfig                  --data, --no-verify
+      model: ModelConfig                --model, --hidden, --layers, --dropout, --heads, --seed
+      trainer: TrainerConfig
+        optim: OptimizerConfig          --optimizer, --lr, --weight-decay
+        schedule: ScheduleConfig        --pipeline, --stale-smoothing, --boundary-sample-rate, ...
+        features: FeatureConfig         --feature-storage, --feature-cache-budget, ...
+        checkpoint: CheckpointConfig    --checkpoint-dir, --checkpoint-every, --resume, ...
+        report: ReportConfig            --eval-every, --log-every, --metrics
+      distributed: DistributedConfig    --backend, --timeout, --kernels
+      epochs                            --epochs
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .distributed.link import LinkModel, LinkSpecError
+
+__all__ = ["ConfigError", "OptimizerConfig", "ScheduleConfig", "FeatureConfig", "CheckpointConfig", "ReportConfig",
+           "TrainerConfig", "ModelConfig", "DataConfig", "DistributedConfig", "RunConfig", "OPTIMIZERS",
+           "RESUME_MODES", "flag"]
+
+OPTIMIZERS = ("adam", "adamw", "sgd")
+RESUME_MODES = ("auto", "latest")
+"""``resume``: ``auto`` (the newest checkpoint if there is one, else a fresh start: right for a
+first start and for an elastic restart), ``latest`` (the newest checkpoint, which must exist),
+or the path of a checkpoint file."""
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; ``field`` is its name (e.g. ``"lr"``)."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        super().__init__(f"{field_name}: {message}")
+        self.field = field_name
+        self.reason = message
+
+
+def flag(name: str, *, default: Any = None, choices: Any = None, metavar: str | None = None,
+         action: str | None = None, default_factory: Any = None) -> Any:
+    """A dataclass field with its command-line flag (``--name``), ``choices`` (a tuple or a
+    function returning one, read when the parser is built), ``metavar`` and ``action``
+    (``store_true``/``store_false`` for booleans; ``optional`` for a flag whose value may be
+    left out: ``--resume`` alone means ``auto``)."""
+    meta = {"flag": name, "choices": choices, "metavar": metavar, "action": action}
+    if default_factory is not None:
+        return field(default_factory=default_factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _schedules() -> tuple[str, ...]:
+    from .pipeline import schedule_names
+    return schedule_names()
+
+
+def _models() -> tuple[str, ...]:
+    from .models import MODELS
+    return tuple(sorted(MODELS))
+
+
+def _policies() -> tuple[str, ...]:
+    from .cache.policies import POLICIES
+    return tuple(sorted(POLICIES))
+
+
+def _storages() -> tuple[str, ...]:
+    from .cache.store import STORAGES
+    return STORAGES
+
+
+def _wire_dtypes() -> tuple[str, ...]:
+    from .distributed.wire import WIRE_DTYPES
+    return tuple(WIRE_DTYPES)
+
+
+def _kernels() -> tuple[str, ...]:
+    from .kernels import BACKEND_NAMES
+    return BACKEND_NAMES
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _require(ok: bool, name: str, value: Any, expected: str) -> None:
+    if not ok:
+        raise ConfigError(name, f"{value!r} is not valid: expected {expected}")
+
+
+def _choice(name: str, value: Any, choices: tuple[str, ...], *, optional: bool = False) -> None:
+    if optional and value is None:
+        return
+    if value not in choices:
+        raise ConfigError(name, f"{value!r} is not one of {', '.join(choices)}")
+
+
+def _int_at_least(name: str, value: Any, minimum: int, *, optional: bool = False) -> None:
+    if optional and value is None:
+        return
+    _require(_is_int(value) and value >= minimum, name, value, f"an integer >= {minimum}")
+
+
+@dataclass(kw_only=True, slots=True)
+class OptimizerConfig:
+    optimizer: str = flag("--optimizer", default="adam", choices=OPTIMIZERS)
+    """The optimizer."""
+    lr: float = flag("--lr", default=0.01)
+    """Learning rate."""
+    weight_decay: float = flag("--weight-decay", default=5e-4)
+    """L2 penalty (decoupled for adamw)."""
+
+    def __post_init__(self) -> None:
+        _choice("optimizer", self.optimizer, OPTIMIZERS)
+        _require(_is_number(self.lr) and self.lr > 0, "lr", self.lr, "a positive number")
+        _require(_is_number(self.weight_decay) and self.weight_decay >= 0, "weight_decay", self.weight_decay,
+                 "a number >= 0")
+
+
+@dataclass(kw_only=True, slots=True)
+class ScheduleConfig:
+    pipeline: str = flag("--pipeline", default="sync", choices=_schedules)
+    """Halo-exchange schedule of training steps: sync (exchange, then compute; exact), overlap (exact;
+    boundary rows are computed first and travel while the other rows compute) or stale (PipeGCN:
+    previous-epoch halo rows and gradients, communication hidden)."""
+    stale_smoothing: float | None = flag("--stale-smoothing", metavar="GAMMA")
+    """With pipeline stale: moving average of the stale halo features and gradients, factor GAMMA in
+    [0, 1), bias-corrected (default: none)."""
+    boundary_sample_rate: float = flag("--boundary-sample-rate", default=1.0, metavar="P")
+    """Boundary sampling (BNS-GCN): send a random fraction P in (0, 1] of the boundary rows each epoch,
+    rescaled by 1/P (1: all, exact)."""
+    halo_dtype: str | None = flag("--halo-dtype", choices=_wire_dtypes)
+    """Dtype halo rows (and their gradients) travel in during training; compute stays in the model's
+    dtype and evaluation exchanges exactly (default: as computed)."""
+    simulate_link: LinkModel | None = flag("--simulate-link", metavar="latency_ms=L,gbps=B")
+    """Delay each training exchange as a link of latency L ms and bandwidth B Gbit/s would."""
+    overlap_chunks: int = flag("--overlap-chunks", default=4, metavar="N")
+    """With pipeline overlap: chunks a hidden layer computes its boundary rows in, each starting its
+    piece of the next exchange (0: no boundary-first schedule)."""
+
+    def __post_init__(self) -> None:
+        _choice("pipeline", self.pipeline, _schedules())
+        if self.stale_smoothing is not None:
+            _require(_is_number(self.stale_smoothing) and 0 <= self.stale_smoothing < 1, "stale_smoothing",
+                     self.stale_smoothing, "a factor in [0, 1)")
+            if self.pipeline != "stale":
+                raise ConfigError("stale_smoothing", f"{self.stale_smoothing} applies to pipeline='stale' only, "
+                                                     f"not pipeline={self.pipeline!r}")
+        _require(_is_number(self.boundary_sample_rate) and 0 < self.boundary_sample_rate <= 1,
+                 "boundary_sample_rate", self.boundary_sample_rate, "a fraction in (0, 1]")
+        _choice("halo_dtype", self.halo_dtype, _wire_dtypes(), optional=True)
+        if isinstance(self.simulate_link, (str, dict)):
+            try:
+                self.simulate_link = (LinkModel.parse(self.simulate_link) if isinstance(self.simulate_link, str)
+                                      else LinkModel(**self.simulate_link))
+            except (LinkSpecError, TypeError) as exc:
+                raise ConfigError("simulate_link", str(exc)) from None
+        _require(self.simulate_link is None or isinstance(self.simulate_link, LinkModel), "simulate_link",
+                 self.simulate_link, "'latency_ms=L,gbps=B' or a LinkModel")
+        _require(_is_int(self.overlap_chunks) and 0 <= self.overlap_chunks <= 1024, "overlap_chunks",
+                 self.overlap_chunks, "an integer in [0, 1024]")
+
+
+@dataclass(kw_only=True, slots=True)
+class FeatureConfig:
+    feature_storage: str = flag("--feature-storage", default="device", choices=_storages)
+    """Where input features live: all on the device, or in host memory / read from disk (mmap) with a
+    device cache of the hottest rows."""
+    feature_cache_budget: str | int | float | None = flag("--feature-cache-budget", metavar="SIZE")
+    """Device cache size for feature_storage host/mmap: bytes, a size (4GB, 512MiB), a percentage of
+    the features (25%%) or a fraction (0.25) (default: all rows)."""
+    feature_cache_policy: str = flag("--feature-cache-policy", default="degree", choices=_policies)
+    """Which rows the device cache holds: degree (inner and halo rows by their reads per epoch), halo
+    (rows sent to most peers first), frequency (counted in the first epoch), none."""
+    static_halo: bool = flag("--no-static-halo", default=True, action="store_false")
+    """Fetch the halo rows' input features once at start (the flag turns it off: exchange them every
+    epoch)."""
+    precompute_first_layer: bool = flag("--precompute-first-layer", default=False, action="store_true")
+    """Aggregate the input features of a gcn/sage/gin first layer once and train on that (exact)."""
+    first_layer_chunk_rows: int | None = flag("--first-layer-chunk-rows", metavar="N")
+    """Run the first layer over chunks of N destination rows, fetching each chunk's source rows
+    through the feature cache; 0 never chunks (default: chunk when the cache does not hold every row)."""
+
+    def __post_init__(self) -> None:
+        from .cache.input import check_feature_options
+
+        check_feature_options(storage=self.feature_storage, cache_policy=self.feature_cache_policy,
+                              static_halo=self.static_halo, precompute_first_layer=self.precompute_first_layer,
+                              first_layer_chunk_rows=self.first_layer_chunk_rows, cache_budget=self.feature_cache_budget)
+
+
+@dataclass(kw_only=True, slots=True)
+class CheckpointConfig:
+    checkpoint_dir: str | None = flag("--checkpoint-dir")
+    """Where rank 0 writes checkpoints (only rank 0 reads them back: no shared filesystem needed; with
+    a stateful pipeline such as stale each rank also writes and reads its own rank file)."""
+    checkpoint_every: int = flag("--checkpoint-every", default=10)
+    """Checkpoint every K epochs and after the last."""
+    checkpoint_keep: int | None = flag("--keep-checkpoints", metavar="N")
+    """Keep only the newest N checkpoints (default: all)."""
+    resume: str | None = flag("--resume", action="optional", metavar="auto|latest|PATH")
+    """Continue from a checkpoint: auto (the newest in checkpoint_dir if any, else start at epoch 0;
+    what --resume alone means, right for a first start and an elastic restart), latest (the newest,
+    which must exist) or the path of a checkpoint file."""
+    resume_any_partition: bool = flag("--resume-any-partition", default=False, action="store_true")
+    """Resume a checkpoint written for another partition folder (refused by default)."""
+
+    def __post_init__(self) -> None:
+        _int_at_least("checkpoint_every", self.checkpoint_every, 1)
+        _int_at_least("checkpoint_keep", self.checkpoint_keep, 1, optional=True)
+        _require(self.checkpoint_dir is None or isinstance(self.checkpoint_dir, str), "checkpoint_dir",
+                 self.checkpoint_dir, "a folder path")
+        if self.checkpoint_keep is not None and self.checkpoint_dir is None:
+            raise ConfigError("checkpoint_keep", "needs a checkpoint folder (checkpoint_dir, --checkpoint-dir)")
+        _require(self.resume is None or (isinstance(self.resume, str) and self.resume != ""), "resume",
+                 self.resume, "auto, latest or a checkpoint file")
+        if self.resume in RESUME_MODES and self.checkpoint_dir is None:
+            raise ConfigError("resume", f"{self.resume} needs a checkpoint folder (checkpoint_dir, --checkpoint-dir)")
+
+
+@dataclass(kw_only=True, slots=True)
+class ReportConfig:
+    eval_every: int = flag("--eval-every", default=1)
+    """Evaluate train/val/test accuracy every K epochs; 0 never."""
+    log_every: int = flag("--log-every", default=10)
+    """Rank 0 logs a progress line every K epochs; 0 never."""
+    metrics_path: str | None = flag("--metrics", metavar="FILE.jsonl")
+    """JSON-lines file rank 0 writes: the resolved config, then one object per epoch (started afresh
+    unless resuming, which keeps the records of the epochs before the checkpoint)."""
+
+    def __post_init__(self) -> None:
+        _int_at_least("eval_every", self.eval_every, 0)
+        _int_at_least("log_every", self.log_every, 0)
+
+
+SECTIONS: dict[str, type] = {"optim": OptimizerConfig, "schedule": ScheduleConfig, "features": FeatureConfig,
+                             "checkpoint": CheckpointConfig, "report": ReportConfig}
+"""The sections of :class:`TrainerConfig` by name."""
+
+
+@dataclass(kw_only=True, slots=True)
+class TrainerConfig:
+    """What :class:`~gnn_dist.trainer.Trainer` needs besides the model and the part."""
+
+    optim: OptimizerConfig = field(default_factory=OptimizerConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    features: FeatureConfig = field(default_factory=FeatureConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
+
+    @classmethod
+    def from_fields(cls, **fields: Any) -> "TrainerConfig":
+        """A config from flat field names (``lr=``, ``pipeline=``, ``feature_storage=`` ...), as
+        :class:`~gnn_dist.trainer.Trainer` takes them; the others keep their defaults."""
+        owner = {leaf.name: name for name, kind in SECTIONS.items() for leaf in dataclasses.fields(kind)}
+        chosen: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+        for name, value in fields.items():
+            if name not in owner:
+                raise ConfigError(name, f"is not a training option; the options are {', '.join(sorted(owner))}")
+            chosen[owner[name]][name] = value
+        return cls(**{name: SECTIONS[name](**values) for name, values in chosen.items()})
+
+    def fields(self) -> dict[str, Any]:
+        """The flat ``{field: value}`` of every section (what :meth:`from_fields` takes)."""
+        return {leaf.name: getattr(getattr(self, f.name), leaf.name)
+                for f in dataclasses.fields(self) for leaf in dataclasses.fields(getattr(self, f.name))}
+
+
+@dataclass(kw_only=True, slots=True)
+class ModelConfig:
+    model: str = flag("--model", default="gcn", choices=_models)
+    """The built-in model."""
+    hidden: int = flag("--hidden", default=64)
+    """Hidden width (for gat: the total width of a layer, heads x per-head width)."""
+    layers: int = flag("--layers", default=2)
+    """Number of layers."""
+    dropout: float = flag("--dropout", default=0.5)
+    """Feature dropout after each hidden layer, a probability in [0, 1)."""
+    heads: int | None = flag("--heads")
+    """With model gat: attention heads of the hidden layers (default: 8)."""
+    seed: int = flag("--seed", default=0)
+    """Seed of the initial weights, dropout masks and boundary samples."""
+
+    def __post_init__(self) -> None:
+        _choice("model", self.model, _models())
+        _int_at_least("hidden", self.hidden, 1)
+        _int_at_least("layers", self.layers, 1)
+        _require(_is_number(self.dropout) and 0 <= self.dropout < 1, "dropout", self.dropout, "a probability in [0, 1)")
+        _int_at_least("heads", self.heads, 1, optional=True)
+        if self.heads is not None and self.model != "gat":
+            raise ConfigError("heads", f"{self.heads} applies to model gat only, not {self.model!r}")
+        if self.model == "gat" and self.layers > 1 and self.hidden % (self.heads or 8):
+            raise ConfigError("hidden", f"{self.hidden} is the total width of a gat layer and must be a multiple "
+                                        f"of heads = {self.heads or 8}")
+        _require(_is_int(self.seed), "seed", self.seed, "an integer")
+
+
+@dataclass(kw_only=True, slots=True)
+class DataConfig:
+    data: str | None = flag("--data")
+    """Partition folder (gnn-dist partition --out)."""
+    verify: bool = flag("--no-verify", default=True, action="store_false")
+    """Check the sha256 of the part files at load (the flag skips it)."""
+
+    def __post_init__(self) -> None:
+        _require(self.data is None or (isinstance(self.data, str) and self.data != ""), "data", self.data,
+                 "a partition folder")
+        _require(isinstance(self.verify, bool), "verify", self.verify, "true or false")
+
+
+@dataclass(kw_only=True, slots=True)
+class DistributedConfig:
+    backend: str | None = flag("--backend", choices=("nccl", "gloo"))
+    """Process-group backend (default: nccl on GPU, gloo on CPU)."""
+    timeout: float = flag("--timeout", default=300.0)
+    """Collective timeout in seconds: a dead or stuck peer ends the job after it."""
+    kernels: str | None = flag("--kernels", choices=_kernels)
+    """Aggregation kernels: auto (numba on CPU, cuSPARSE on CUDA), torch, numba, or triton (fused Triton
+    kernels on CUDA) (default: $GNN_DIST_KERNELS, else auto)."""
+
+    def __post_init__(self) -> None:
+        _choice("backend", self.backend, ("nccl", "gloo"), optional=True)
+        _require(_is_number(self.timeout) and self.timeout > 0, "timeout", self.timeout, "a positive number of seconds")
+        _choice("kernels", self.kernels, _kernels(), optional=True)
+
+
+@dataclass(kw_only=True, slots=True)
+class RunConfig:
+    """A whole ``gnn_dist.train`` run."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    epochs: int = flag("--epochs", default=100)
+    """Total epochs; resuming continues up to this number."""
+
+    def __post_init__(self) -> None:
+        _int_at_least("epochs", self.epochs, 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved config as plain JSON values (a link as its ``latency_ms=L,gbps=B`` string)."""
+        return to_dict(self)
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """A config dataclass as nested plain values (what the metrics file and checkpoints store)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, LinkModel):
+            out[f.name] = to_dict(value)
+        else:
+            out[f.name] = str(value) if isinstance(value, LinkModel) else value
+    return out
+

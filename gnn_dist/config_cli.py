@@ -1,0 +1,219 @@
+"""The ``gnn_dist.train`` command line, generated from :mod:`gnn_dist.config`, and ``--config``.
+
+Every field of :class:`~gnn_dist.config.RunConfig` that declares a flag becomes one option: its
+help is the field's docstring, its default the field's, its choices the field's (registries are
+read when the parser is built, so a registered schedule or model is a choice at once). A value
+is only converted here (an integer flag gets an integer); whether it is valid is decided once,
+by the config's ``__post_init__``, whichever way it came.
+
+Precedence: the dataclasses' defaults, then ``--config FILE.toml`` (read with the standard
+library's ``tomllib``: tables mirror the config's sections, e.g. ``[trainer.schedule]
+pipeline = "overlap"``; an unknown key is an error naming it), then the flags given.
+
+A bad value is one line (``gnn_dist.train: error: --lr -1: ...`` or ``run.toml: trainer.optim.lr:
+...``) and exit code 2, raised as :class:`UsageError` by :func:`parse_run_config`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import functools
+import inspect
+import sys
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .config import ConfigError, RunConfig
+
+__all__ = ["UsageError", "build_parser", "parse_run_config", "flag_names", "field_docs"]
+
+PROG = "gnn_dist.train"
+
+
+class UsageError(ValueError):
+    """A bad command line or config file: ``str(error)`` is the one line to print (exit code 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line (no usage block), raised, not printed."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: error: {message} (see --help)")
+
+
+@functools.cache
+def field_docs(cls: type) -> dict[str, str]:
+    """``{field: docstring}``: the string literal under each field of a dataclass's source."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for stmt, nxt in zip(body, body[1:]):
+        if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and isinstance(nxt, ast.Expr)
+                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
+            docs[stmt.target.id] = " ".join(nxt.value.value.split())
+    return docs
+
+
+def _leaves(cls: type, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], dataclasses.Field, type]]:
+    """``(path, field, owner class)`` of every leaf field under ``cls``, in declaration order."""
+    out = []
+    for f in dataclasses.fields(cls):
+        kind = _section_type(cls, f)
+        if kind is not None:
+            out += _leaves(kind, prefix + (f.name,))
+        else:
+            out.append((prefix + (f.name,), f, cls))
+    return out
+
+
+def _section_type(cls: type, f: dataclasses.Field) -> type | None:
+    """The dataclass a section field holds (its default factory's), or None for a leaf."""
+    factory = f.default_factory
+    if factory is not dataclasses.MISSING and dataclasses.is_dataclass(factory):
+        return factory  # type: ignore[return-value]
+    return None
+
+
+def _convert(annotation: str, name: str) -> Any:
+    """An argparse ``type`` for a field annotated ``annotation`` (conversion only)."""
+    if annotation.startswith("int"):
+        kind, expected = int, "an integer"
+    elif annotation.startswith("float"):
+        kind, expected = float, "a number"
+    elif annotation.startswith("str | int | float"):
+        return _number_or_text
+    else:
+        return str
+
+    def parse(value: str) -> Any:
+        try:
+            return kind(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {value!r}") from None
+    parse.__name__ = name
+    return parse
+
+
+def _number_or_text(value: str) -> int | float | str:
+    """``"123"`` -> 123, ``"0.25"`` -> 0.25, ``"4GB"`` -> ``"4GB"`` (a size string)."""
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser: one option per config field with a flag, plus ``--config``, ``-v`` and
+    ``--validate``. Unset options are absent from the namespace (``SUPPRESS``)."""
+    p = _Parser(prog=PROG, description="Exact distributed full-graph GNN training.",
+                argument_default=argparse.SUPPRESS)
+    p.add_argument("--config", metavar="FILE.toml", help="read the configuration from a TOML file; flags override it")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging, and a traceback with every error")
+    p.add_argument("--validate", action="store_true",
+                   help="check the configuration against the partition's metadata, then exit (0, or 2 with the error)")
+    for path, f, owner in _leaves(RunConfig):
+        meta = f.metadata
+        if not meta.get("flag"):
+            continue
+        doc = field_docs(owner).get(f.name, "")
+        default = f.default if f.default is not dataclasses.MISSING else None
+        kwargs: dict[str, Any] = {"dest": ".".join(path), "help": f"{doc} (default: {default})".replace("%", "%%")}
+        choices = meta.get("choices")
+        if callable(choices):
+            choices = choices()
+        action = meta.get("action")
+        if action in ("store_true", "store_false"):
+            kwargs["action"] = action
+            kwargs["help"] = doc.replace("%", "%%")
+        else:
+            if action == "optional":
+                kwargs.update(nargs="?", const="auto")
+            metavar = meta.get("metavar") or (None if choices else meta["flag"].lstrip("-").replace("-", "_").upper())
+            kwargs.update(type=_convert(str(f.type), f.name), metavar=metavar, choices=choices)
+        p.add_argument(meta["flag"], **kwargs)
+    return p
+
+
+def flag_names() -> list[str]:
+    """Every option string of the parser, sorted (what the flag-freeze test pins)."""
+    return sorted(s for action in build_parser()._actions for s in action.option_strings if s.startswith("--"))
+
+
+def _flag_of(path: tuple[str, ...]) -> str | None:
+    for leaf, f, _ in _leaves(RunConfig):
+        if leaf == path:
+            return f.metadata.get("flag")
+    return None
+
+
+def _read_toml(path: str) -> dict[tuple[str, ...], Any]:
+    """``{field path: value}`` of a TOML config file, checked against the config's fields."""
+    import tomllib
+
+    try:
+        doc = tomllib.loads(Path(path).read_text())
+    except OSError as exc:
+        raise UsageError(f"--config {path}: cannot read it ({exc.strerror or exc})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: not valid TOML ({exc})") from None
+    known = {leaf for leaf, _, _ in _leaves(RunConfig)}
+    sections = {leaf[:i] for leaf in known for i in range(1, len(leaf))}
+    out: dict[tuple[str, ...], Any] = {}
+
+    def walk(table: dict[str, Any], prefix: tuple[str, ...]) -> None:
+        for key, value in table.items():
+            path_ = prefix + (key,)
+            if isinstance(value, dict) and path_ in sections:
+                walk(value, path_)
+            elif path_ in known:
+                out[path_] = value
+            else:
+                options = sorted(".".join(p) for p in known if p[:len(prefix)] == prefix)
+                raise UsageError(f"{path}: {'.'.join(path_)} is not a configuration field; the fields here are "
+                                 f"{', '.join(options[:12])}{' ...' if len(options) > 12 else ''}")
+    walk(doc, ())
+    return out
+
+
+def _build(values: dict[tuple[str, ...], Any], cls: type = RunConfig, prefix: tuple[str, ...] = ()) -> Any:
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        kind = _section_type(cls, f)
+        if kind is not None:
+            kwargs[f.name] = _build(values, kind, prefix + (f.name,))
+        elif prefix + (f.name,) in values:
+            kwargs[f.name] = values[prefix + (f.name,)]
+    return cls(**kwargs)
+
+
+def parse_run_config(argv: Sequence[str] | None = None) -> tuple[RunConfig, argparse.Namespace]:
+    """``(config, namespace)`` from ``argv`` (default ``sys.argv[1:]``): defaults, then
+    ``--config``, then the flags. The namespace holds ``verbose`` and ``validate``.
+
+    Raises:
+        UsageError: a bad flag, config file or value; its message is the one line to print.
+    """
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    dests = {".".join(path) for path, f, _ in _leaves(RunConfig) if f.metadata.get("flag")}
+    given = {tuple(k.split(".")): v for k, v in vars(args).items() if k in dests}
+    from_file = _read_toml(args.config) if getattr(args, "config", None) else {}
+    try:
+        config = _build({**from_file, **given})
+    except ConfigError as exc:
+        paths = [p for p in {**from_file, **given} if p[-1] == exc.field]
+        path = next((p for p in paths if p in given), paths[0] if paths else None)
+        if path is not None and path not in given:
+            raise UsageError(f"{args.config}: {'.'.join(path)}: {exc.reason}") from None
+        where = _flag_of(path) if path is not None else None
+        raise UsageError(f"{PROG}: error: {where or exc.field}: {exc.reason}") from None
+    if not config.data.data:
+        raise UsageError(f"{PROG}: error: --data is required (the partition folder; or data.data in --config)")
+    namespace = argparse.Namespace(verbose=getattr(args, "verbose", False), validate=getattr(args, "validate", False),
+                                   config_file=getattr(args, "config", None))
+    return config, namespace

@@ -1,0 +1,51 @@
+"""The environment variables gnn-dist reads, all in this one module.
+
+Everything else gets their values from here (or as arguments), once per run, so no hot path
+reads the environment and a test can see every variable that matters in one table.
+
+==================================  =========================================================
+``RANK``, ``WORLD_SIZE``,           torchrun's launch variables (:func:`launch_variables`,
+``LOCAL_RANK``, ``MASTER_ADDR``,    parsed by :mod:`gnn_dist.distributed.env`)
+``MASTER_PORT``
+``GNN_DIST_KERNELS``                the default aggregation kernels (``--kernels`` wins)
+``GNN_DIST_AGENT_PID``              the launcher agent's pid, set by ``gnn-dist train`` for its
+                                    ranks (:mod:`gnn_dist.distributed.parent_watch`)
+``THP_MEM_ALLOC_ENABLE``            torch's huge-page CPU allocations, which turn on the ranks'
+                                    malloc tuning (:mod:`gnn_dist.distributed.allocator`)
+``TORCH_NCCL_ASYNC_ERROR_HANDLING`` set (unless the user set it) before an NCCL group starts
+==================================  =========================================================
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+__all__ = ["KERNELS", "launch_variables", "launch_rank", "kernels", "set_default"]
+
+KERNELS = "GNN_DIST_KERNELS"
+
+
+def launch_variables() -> Mapping[str, str]:
+    """The process's environment, for the parsers of launch variables (a live view)."""
+    return os.environ
+
+
+def launch_rank() -> int:
+    """This process's ``RANK`` as torchrun set it; 0 when unset or malformed (the launch
+    parser, :func:`gnn_dist.distributed.env.read_launch_env`, reports a malformed one)."""
+    try:
+        return max(0, int(os.environ.get("RANK", "0")))
+    except ValueError:
+        return 0
+
+
+def kernels() -> str | None:
+    """``GNN_DIST_KERNELS`` (stripped, lower case), or None when unset or empty."""
+    value = os.environ.get(KERNELS, "").strip().lower()
+    return value or None
+
+
+def set_default(name: str, value: str) -> None:
+    """Set ``name`` for this process and its children unless the user set it."""
+    os.environ.setdefault(name, value)

@@ -1,0 +1,143 @@
+"""What a training step measured, and where it goes: the metrics file, the progress line, the
+end-of-run summary.
+
+A step's figures are a :class:`StepStats` value made from the recordings of that step (the
+exchanger's :class:`~gnn_dist.distributed.ExchangeStats` and the feature store's counts), not the
+differences of counters. An epoch's record is ``{"epoch": E, **StepStats, "epoch_time_s",
+"comm_bytes", "train_acc"/"val_acc"/"test_acc" (null when not evaluated), "eval_time_s"}``.
+
+The metrics file (rank 0, JSON lines) starts with one ``{"config": {...}}`` record (the resolved
+configuration), then one record per epoch. A resumed run keeps the epoch records before its
+checkpoint and rewrites the rest, so the file reads like one uninterrupted run (the file is
+rewritten atomically: temp file and rename).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["StepStats", "MetricsFile", "progress_line", "summary_line"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class StepStats:
+    """One training step of one rank (the loss is the global one)."""
+
+    train_loss: float
+    halo_bytes: int
+    """Halo bytes this rank sent in the step (forward and backward, in the wire dtype)."""
+    allreduce_bytes: int
+    """Gradient bytes this rank all-reduced."""
+    compute_time_s: float
+    """The step's time minus the time it waited for exchanges."""
+    comm_time_s: float
+    """Sum of the durations of the exchanges waited for in the step."""
+    exposed_comm_s: float
+    """Time the step waited for exchanges."""
+    bytes_per_layer: list[int] = field(default_factory=list)
+    staleness: int = 0
+    feature_hits: int = 0
+    """Feature rows served from the device cache."""
+    feature_misses: int = 0
+    """Feature rows served from host memory or disk."""
+    feature_h2d_bytes: int = 0
+    """Feature bytes copied host-to-device."""
+
+    @property
+    def feature_hit_rate(self) -> float:
+        total = self.feature_hits + self.feature_misses
+        return self.feature_hits / total if total else float("nan")
+
+    def to_record(self) -> dict[str, Any]:
+        return {**asdict(self), "feature_hit_rate": self.feature_hit_rate}
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats replaced by None (JSON has no NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class MetricsFile:
+    """Rank 0's JSON-lines metrics file (see the module docstring)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def start(self, config: dict[str, Any] | None, start_epoch: int) -> None:
+        """Write the config record and keep the epoch records before ``start_epoch`` (rewritten
+        atomically; the folder is created).
+
+        Raises:
+            OSError: the file or its folder cannot be written (the message names it).
+        """
+        kept = self._records_before(start_epoch) if start_epoch > 0 else []
+        folder = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(self.path)}.", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(fd, "w") as f:
+                if config is not None:
+                    f.write(json.dumps({"config": config}) + "\n")
+                f.writelines(kept)
+            os.replace(tmp, self.path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    def _records_before(self, start_epoch: int) -> list[str]:
+        kept: list[str] = []
+        if not os.path.exists(self.path):
+            return kept
+        with open(self.path) as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut short by a crash
+                if isinstance(rec, dict) and isinstance(rec.get("epoch"), int) and rec["epoch"] < start_epoch:
+                    kept.append(line if line.endswith("\n") else line + "\n")
+        return kept
+
+    def append(self, record: dict[str, Any]) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps({k: _json_safe(v) for k, v in record.items()}) + "\n")
+
+
+def progress_line(rec: dict[str, Any], *, feature_store: bool) -> str:
+    """The rank-0 log line of an epoch record."""
+    accs = "" if rec.get("val_acc") is None else (
+        f"  train {rec['train_acc']:.4f}  val {rec['val_acc']:.4f}  test {rec['test_acc']:.4f}")
+    line = (f"epoch {rec['epoch']:4d}  loss {rec['train_loss']:.4f}{accs}  "
+            f"{rec['epoch_time_s'] * 1e3:.1f} ms (compute {rec['compute_time_s'] * 1e3:.1f}, "
+            f"halo comm {rec['comm_time_s'] * 1e3:.1f}, exposed {rec['exposed_comm_s'] * 1e3:.1f})  "
+            f"comm {rec['comm_bytes'] / 2**20:.2f} MiB  staleness {rec['staleness']}")
+    if feature_store:
+        line += (f"  features hit rate {rec['feature_hit_rate']:.3f}, "
+                 f"host-to-device {rec['feature_h2d_bytes'] / 2**20:.2f} MiB")
+    return line
+
+
+def summary_line(history: list[dict[str, Any]], num_edges: int) -> str:
+    """The end-of-run line: epochs, mean epoch time, edges per second, best validation epoch."""
+    if not history:
+        return "no epochs trained"
+    times = [r["epoch_time_s"] for r in history]
+    mean = sum(times) / len(times)
+    line = (f"{len(history)} epochs, mean epoch {mean * 1e3:.1f} ms, "
+            f"{num_edges / mean if mean > 0 else float('inf'):.3g} edges/s")
+    scored = [r for r in history if r.get("val_acc") is not None]
+    if scored:
+        best = max(scored, key=lambda r: r["val_acc"])
+        line += f", best val {best['val_acc']:.4f} at epoch {best['epoch']} (test {best['test_acc']:.4f})"
+    return line

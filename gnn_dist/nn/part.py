@@ -1,0 +1,97 @@
+"""What a model runs on: a part's block, its halo exchange, and the schedule's way of running a
+layer. No collectives here: a part's ``exchange`` is whatever the caller gives.
+
+Legend: ``I`` inner rows (the part's destinations ``D``), ``S`` = inner + halo source rows.
+
+A model calls ``part.run_layer(i, conv, h, dropout_key=..., activation=...)`` for each layer ``i``
+and the part (a rank's :class:`~gnn_dist.LocalPartition`, a training schedule's view, or a
+:class:`FullGraph`) decides when the layer's halo rows travel: before the layer (``sync``,
+:func:`exchange_then_run`), from the previous epoch (``stale``), or while the layer computes
+(``overlap``). Custom models may instead call ``part.exchange(h)`` before each layer and run the
+layer on ``part.block`` themselves; every part supports both.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Protocol
+
+import torch
+from torch import nn
+
+from .block import Block
+from .dropout import DropoutKey, call_conv
+
+__all__ = ["Activation", "LayerInput", "PartLike", "FullGraph", "exchange_then_run"]
+
+Activation = Callable[[torch.Tensor, Optional[torch.Tensor]], torch.Tensor]
+"""``activation(h_rows, rows)``: a hidden layer's nonlinearity and dropout applied to its output
+rows ``rows`` (int64 destination ids; None: all ``I`` rows, in order). Row-wise, so a schedule
+may compute a layer's output in pieces (e.g. the rows its peers need first)."""
+
+
+class LayerInput(Protocol):
+    """A first-layer input that computes the first conv itself (``gnn_dist.cache.InputFeatures``:
+    features served by a tiered store, halo rows fetched once, optionally chunked or
+    precomputed). A model passes one instead of a tensor as layer 0's input."""
+
+    num_rows: int
+    """``I``: the part's inner rows."""
+    dim: int
+    """``F_in``: the feature width."""
+    needs_exchange: bool
+    """Each :meth:`layer` call exchanges a freshly gathered tensor: call it once per step."""
+
+    def layer(self, conv: nn.Module, part: "PartLike", *, dropout_key: Any = None,
+              rows: torch.Tensor | None = None) -> torch.Tensor:
+        """``conv``'s output ``[len(rows) or I, F']`` for destination rows ``rows`` (None: all);
+        ``part.exchange`` fetches the halo rows if the input does not hold them."""
+        ...
+
+
+class PartLike(Protocol):
+    """A block, a differentiable halo exchange and a way to run a layer."""
+
+    block: Block
+
+    def exchange(self, h_inner: torch.Tensor) -> torch.Tensor:
+        """``[I, F]`` inner rows -> ``[S, F]`` inner rows then halo rows (differentiable)."""
+        ...
+
+    def run_layer(self, index: int, conv: nn.Module, h: torch.Tensor | LayerInput, *,
+                  dropout_key: DropoutKey | None = None, activation: Activation | None = None) -> torch.Tensor:
+        """Layer ``index`` (``conv``) of the model on input ``h`` (``[I, F]``, or a
+        :class:`LayerInput` for layer 0), then ``activation`` (None: the output layer): ``[I, F']``."""
+        ...
+
+
+def exchange_then_run(part: PartLike, conv: nn.Module, h: torch.Tensor | LayerInput, *,
+                      dropout_key: DropoutKey | None = None, activation: Activation | None = None) -> torch.Tensor:
+    """A layer as ``sync`` runs it: the exchange (``part.exchange``, or the input's own fetch),
+    then the conv on the whole block, then the activation."""
+    if isinstance(h, torch.Tensor):
+        out = call_conv(conv, part.block, part.exchange(h), dropout_key)
+    else:
+        out = h.layer(conv, part, dropout_key=dropout_key)
+    return out if activation is None else activation(out, None)
+
+
+class FullGraph:
+    """A whole graph on one device as a :class:`PartLike`: no halo, ``exchange`` is the identity.
+
+    ``FullGraph(Block.from_graph(indptr, indices))`` runs a model without any process group.
+    """
+
+    def __init__(self, block: Block) -> None:
+        if block.num_halo:
+            raise ValueError(f"FullGraph needs a block without halo rows, got {block!r}")
+        self.block = block
+
+    def exchange(self, h_inner: torch.Tensor) -> torch.Tensor:
+        return h_inner
+
+    def run_layer(self, index: int, conv: nn.Module, h: torch.Tensor | LayerInput, *,
+                  dropout_key: DropoutKey | None = None, activation: Activation | None = None) -> torch.Tensor:
+        return exchange_then_run(self, conv, h, dropout_key=dropout_key, activation=activation)
+
+    def __repr__(self) -> str:
+        return f"FullGraph({self.block!r})"

@@ -1,0 +1,58 @@
+"""Check a run's configuration against its partition's metadata before any rank starts.
+
+``gnn-dist train`` runs ``python -m gnn_dist.train --validate ...`` first, in one process, so a
+refused option is one line and exit code 2 instead of a failure inside every rank. The checks
+read ``partition.json`` only (no part file, no process group) and build the model on torch's
+``meta`` device (no memory): what the ranks would refuse at start, found before they start.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from .config import RunConfig
+
+__all__ = ["validate_run", "check_run"]
+
+log = logging.getLogger(__name__)
+
+
+def check_run(config: RunConfig) -> str:
+    """A one-line description of the run when ``config`` fits its partition.
+
+    Raises:
+        ValueError: (``PartitionFormatError``, ``KernelBackendError`` ...) naming the folder, field
+            or value that does not fit, and the fix.
+    """
+    import torch
+
+    from partitioners.format import load_partition_meta
+
+    from .kernels import resolve_kernels
+    from .models import build_model
+
+    path = config.data.data
+    meta = load_partition_meta(path)
+    if not meta.feature_dim:
+        raise ValueError(f"{path}: the partition has no node features to train on (partition it with features, "
+                         f"e.g. gnn-dist partition --features F.npy)")
+    if meta.label_kind is None or meta.num_classes < 1:
+        raise ValueError(f"{path}: the partition has no labels to train on")
+    if sum(p.num_train for p in meta.parts) == 0:
+        raise ValueError(f"{path}: the partition has no training nodes (train_mask is empty everywhere)")
+    resolve_kernels(config.distributed.kernels)
+    with torch.device("meta"):
+        build_model(config.model, in_dim=int(meta.feature_dim), out_dim=int(meta.num_classes))
+    return (f"{path}: {meta.num_parts} parts, {meta.num_nodes} nodes, {meta.feature_dim} features, "
+            f"{meta.num_classes} classes; model {config.model.model}, pipeline {config.trainer.schedule.pipeline}")
+
+
+def validate_run(config: RunConfig) -> int:
+    """:func:`check_run`, reported: exit code 0 (and the description) or 2 (and the error line)."""
+    try:
+        print(f"configuration OK: {check_run(config)}", file=sys.stderr)
+    except ValueError as exc:
+        print(f"gnn_dist.train: error: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -20,6 +20,7 @@ import argparse
 import json
 import logging
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -386,9 +387,21 @@ def cmd_train(args: argparse.Namespace, rest: Sequence[str]) -> int:
         raise UsageError(f"--nproc {nproc} differs from the {num_parts} parts of {args.data}: "
                          f"gnn_dist.train runs one rank per part; drop --nproc or re-partition "
                          f"with --parts {nproc}")
+    env = train_env(os.environ, nproc)
+    check = validate_command(args.data, rest)
+    log.debug("checking: " + " ".join(check))
+    code = subprocess.run(check, env=env).returncode
+    if code != EXIT_OK:   # its one line is on stderr already; nothing was started
+        return EXIT_USAGE if code == EXIT_USAGE else code
     cmd = train_command(args.data, nproc, rest, verbose=args.verbose, watch_pid=os.getpid())
     log.info("running: " + " ".join(cmd))
-    return run_torchrun(cmd, train_env(os.environ, nproc), verbose=args.verbose)
+    return run_torchrun(cmd, env, verbose=args.verbose)
+
+
+def validate_command(data: str, rest: Sequence[str]) -> list[str]:
+    """``gnn_dist.train --validate``: the whole configuration checked against the folder's
+    metadata in one process, before torchrun starts (a refused option is one line, exit 2)."""
+    return [sys.executable, "-m", "gnn_dist.train", "--validate", "--data", data, *rest]
 
 
 LOOPBACK_ENV = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}

@@ -19,10 +19,14 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ..distributed import HaloSubset
-from ..nn.part import Activation
+import torch
+from torch import nn
 
-__all__ = ["Pipeline", "SubsetFn", "LayerCounter", "Stateless", "Activation"]
+from ..distributed import HaloSubset
+from ..nn import DropoutKey
+from ..nn.part import Activation, LayerInput, exchange_then_run
+
+__all__ = ["Pipeline", "SubsetFn", "LayerCounter", "Stateless", "ExchangeBeforeLayer", "Activation"]
 
 
 class SubsetFn(Protocol):
@@ -109,3 +113,16 @@ class Stateless:
             raise ValueError(f"pipeline={self.name!r} keeps no state between steps, got one with keys "
                              f"{sorted(state)}")
 
+
+
+class ExchangeBeforeLayer:
+    """``run_layer`` of a mode whose ``exchange`` hands each layer its input rows before the layer
+    runs (``sync``, ``stale``): the layer's index numbers its exchange, then
+    :func:`~gnn_dist.nn.part.exchange_then_run`."""
+
+    _layers: LayerCounter
+
+    def run_layer(self, index: int, conv: nn.Module, h: torch.Tensor | LayerInput, *,
+                  dropout_key: DropoutKey | None = None, activation: Activation | None = None) -> torch.Tensor:
+        self._layers.at(index)
+        return exchange_then_run(self, conv, h, dropout_key=dropout_key, activation=activation)  # type: ignore[arg-type]

@@ -38,12 +38,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch import nn
-
 from ..distributed import EXACT, HaloExchanger, HaloHandle, HaloSubset, Transport
-from ..nn import Block, DropoutKey
-from ..nn.part import Activation, LayerInput, exchange_then_run
-from .base import LayerCounter, SubsetFn
+from ..nn import Block
+from .base import ExchangeBeforeLayer, LayerCounter, SubsetFn
 from .registry import register_schedule
 
 __all__ = ["StalePipeline", "EMABuffer"]
@@ -163,7 +160,7 @@ class _StaleExchange(torch.autograd.Function):
 
 
 @register_schedule("stale")
-class StalePipeline:
+class StalePipeline(ExchangeBeforeLayer):
     """PipeGCN's schedule (see the module docstring) as a :class:`~.base.Pipeline`.
 
     Args:
@@ -198,11 +195,6 @@ class StalePipeline:
         self._first = self._steps == 0
         self._steps += 1
         return self
-
-    def run_layer(self, index: int, conv: nn.Module, h: torch.Tensor | LayerInput, *,
-                  dropout_key: DropoutKey | None = None, activation: Activation | None = None) -> torch.Tensor:
-        self._layers.at(index)
-        return exchange_then_run(self, conv, h, dropout_key=dropout_key, activation=activation)
 
     def exchange(self, h_inner: torch.Tensor) -> torch.Tensor:
         """``[I, F] -> [I + H, F]`` for the next layer: this epoch's inner rows, the previous

@@ -5,19 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch import nn
-
 from ..distributed import EXACT, HaloExchanger, Transport
-from ..nn import Block, DropoutKey
-from ..nn.part import Activation, LayerInput, exchange_then_run
-from .base import LayerCounter, Stateless, SubsetFn
+from ..nn import Block
+from .base import ExchangeBeforeLayer, LayerCounter, Stateless, SubsetFn
 from .registry import register_schedule
 
 __all__ = ["SyncPipeline"]
 
 
 @register_schedule("sync")
-class SyncPipeline(Stateless):
+class SyncPipeline(ExchangeBeforeLayer, Stateless):
     """Each layer's exchange runs to completion before the layer computes.
 
     Each exchange is the part's :meth:`~gnn_dist.distributed.HaloExchanger.exchange`, tagged with
@@ -45,11 +42,6 @@ class SyncPipeline(Stateless):
     def begin_step(self, epoch: int) -> "SyncPipeline":
         self._layers.reset(epoch)
         return self
-
-    def run_layer(self, index: int, conv: nn.Module, h: torch.Tensor | LayerInput, *,
-                  dropout_key: DropoutKey | None = None, activation: Activation | None = None) -> torch.Tensor:
-        self._layers.at(index)
-        return exchange_then_run(self, conv, h, dropout_key=dropout_key, activation=activation)
 
     def exchange(self, h_inner: torch.Tensor) -> torch.Tensor:
         """``[I, F] -> [I + H, F]`` for the next layer of this step (a collective)."""

@@ -174,3 +174,20 @@ def test_kernels_flag_chooses_the_backend(folders, tmp_path, monkeypatch, caplog
         assert main([*base, "--kernels", "torch"]) == 0
     assert "aggregation kernels: torch (kernels=torch; forced)" in caplog.text
     assert os.environ["GNN_DIST_KERNELS"] == "auto", "the run's choice is held by its blocks, not the environment"
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--model", "gat", "--hidden", "30", "--heads", "4"],
+     "--hidden: 30 is the total width of a gat layer and must be a multiple of heads = 4"),
+    (["--lr", "0"], "--lr: 0.0 is not valid: expected a positive number"),
+    (["--pipeline", "nope"], "argument --pipeline: invalid choice: 'nope'"),
+])
+def test_gnn_dist_train_refuses_a_bad_option_before_torchrun(folders, flags, message):
+    """One process checks the whole configuration against the folder first: one line, exit 2,
+    no rank started (no torchrun output, no traceback)."""
+    exe = shutil.which("gnn-dist")
+    cli = [exe] if exe else [sys.executable, "-m", "partitioners.cli"]
+    res = run_tree([*cli, "train", "--data", folders["p2"], *flags], timeout=120)
+    assert res.returncode == 2, res.stdout[-3000:]
+    lines = [line for line in res.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], lines

@@ -145,3 +145,42 @@ def test_cli_flags(tmp_path, capsys):
         assert main(["--data", path, *argv]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and match in err[0], err
+
+
+def _eval_after_wire_dtypes(rank: int, world_size: int, path: str) -> dict:
+    import copy
+
+    import torch
+
+    import gnn_dist
+    from gnn_dist.models import build_model
+
+    part = gnn_dist.load_partition(path)
+    torch.manual_seed(0)
+    model = build_model("gcn", in_dim=part.feature_dim, hidden_dim=8, out_dim=part.num_classes, num_layers=3,
+                        dropout=0.0, seed=1)
+    out = {}
+    for name, options in (("bf16", {"halo_dtype": "bf16", "simulate_link": "latency_ms=30,gbps=100"}),
+                          ("exact", {})):
+        trainer = gnn_dist.Trainer(copy.deepcopy(model), part, lr=0.05, log_every=0, eval_every=0, **options)
+        train_bytes = trainer.fit(2)[-1]["halo_bytes"]
+        trainer.model.load_state_dict(model.state_dict())   # the same weights for both evaluations
+        link = trainer.pipeline.transport.link
+        queued = None if link is None else link._free_at
+        with part.exchanger.recording() as comm:
+            acc = trainer.evaluate()
+        out[name] = {"acc": acc, "eval_bytes": comm.bytes_sent, "train_bytes": train_bytes,
+                     "link_untouched": link is None or link._free_at == queued > 0}
+    return out
+
+
+def test_evaluation_is_exact_whatever_the_training_wire_dtype(tmp_path):
+    """The wire dtype and the simulated link belong to the training schedule: evaluation after
+    bf16 training sends fp32 rows without delay and scores exactly what the exact run scores."""
+    path = write_parts(small_graph(), 2, tmp_path / "parts")
+    for res in run_ranks(_eval_after_wire_dtypes, 2, path, timeout=180):
+        bf16, exact = res["bf16"], res["exact"]
+        assert bf16["train_bytes"] * 2 == exact["train_bytes"], "training sent bf16 rows"
+        assert bf16["eval_bytes"] == exact["eval_bytes"] > 0, "evaluation sent fp32 rows"
+        assert bf16["acc"] == exact["acc"]
+        assert bf16["link_untouched"], "evaluation queues nothing on the training schedule's simulated link"

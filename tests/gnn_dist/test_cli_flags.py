@@ -1,0 +1,98 @@
+"""The ``gnn_dist.train`` command line is generated from the config: its flags are frozen here
+(a new or renamed flag changes this test on purpose), every flag sets its field, the CLI and the
+Python API share one set of defaults, and ``--config run.toml`` sets any field, flags winning."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gnn_dist.config import ModelConfig, RunConfig, TrainerConfig
+from gnn_dist.config_cli import UsageError, build_parser, field_docs, flag_names, parse_run_config
+
+FLAGS = [
+    "--backend", "--boundary-sample-rate", "--checkpoint-dir", "--checkpoint-every", "--config", "--data", "--dropout",
+    "--epochs", "--eval-every", "--feature-cache-budget", "--feature-cache-policy", "--feature-storage",
+    "--first-layer-chunk-rows", "--halo-dtype", "--heads", "--help", "--hidden", "--keep-checkpoints", "--kernels",
+    "--layers", "--log-every", "--lr", "--metrics", "--model", "--no-static-halo", "--no-verify", "--optimizer",
+    "--overlap-chunks", "--pipeline", "--precompute-first-layer", "--resume", "--resume-any-partition", "--seed",
+    "--simulate-link", "--stale-smoothing", "--timeout", "--validate", "--verbose", "--weight-decay",
+]
+
+
+def test_the_flags_are_frozen():
+    assert flag_names() == FLAGS
+
+
+def _leaves(cls, prefix=()):
+    for f in dataclasses.fields(cls):
+        if f.default_factory is not dataclasses.MISSING and dataclasses.is_dataclass(f.default_factory):
+            yield from _leaves(f.default_factory, prefix + (f.name,))
+        else:
+            yield prefix + (f.name,), f, cls
+
+
+def test_every_field_has_a_flag_a_docstring_and_the_api_default():
+    defaults = RunConfig(data=RunConfig().data.__class__(data="d"))
+    for path, f, owner in _leaves(RunConfig):
+        assert f.metadata.get("flag"), f"{'.'.join(path)} has no flag"
+        assert field_docs(owner).get(f.name), f"{'.'.join(path)} has no docstring"
+    parsed, _ = parse_run_config(["--data", "d"])
+    assert parsed == defaults, "the command line's defaults are the dataclasses'"
+    api = TrainerConfig.from_fields()
+    assert api == parsed.trainer and api.optim.weight_decay == 5e-4 and api.report.log_every == 10
+
+
+@pytest.mark.parametrize("argv, path, value", [
+    (["--lr", "0.5"], ("trainer", "optim", "lr"), 0.5),
+    (["--no-static-halo"], ("trainer", "features", "static_halo"), False),
+    (["--precompute-first-layer"], ("trainer", "features", "precompute_first_layer"), True),
+    (["--feature-cache-budget", "0.25"], ("trainer", "features", "feature_cache_budget"), 0.25),
+    (["--feature-cache-budget", "4GB"], ("trainer", "features", "feature_cache_budget"), "4GB"),
+    (["--checkpoint-dir", "c", "--resume"], ("trainer", "checkpoint", "resume"), "auto"),
+    (["--checkpoint-dir", "c", "--resume", "latest"], ("trainer", "checkpoint", "resume"), "latest"),
+    (["--no-verify"], ("data", "verify"), False),
+    (["--kernels", "torch"], ("distributed", "kernels"), "torch"),
+    (["--overlap-chunks", "0", "--pipeline", "overlap"], ("trainer", "schedule", "overlap_chunks"), 0),
+])
+def test_each_flag_sets_its_field(argv, path, value):
+    config, _ = parse_run_config(["--data", "d", *argv])
+    got = config
+    for name in path:
+        got = getattr(got, name)
+    assert got == value
+
+
+def test_a_config_file_sets_fields_and_flags_win(tmp_path):
+    toml = tmp_path / "run.toml"
+    toml.write_text('epochs = 7\n[data]\ndata = "parts/x"\n[model]\nmodel = "gat"\nhidden = 32\nheads = 4\n'
+                    '[trainer.optim]\nlr = 0.005\n[trainer.schedule]\npipeline = "overlap"\n')
+    config, _ = parse_run_config(["--config", str(toml), "--lr", "0.1"])
+    assert (config.epochs, config.data.data, config.model, config.trainer.optim.lr,
+            config.trainer.schedule.pipeline) == (7, "parts/x", ModelConfig(model="gat", hidden=32, heads=4),
+                                                  0.1, "overlap")
+    toml.write_text('[model]\nhidden = 30\nmodel = "gat"\nheads = 4\n')
+    with pytest.raises(UsageError, match=r"run\.toml: model\.hidden: 30 is the total width of a gat layer and must "
+                                         r"be a multiple of heads = 4"):
+        parse_run_config(["--config", str(toml), "--data", "d"])
+    toml.write_text('[trainer.optim]\nlr = "fast"\n')
+    with pytest.raises(UsageError, match=r"run\.toml: trainer\.optim\.lr: 'fast' is not valid: expected a positive"):
+        parse_run_config(["--config", str(toml), "--data", "d"])
+    toml.write_text('[trainer]\npipelne = "sync"\n')
+    with pytest.raises(UsageError, match=r"run\.toml: trainer\.pipelne is not a configuration field"):
+        parse_run_config(["--config", str(toml), "--data", "d"])
+    toml.write_text("[trainer\n")
+    with pytest.raises(UsageError, match=r"run\.toml: not valid TOML"):
+        parse_run_config(["--config", str(toml), "--data", "d"])
+    with pytest.raises(UsageError, match=r"--config .*missing\.toml: cannot read it"):
+        parse_run_config(["--config", str(tmp_path / "missing.toml"), "--data", "d"])
+
+
+def test_the_help_is_the_field_docstrings(capsys):
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["--help"])
+    assert exc.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Halo-exchange schedule of training steps: sync (exchange, then compute; exact)" in out
+    assert "(default: 0.0005)" in out

@@ -12,6 +12,8 @@ reads the environment and a test can see every variable that matters in one tabl
                                     ranks (:mod:`gnn_dist.distributed.parent_watch`)
 ``THP_MEM_ALLOC_ENABLE``            torch's huge-page CPU allocations, which turn on the ranks'
                                     malloc tuning (:mod:`gnn_dist.distributed.allocator`)
+``TORCHELASTIC_RESTART_COUNT``     torchrun's count of restarts (keys the rendezvous store of
+                                    each start, :mod:`gnn_dist.distributed.process_group`)
 ``TORCH_NCCL_ASYNC_ERROR_HANDLING`` set (unless the user set it) before an NCCL group starts
 ==================================  =========================================================
 """
@@ -21,7 +23,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-__all__ = ["KERNELS", "launch_variables", "launch_rank", "kernels", "set_default"]
+__all__ = ["KERNELS", "launch_variables", "launch_rank", "restart_count", "kernels", "set_default"]
 
 KERNELS = "GNN_DIST_KERNELS"
 
@@ -36,6 +38,14 @@ def launch_rank() -> int:
     parser, :func:`gnn_dist.distributed.env.read_launch_env`, reports a malformed one)."""
     try:
         return max(0, int(os.environ.get("RANK", "0")))
+    except ValueError:
+        return 0
+
+
+def restart_count() -> int:
+    """``TORCHELASTIC_RESTART_COUNT`` (0 when unset or malformed: a first start)."""
+    try:
+        return max(0, int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")))
     except ValueError:
         return 0
 

@@ -201,6 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--data", required=True, metavar="DIR", help="partition folder")
     t.add_argument("--nproc", type=_positive_int, default=None, metavar="P",
                    help="processes (ranks) (default: the folder's num_parts)")
+    t.add_argument("--max-restarts", type=_nonneg_int, default=0, metavar="N",
+                   help="restart the ranks up to N times when one fails (torchrun's elastic restart); with "
+                        "--checkpoint-dir and --resume auto they continue from the newest checkpoint (default: 0)")
     return parser
 
 
@@ -357,7 +360,7 @@ LOOPBACK_RDZV_BACKEND = "gnn-dist-loopback"
 
 
 def train_command(data: str, nproc: int, rest: Sequence[str], *, verbose: bool = False,
-                  watch_pid: int | None = None) -> list[str]:
+                  watch_pid: int | None = None, max_restarts: int = 0) -> list[str]:
     """The agent command ``gnn-dist train`` runs (``rest``: flags for ``gnn_dist.train``).
 
     torchrun (``gnn_dist.distributed.local_run`` runs it in-process) on one node, as
@@ -371,7 +374,7 @@ def train_command(data: str, nproc: int, rest: Sequence[str], *, verbose: bool =
         agent += ["--watch-pid", str(watch_pid)]
     if not verbose:
         agent.append("--summarize")
-    return [*agent, "--", "--nnodes=1", f"--nproc-per-node={nproc}",
+    return [*agent, "--", "--nnodes=1", f"--nproc-per-node={nproc}", f"--max-restarts={max_restarts}",
             f"--rdzv-backend={LOOPBACK_RDZV_BACKEND}", "--rdzv-endpoint=127.0.0.1:0",
             "--rdzv-id=gnn-dist-train", "--local-addr=127.0.0.1",
             "-m", "gnn_dist.train", "--data", data, *rest]
@@ -393,7 +396,8 @@ def cmd_train(args: argparse.Namespace, rest: Sequence[str]) -> int:
     code = subprocess.run(check, env=env).returncode
     if code != EXIT_OK:   # its one line is on stderr already; nothing was started
         return EXIT_USAGE if code == EXIT_USAGE else code
-    cmd = train_command(args.data, nproc, rest, verbose=args.verbose, watch_pid=os.getpid())
+    cmd = train_command(args.data, nproc, rest, verbose=args.verbose, watch_pid=os.getpid(),
+                        max_restarts=args.max_restarts)
     log.info("running: " + " ".join(cmd))
     return run_torchrun(cmd, env, verbose=args.verbose)
 

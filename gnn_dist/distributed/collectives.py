@@ -20,10 +20,12 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from .errors import CollectiveError
 from .keepalive import keep_alive
 from .process_group import get_world_size, is_distributed
 
 __all__ = [
+    "named_collective",
     "raise_on_all_ranks",
     "all_ranks_agree",
     "all_gather_json",
@@ -45,18 +47,33 @@ DEFAULT_BUCKET_BYTES = 25 * 2**20
 """Gradient bucket size for :func:`all_reduce_grads` (as DDP's default)."""
 
 
+@contextlib.contextmanager
+def named_collective(what: str, group: dist.ProcessGroup | None = None) -> Iterator[None]:
+    """Turn a failed collective inside the block into a :class:`~.errors.CollectiveError` that
+    names it (``what``) and the ranks it waited for, keeping the backend's reason."""
+    try:
+        yield
+    except RuntimeError as exc:
+        if isinstance(exc, CollectiveError):
+            raise
+        me, world = dist.get_rank(group), dist.get_world_size(group)
+        peers = ", ".join(str(r) for r in range(world) if r != me)
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CollectiveError(f"rank {me}: the {what} with peer rank(s) {peers} did not complete: {reason}. "
+                              f"A peer has died, stalled or is past the collective timeout; the first rank "
+                              f"that failed says why") from exc
+
+
 def _all_reduce(tensor: torch.Tensor, op: dist.ReduceOp.RedOpType,
                 group: dist.ProcessGroup | None) -> torch.Tensor:
     if not is_distributed(group):
         return tensor
-    if tensor.is_contiguous():
-        dist.all_reduce(tensor, op=op, group=group)
-        keep_alive(tensor)
-        return tensor
-    buffer = tensor.contiguous()
-    dist.all_reduce(buffer, op=op, group=group)
+    buffer = tensor if tensor.is_contiguous() else tensor.contiguous()
+    with named_collective("all-reduce", group):
+        dist.all_reduce(buffer, op=op, group=group)
     keep_alive(buffer)
-    tensor.copy_(buffer)
+    if buffer is not tensor:
+        tensor.copy_(buffer)
     return tensor
 
 
@@ -190,7 +207,8 @@ def all_reduce_grads(parameters: Iterable[nn.Parameter], *, average: bool = Fals
     for key in sorted(groups, key=lambda k: (str(k[0]), str(k[1]))):
         for bucket in _buckets(groups[key], bucket_bytes):
             flat = torch.cat([g.reshape(-1) for g in bucket])
-            dist.all_reduce(flat, group=group)
+            with named_collective("gradient all-reduce", group):
+                dist.all_reduce(flat, group=group)
             keep_alive(flat)
             if average:
                 flat.div_(world)

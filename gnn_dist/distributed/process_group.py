@@ -175,6 +175,14 @@ def shutdown_process_group(*, clean: bool = True, barrier_timeout: timedelta | N
     release_all()
 
 
+def _attempt_store(rank: int, world_size: int, timeout: timedelta) -> dist.Store:
+    """The rendezvous store of this start of the job (``env://``), keyed by torchrun's restart
+    count: after an elastic restart (``--max-restarts``) the agent's store still holds the dead
+    ranks' addresses, and a rank that read one would connect to a process that is gone."""
+    store, _, _ = next(dist.rendezvous("env://", rank, world_size, timeout=timeout))
+    return dist.PrefixStore(f"gnn-dist/attempt-{environ.restart_count()}/", store)
+
+
 def _abort_unclosed(rank: int) -> None:
     """A context that was never closed: abort its group (no barrier) and release the buffers."""
     if dist.is_initialized():
@@ -268,11 +276,12 @@ def init_distributed(backend: str | None = None, *,
         environ.set_default("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3")
         device = torch.device("cuda", env.local_rank)
         torch.cuda.set_device(device)
-        dist.init_process_group("nccl", timeout=timeout, rank=env.rank,
-                                world_size=env.world_size, device_id=device)
+        dist.init_process_group("nccl", timeout=timeout, rank=env.rank, world_size=env.world_size,
+                                store=_attempt_store(env.rank, env.world_size, timeout), device_id=device)
     else:
         device = torch.device("cpu")
-        dist.init_process_group("gloo", timeout=timeout, rank=env.rank, world_size=env.world_size)
+        dist.init_process_group("gloo", timeout=timeout, rank=env.rank, world_size=env.world_size,
+                                store=_attempt_store(env.rank, env.world_size, timeout))
     logger.info("init_distributed: rank %d/%d, local rank %d, backend %s, device %s, timeout %s",
                 env.rank, env.world_size, env.local_rank, resolved, device, timeout)
     return DistContext(rank=env.rank, world_size=env.world_size, local_rank=env.local_rank,

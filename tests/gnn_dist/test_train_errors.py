@@ -247,3 +247,50 @@ def test_torchrun_with_the_wrong_process_count_fails(folders):
     assert res.returncode != 0, res.stdout[-4000:]
     assert "num_parts=3" in res.stdout and "world_size=2" in res.stdout, res.stdout[-4000:]
     assert "ChildFailedError" in res.stdout  # torchrun saw the ranks fail (no hang, no kill)
+
+
+# ---------------------------------------------------------------- a peer stalls
+STALL_TIMEOUT_S = 8
+
+
+def train_until_peer_stalls(rank: int, world_size: int, data: str, metrics: str, port: int) -> list[str]:
+    """Rank 1 stops itself (SIGSTOP) once two epochs are logged; rank 0 must then fail by itself,
+    naming what it waited for. Returns rank 0's error lines (raised, so the harness records them)."""
+    import logging
+    import signal as signals
+    import threading
+
+    from gnn_dist.train import main
+
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
+                      LOCAL_WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    if rank == 1:
+        def stall() -> None:
+            while True:
+                if os.path.exists(metrics) and len(Path(metrics).read_text().splitlines()) >= 3:
+                    os.kill(os.getpid(), signals.SIGSTOP)
+                time.sleep(0.02)
+
+        threading.Thread(target=stall, daemon=True).start()
+    lines: list[str] = []
+
+    class Errors(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    logging.getLogger("gnn_dist.train").addHandler(Errors(logging.ERROR))
+    code = main(argv(data, "--epochs", "1000000", "--metrics", metrics, "--timeout", str(STALL_TIMEOUT_S)))
+    raise RuntimeError(f"main returned {code}: {lines}")
+
+
+def test_a_stalled_peer_is_named_with_the_collective_and_the_layer(folders, tmp_path):
+    metrics = str(tmp_path / "metrics.jsonl")
+    outcomes = launch_ranks(train_until_peer_stalls, 2, folders["p2"], metrics, _free_port(),
+                            init_group=False, timeout=120, grace=5)
+    survivor = outcomes[0]
+    assert survivor.killed_by_harness is None, survivor.describe()
+    message = str(survivor.error)
+    assert "main returned 1" in message, survivor.describe()
+    assert "did not complete" in message and "with peer rank(s) 1" in message, message
+    assert "halo exchange of layer" in message or "all-reduce" in message, message
+    assert "A peer has died, stalled or is past the collective timeout" in message

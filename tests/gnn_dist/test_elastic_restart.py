@@ -1,0 +1,113 @@
+"""Elastic restart: a rank killed mid-run is restarted by torchrun (``gnn-dist train
+--max-restarts 1``), every rank resumes from the newest complete checkpoint by itself
+(``--resume auto``, also right for the first start), and the run ends with the per-epoch losses
+of an uninterrupted run, bit for bit."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+from partitioners.format.writer import write_partition
+from train_helpers import REPO, make_graph
+
+EPOCHS = 14
+
+
+def _cli() -> list[str]:
+    exe = shutil.which("gnn-dist")
+    return [exe] if exe else [sys.executable, "-m", "partitioners.cli"]
+
+
+def _argv(data: str, ckpt: Path, metrics: Path) -> list[str]:
+    return [*_cli(), "train", "--data", data, "--max-restarts", "1", "--model", "gcn", "--hidden", "16",
+            "--layers", "3", "--epochs", str(EPOCHS), "--lr", "0.05", "--dropout", "0.5", "--seed", "4",
+            "--pipeline", "stale", "--checkpoint-dir", str(ckpt), "--checkpoint-every", "1", "--resume", "auto",
+            "--metrics", str(metrics), "--log-every", "0", "--timeout", "60"]
+
+
+def _epochs(metrics: Path) -> list[dict]:
+    if not metrics.exists():
+        return []
+    recs = []
+    for line in metrics.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if "epoch" in rec:
+            recs.append(rec)
+    return recs
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
+        [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    return env
+
+
+def _rank_process(root: psutil.Process, rank: int) -> psutil.Process | None:
+    for proc in root.children(recursive=True):
+        try:
+            if proc.environ().get("RANK") == str(rank) and "gnn_dist.train" in " ".join(proc.cmdline()):
+                return proc
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return None
+
+
+def _run(argv: list[str], metrics: Path, kill_after_epochs: int | None, timeout: float = 240) -> tuple[int, str, bool]:
+    """Run ``argv``; with ``kill_after_epochs``, SIGKILL rank 1 once that many epochs are logged.
+    Returns (exit code, output, whether a rank was killed). The whole tree is killed on timeout."""
+    proc = subprocess.Popen(argv, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    killed = False
+    try:
+        deadline = time.monotonic() + timeout
+        root = psutil.Process(proc.pid)
+        while kill_after_epochs is not None and not killed and proc.poll() is None and time.monotonic() < deadline:
+            if len(_epochs(metrics)) >= kill_after_epochs:
+                victim = _rank_process(root, 1)
+                if victim is not None:
+                    victim.send_signal(signal.SIGKILL)
+                    killed = True
+            time.sleep(0.05)
+        out, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"{' '.join(argv)} did not finish in {timeout} s:\n{out[-4000:]}")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode, out, killed
+
+
+def test_a_killed_rank_is_restarted_and_the_run_reproduces_the_uninterrupted_one(tmp_path):
+    graph = make_graph(120, seed=5)
+    data = tmp_path / "parts"
+    write_partition(graph, np.random.default_rng(3).integers(0, 2, graph.num_nodes).astype(np.int32), 2, data,
+                    method="test", method_params={}, seed=0)
+    straight_m, killed_m = tmp_path / "straight.jsonl", tmp_path / "killed.jsonl"
+    code, out, _ = _run(_argv(str(data), tmp_path / "ck-straight", straight_m), straight_m, None)
+    assert code == 0, out[-4000:]
+    code, out, killed = _run(_argv(str(data), tmp_path / "ck-killed", killed_m), killed_m, kill_after_epochs=5)
+    assert killed, "rank 1 was killed mid-run"
+    assert code == 0, out[-4000:]
+    straight, resumed = _epochs(straight_m), _epochs(killed_m)
+    assert [r["epoch"] for r in resumed] == list(range(EPOCHS)), "each epoch once, in order"
+    assert [r["train_loss"] for r in resumed] == [r["train_loss"] for r in straight]
+    assert "resumed from" in out and "checkpoint-0000" in out, out[-4000:]

@@ -337,9 +337,19 @@ class DistributedConfig:
     kernels: str | None = flag("--kernels", choices=_kernels)
     """Aggregation kernels: auto (numba on CPU, cuSPARSE on CUDA), torch, numba, or triton (fused Triton
     kernels on CUDA) (default: $GNN_DIST_KERNELS, else auto)."""
+    max_memory: str | None = flag("--max-memory", metavar="SIZE")
+    """Refuse to start when the estimated peak memory of this machine's ranks exceeds SIZE (8GB, 512MiB;
+    default: the memory available when the run starts)."""
 
     def __post_init__(self) -> None:
         _choice("backend", self.backend, ("nccl", "gloo"), optional=True)
+        if self.max_memory is not None:
+            from partitioners.memory import parse_size
+
+            try:
+                parse_size(self.max_memory)
+            except ValueError as exc:
+                raise ConfigError("max_memory", str(exc)) from None
         _require(_is_number(self.timeout) and self.timeout > 0, "timeout", self.timeout, "a positive number of seconds")
         _choice("kernels", self.kernels, _kernels(), optional=True)
 

@@ -5,8 +5,9 @@ reads the environment and a test can see every variable that matters in one tabl
 
 ==================================  =========================================================
 ``RANK``, ``WORLD_SIZE``,           torchrun's launch variables (:func:`launch_variables`,
-``LOCAL_RANK``, ``MASTER_ADDR``,    parsed by :mod:`gnn_dist.distributed.env`)
-``MASTER_PORT``
+``LOCAL_RANK``, ``MASTER_ADDR``,    parsed by :mod:`gnn_dist.distributed.env`;
+``MASTER_PORT``,                    ``LOCAL_WORLD_SIZE``: the ranks that share this machine's
+``LOCAL_WORLD_SIZE``                memory, :mod:`gnn_dist.memory_guard`)
 ``GNN_DIST_KERNELS``                the default aggregation kernels (``--kernels`` wins)
 ``GNN_DIST_AGENT_PID``              the launcher agent's pid, set by ``gnn-dist train`` for its
                                     ranks (:mod:`gnn_dist.distributed.parent_watch`)
@@ -23,7 +24,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-__all__ = ["KERNELS", "launch_variables", "launch_rank", "restart_count", "kernels", "set_default"]
+__all__ = ["KERNELS", "launch_variables", "launch_rank", "local_world_size", "restart_count", "kernels", "set_default"]
 
 KERNELS = "GNN_DIST_KERNELS"
 
@@ -40,6 +41,14 @@ def launch_rank() -> int:
         return max(0, int(os.environ.get("RANK", "0")))
     except ValueError:
         return 0
+
+
+def local_world_size() -> int:
+    """``LOCAL_WORLD_SIZE`` (the ranks on this machine, as torchrun set it); 1 when unset."""
+    try:
+        return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
 
 
 def restart_count() -> int:

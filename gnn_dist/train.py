@@ -75,11 +75,30 @@ def build(config: RunConfig, device: Any = None) -> Any:
     from .trainer import Trainer
 
     kernels = resolve_kernels(config.distributed.kernels or environ.kernels())
+    _check_memory(config)
     part = load_partition(config.data.data, device=device, verify=config.data.verify, kernels=kernels)
     log.info(f"{part!r}")
     torch.manual_seed(config.model.seed)
     model = build_model(config.model, in_dim=part.feature_dim, out_dim=part.num_classes)
     return Trainer(model, part, config.trainer, run_config=config.to_dict())
+
+
+def _check_memory(config: RunConfig) -> None:
+    """This rank's share of the machine's memory against its estimate, from the metadata, before
+    any part file is read; a refusal on one rank is raised on every rank."""
+    from partitioners.format import load_partition_meta
+
+    from .distributed import all_ranks_agree, get_rank, get_world_size
+    from .memory_guard import check_training_memory
+
+    try:
+        meta = load_partition_meta(config.data.data)
+    except ValueError:
+        return   # load_partition reports it, on every rank
+    if meta.num_parts != get_world_size():
+        return   # likewise, before any collective
+    with all_ranks_agree("checking the memory estimate"):
+        check_training_memory(meta, config, [get_rank()], local_ranks=environ.local_world_size())
 
 
 def run(config: RunConfig, device: Any = None) -> dict:

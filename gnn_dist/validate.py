@@ -2,8 +2,9 @@
 
 ``gnn-dist train`` runs ``python -m gnn_dist.train --validate ...`` first, in one process, so a
 refused option is one line and exit code 2 instead of a failure inside every rank. The checks
-read ``partition.json`` only (no part file, no process group) and build the model on torch's
-``meta`` device (no memory): what the ranks would refuse at start, found before they start.
+read ``partition.json`` only (no part file, no process group), build the model on torch's
+``meta`` device (no memory) and estimate the ranks' peak memory (:mod:`gnn_dist.memory_guard`):
+what the ranks would refuse at start, found before they start.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def check_run(config: RunConfig) -> str:
     from partitioners.format import load_partition_meta
 
     from .kernels import resolve_kernels
+    from .memory_guard import check_training_memory
     from .models import build_model
 
     path = config.data.data
@@ -44,6 +46,8 @@ def check_run(config: RunConfig) -> str:
     resolve_kernels(config.distributed.kernels)
     with torch.device("meta"):
         build_model(config.model, in_dim=int(meta.feature_dim), out_dim=int(meta.num_classes))
+    parts = list(range(meta.num_parts))   # gnn-dist train runs every part on this machine
+    check_training_memory(meta, config, parts, local_ranks=len(parts))
     return (f"{path}: {meta.num_parts} parts, {meta.num_nodes} nodes, {meta.feature_dim} features, "
             f"{meta.num_classes} classes; model {config.model.model}, pipeline {config.trainer.schedule.pipeline}")
 

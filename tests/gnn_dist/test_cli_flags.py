@@ -15,7 +15,7 @@ FLAGS = [
     "--backend", "--boundary-sample-rate", "--checkpoint-dir", "--checkpoint-every", "--config", "--data", "--dropout",
     "--epochs", "--eval-every", "--feature-cache-budget", "--feature-cache-policy", "--feature-storage",
     "--first-layer-chunk-rows", "--halo-dtype", "--heads", "--help", "--hidden", "--keep-checkpoints", "--kernels",
-    "--layers", "--log-every", "--lr", "--metrics", "--model", "--no-static-halo", "--no-verify", "--optimizer",
+    "--layers", "--log-every", "--lr", "--max-memory", "--metrics", "--model", "--no-static-halo", "--no-verify", "--optimizer",
     "--overlap-chunks", "--pipeline", "--precompute-first-layer", "--resume", "--resume-any-partition", "--seed",
     "--simulate-link", "--stale-smoothing", "--timeout", "--validate", "--verbose", "--weight-decay",
 ]

@@ -188,7 +188,7 @@ class FeatureConfig:
     device cache of the hottest rows."""
     feature_cache_budget: str | int | float | None = flag("--feature-cache-budget", metavar="SIZE")
     """Device cache size for feature_storage host/mmap: bytes, a size (4GB, 512MiB), a percentage of
-    the features (25%%) or a fraction (0.25) (default: all rows)."""
+    the features (25%) or a fraction (0.25) (default: all rows)."""
     feature_cache_policy: str = flag("--feature-cache-policy", default="degree", choices=_policies)
     """Which rows the device cache holds: degree (inner and halo rows by their reads per epoch), halo
     (rows sent to most peers first), frequency (counted in the first epoch), none."""

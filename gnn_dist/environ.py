@@ -16,6 +16,8 @@ reads the environment and a test can see every variable that matters in one tabl
 ``TORCHELASTIC_RESTART_COUNT``     torchrun's count of restarts (keys the rendezvous store of
                                     each start, :mod:`gnn_dist.distributed.process_group`)
 ``TORCH_NCCL_ASYNC_ERROR_HANDLING`` set (unless the user set it) before an NCCL group starts
+``TORCH_DISABLE_SHARE_RDZV_TCP_STORE`` read by the loopback agent (a warning: a store on every
+                                    interface)
 ==================================  =========================================================
 """
 
@@ -24,7 +26,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-__all__ = ["KERNELS", "launch_variables", "launch_rank", "local_world_size", "restart_count", "kernels", "set_default"]
+__all__ = ["KERNELS", "launch_variables", "launch_rank", "local_world_size", "restart_count", "kernels", "set_default", "set_variable"]
 
 KERNELS = "GNN_DIST_KERNELS"
 
@@ -63,6 +65,11 @@ def kernels() -> str | None:
     """``GNN_DIST_KERNELS`` (stripped, lower case), or None when unset or empty."""
     value = os.environ.get(KERNELS, "").strip().lower()
     return value or None
+
+
+def set_variable(name: str, value: str) -> None:
+    """Set ``name`` for this process's children (the launcher agent tells its ranks its pid)."""
+    os.environ[name] = value
 
 
 def set_default(name: str, value: str) -> None:

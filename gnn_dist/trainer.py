@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from .cache.input import InputFeatures
 from .cache.store import FeatureStore, StoreCounts
 from .checkpointing import CheckpointManager
-from .config import TrainerConfig
+from .config import RESUME_MODES, TrainerConfig, to_dict
 from .distributed import all_ranks_agree, all_reduce_grads, all_reduce_sum, broadcast_module, get_rank, is_distributed
 from .metrics import MetricsFile, StepStats, progress_line, summary_line
 from .pipeline import Pipeline, build_schedule
@@ -82,7 +82,7 @@ class Trainer:
         self.epoch = 0
         self.history: list[dict[str, Any]] = []
         self.metrics = None if c.report.metrics_path is None else MetricsFile(c.report.metrics_path)
-        self._run_config = run_config
+        self._run_config = run_config if run_config is not None else {"trainer": to_dict(self.config)}
         self._metrics_started = False
 
     @staticmethod
@@ -246,9 +246,14 @@ class Trainer:
         return self.checkpoints.save(self)
 
     def resume(self, path: str | Path | None = None) -> bool:
-        """Continue from a checkpoint (a collective); False when there is none. See
-        :meth:`CheckpointManager.resume <gnn_dist.checkpointing.CheckpointManager.resume>`."""
-        if path is None and self.config.checkpoint.checkpoint_dir is None:
+        """Continue from a checkpoint (a collective); False when there is none. ``path`` defaults
+        to the config's ``resume`` (``auto``/``latest``: the newest in ``checkpoint_dir``; else a
+        checkpoint file). See :meth:`CheckpointManager.resume
+        <gnn_dist.checkpointing.CheckpointManager.resume>`."""
+        c = self.config.checkpoint
+        if path is None and c.resume not in (None, *RESUME_MODES):
+            path = c.resume
+        if path is None and c.checkpoint_dir is None:
             raise ValueError("resume needs a path or checkpoint_dir")
         return self.checkpoints.resume(self, path)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 
+from . import environ
 from .config import RunConfig
 
 __all__ = ["validate_run", "check_run"]
@@ -43,7 +44,7 @@ def check_run(config: RunConfig) -> str:
         raise ValueError(f"{path}: the partition has no labels to train on")
     if sum(p.num_train for p in meta.parts) == 0:
         raise ValueError(f"{path}: the partition has no training nodes (train_mask is empty everywhere)")
-    resolve_kernels(config.distributed.kernels)
+    resolve_kernels(config.distributed.kernels or environ.kernels())   # as the ranks will
     with torch.device("meta"):
         build_model(config.model, in_dim=int(meta.feature_dim), out_dim=int(meta.num_classes))
     parts = list(range(meta.num_parts))   # gnn-dist train runs every part on this machine

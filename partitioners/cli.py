@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from .errors import PartitionFormatError
+from .log_format import CliFormatter
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "build_parser", "main"]
 
@@ -48,16 +49,6 @@ _HANDLER_TAG = "_gnn_dist_cli_handler"
 
 class UsageError(ValueError):
     """A request the CLI refuses before doing the work (exit code 2)."""
-
-
-class _Formatter(logging.Formatter):
-    """``[gnn-dist] message``, with ``warning:``/``error:`` in front of those levels."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        msg = super().format(record)
-        if record.levelno >= logging.WARNING:
-            return f"[gnn-dist] {record.levelname.lower()}: {msg}"
-        return f"[gnn-dist] {msg}"
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -86,7 +77,7 @@ def _init_logger(verbose: bool) -> None:
         if getattr(h, _HANDLER_TAG, False):
             pkg.removeHandler(h)
     handler = _StderrHandler()
-    handler.setFormatter(_Formatter("%(message)s"))
+    handler.setFormatter(CliFormatter("%(message)s"))
     setattr(handler, _HANDLER_TAG, True)
     pkg.addHandler(handler)
     pkg.setLevel(logging.DEBUG if verbose else logging.INFO)

@@ -3,6 +3,7 @@ tree (torchrun and its ranks) with a timeout that kills the whole tree."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -48,3 +49,23 @@ def run_tree(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     return subprocess.CompletedProcess(cmd, proc.returncode, out, "")
+
+
+class ErrorLines(logging.Handler):
+    """``with ErrorLines("gnn_dist.train") as errors:`` collects the ERROR records a logger emits
+    inside the block (``errors.lines``, their messages)."""
+
+    def __init__(self, logger: str) -> None:
+        super().__init__(logging.ERROR)
+        self.logger = logging.getLogger(logger)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+    def __enter__(self) -> "ErrorLines":
+        self.logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.logger.removeHandler(self)

@@ -232,7 +232,7 @@ def tune_allocator(environ: Mapping[str, str] | None = None, *, libc: Any | None
     ``GNN_DIST_MALLOC_TUNING`` says so (unset: when torch's huge-page allocations are on).
 
     Args:
-        environ: the environment to read (default: ``os.environ``).
+        environ: the environment to read (default: the process's, through :mod:`gnn_dist.environ`).
         libc: the C library to call (default: this process's, when it is glibc); tests pass a
             stand-in.
         mmap_threshold: bytes from which a block is mmapped (default:

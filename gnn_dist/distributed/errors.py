@@ -1,4 +1,5 @@
-"""Exception types of the distributed layer (``ValueError`` subclasses: bad user input)."""
+"""Exception types of the distributed layer: ``ValueError`` subclasses for bad user input, and
+:class:`CollectiveError` (a ``RuntimeError``) for a collective a peer did not complete."""
 
 from __future__ import annotations
 

@@ -67,9 +67,9 @@ import torch.distributed as dist
 from torch.autograd.function import FunctionCtx, once_differentiable
 
 from .collectives import all_gather_json
-from .errors import HaloSpecError
+from .errors import CollectiveError, HaloSpecError
 from .exchange_stats import ExchangeStats
-from .halo_handle import HaloHandle
+from .halo_handle import HaloHandle, describe_failure
 from .keepalive import keep_alive
 from .process_group import get_rank, get_world_size
 from .wire import EXACT, Transport
@@ -392,16 +392,19 @@ class HaloExchanger:
         recv = send.new_empty((sum(recv_counts), *send.shape[1:]))
         row_bytes = math.prod(send.shape[1:]) * send.element_size()
         sent, received = sum(send_counts) * row_bytes, sum(recv_counts) * row_bytes
+        peers = tuple(q for q in range(self.world_size) if send_counts[q] or recv_counts[q])
         start_s = time.perf_counter()
-        work = dist.all_to_all_single(recv, send, output_split_sizes=recv_counts,
-                                      input_split_sizes=send_counts, group=self.group, async_op=True)
+        try:
+            work = dist.all_to_all_single(recv, send, output_split_sizes=recv_counts,
+                                          input_split_sizes=send_counts, group=self.group, async_op=True)
+        except RuntimeError as exc:  # the group is broken (a peer died) before this exchange could start
+            raise CollectiveError(describe_failure(self.rank, tag, backward, peers, exc)) from exc
         keep_alive(send, recv)  # temporaries handed to gloo: see keepalive.py
         deadline, link_s = start_s, 0.0
         if transport.link is not None:
             deadline, link_s = transport.link.schedule(start_s, max(sent, received))
         for stats in self._recorders:
             stats.add_start(sent, received, tag, backward=backward)
-        peers = tuple(q for q in range(self.world_size) if send_counts[q] or recv_counts[q])
         return HaloHandle(self, work, lambda s=send: finish(recv), start_s=start_s, deadline_s=deadline, tag=tag,
                           bytes_sent=sent, bytes_received=received, link_s=link_s, backward=backward, peers=peers)
 

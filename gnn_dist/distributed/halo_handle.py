@@ -17,7 +17,7 @@ from .errors import CollectiveError
 if TYPE_CHECKING:
     from .halo import HaloExchanger
 
-__all__ = ["HaloHandle"]
+__all__ = ["HaloHandle", "describe_failure"]
 
 
 class HaloHandle:
@@ -94,14 +94,16 @@ class HaloHandle:
         return self._result
 
     def _describe_failure(self, exc: BaseException) -> str:
-        ex = self._exchanger
-        what = "halo exchange" + ("" if self.tag is None else f" of layer {self.tag}" if isinstance(self.tag, int)
-                                  else f" {self.tag!r}")
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        peers = ", ".join(map(str, self.peers)) or "none"
-        return (f"rank {ex.rank}: the {what} ({'backward' if self.backward else 'forward'}) with peer rank(s) "
-                f"{peers} did not complete: {reason}. A peer has died, stalled or is past the collective "
-                f"timeout; the first rank that failed says why")
+        return describe_failure(self._exchanger.rank, self.tag, self.backward, self.peers, exc)
+
+
+def describe_failure(rank: int, tag: Any, backward: bool, peers: tuple[int, ...], exc: BaseException) -> str:
+    """The message of a :class:`~.errors.CollectiveError` for a halo exchange that failed."""
+    what = "halo exchange" + ("" if tag is None else f" of layer {tag}" if isinstance(tag, int) else f" {tag!r}")
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return (f"rank {rank}: the {what} ({'backward' if backward else 'forward'}) with peer rank(s) "
+            f"{', '.join(map(str, peers)) or 'none'} did not complete: {reason}. A peer has died, stalled or is "
+            f"past the collective timeout; the first rank that failed says why")
 
 
 def _finished() -> torch.Tensor:

@@ -49,6 +49,10 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from partitioners.log_format import CliFormatter
+
+from .. import environ
+
 __all__ = ["LOOPBACK_BACKEND", "STOP_TIMEOUT_S", "loopback_store", "main", "register_backend",
            "summarize_failures"]
 
@@ -122,7 +126,7 @@ def _create_loopback_handler(params: Any) -> Any:
     read_timeout = params.get_as_int("read_timeout", 60)
     store = loopback_store(host, port, timeout=timedelta(seconds=read_timeout),
                            what="--rdzv-endpoint host")
-    if os.environ.get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE") == "1":
+    if environ.launch_variables().get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE") == "1":
         logger.warning("TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: rank 0 will start its own store, "
                        "listening on every interface; unset it to keep every socket on loopback")
 
@@ -173,19 +177,9 @@ class _DropReplaced(logging.Filter):
         return not str(record.msg).startswith(_REPLACED_RECORDS)
 
 
-class _Formatter(logging.Formatter):
-    """``[gnn-dist] message``, ``warning:``/``error:`` in front of those levels (as the CLI's)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        msg = super().format(record)
-        if record.levelno >= logging.WARNING:
-            return f"[gnn-dist] {record.levelname.lower()}: {msg}"
-        return f"[gnn-dist] {msg}"
-
-
 def _init_logger() -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_Formatter("%(message)s"))
+    handler.setFormatter(CliFormatter("%(message)s"))
     logger.handlers[:] = [handler]
     logger.setLevel(logging.INFO)
     logger.propagate = False
@@ -228,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .parent_watch import AGENT_PID_ENV, start_parent_watch
 
     register_backend()
-    os.environ[AGENT_PID_ENV] = str(os.getpid())  # inherited by the ranks
+    environ.set_variable(AGENT_PID_ENV, str(os.getpid()))  # inherited by the ranks
     if args.watch_pid is not None:
         start_parent_watch(_stop_agent, parent_pid=args.watch_pid)
     if args.summarize:

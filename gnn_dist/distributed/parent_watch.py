@@ -40,6 +40,8 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 
+from ..environ import launch_variables
+
 __all__ = [
     "AGENT_PID_ENV",
     "EXIT_ORPHANED",
@@ -81,7 +83,7 @@ def expected_parent(environ: Mapping[str, str] | None = None) -> int:
     """The pid this process's parent must be: the agent named by :data:`AGENT_PID_ENV` when that
     variable is set and either is our parent or is dead (then we are already orphaned), else
     ``os.getppid()`` (no variable, a malformed one, or a stale one naming a live stranger)."""
-    environ = os.environ if environ is None else environ
+    environ = launch_variables() if environ is None else environ
     ppid = os.getppid()
     try:
         agent = int(environ.get(AGENT_PID_ENV, "").strip())
@@ -171,7 +173,7 @@ def watch_launcher(environ: Mapping[str, str] | None = None) -> ParentWatch | No
     """Under a launcher (``RANK`` or ``WORLD_SIZE`` set), start the watch that exits this rank
     when its launcher is gone; ``None`` otherwise. Idempotent per process."""
     global _launcher_watch
-    environ = os.environ if environ is None else environ
+    environ = launch_variables() if environ is None else environ
     if not any(name in environ for name in _LAUNCH_VARS):
         return None
     with _lock:

@@ -91,7 +91,7 @@ class DistContext:
     or when there is none)."""
     closed: bool = False
     """Set by :meth:`close`."""
-    _finalizer: weakref.finalize | None = field(default=None, repr=False)
+    _finalizer: weakref.finalize | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.owns_group:

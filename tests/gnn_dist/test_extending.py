@@ -140,8 +140,22 @@ def test_the_page_shows_the_examples_code():
         assert block.strip() in source, f"docs/extending.md's {example} block is not examples/{example}.py's code"
 
 
-def test_the_command_line_takes_them_by_name():
+@pytest.fixture
+def registered():
+    """The examples registered in this process, and the registries as they were afterwards."""
+    from gnn_dist.models import MODELS
+    from gnn_dist.pipeline import SCHEDULES
+
+    saved = dict(MODELS), dict(SCHEDULES)
     load("custom_layer"), load("custom_schedule")
+    yield
+    MODELS.clear(), MODELS.update(saved[0])
+    SCHEDULES.clear(), SCHEDULES.update(saved[1])
+    for name in ("custom_layer", "custom_schedule"):
+        sys.modules.pop(name, None)
+
+
+def test_the_command_line_takes_them_by_name(registered):
     from gnn_dist.config_cli import flag_names, parse_run_config
 
     config, _ = parse_run_config(["--data", "d", "--model", "graphconv", "--pipeline", "warmup-stale"])

@@ -20,7 +20,7 @@ import torch
 
 from partitioners import Graph
 from partitioners.format.writer import write_partition
-from train_helpers import make_graph
+from train_helpers import ErrorLines, make_graph
 from mp_utils import run_ranks
 
 EPOCHS, HALF = 6, 3
@@ -48,26 +48,12 @@ def read_metrics(path: str | Path) -> list[dict]:
 def run_jobs(rank: int, world_size: int, jobs: list[list[str]]) -> list[tuple[int, list[str]] | None]:
     """Run ``main(argv)`` for each job in turn; None when it succeeded, else (exit code, the
     error lines it logged)."""
-    import logging
-
     from gnn_dist.train import main
-
-    class Errors(logging.Handler):
-        def __init__(self) -> None:
-            super().__init__(logging.ERROR)
-            self.lines: list[str] = []
-
-        def emit(self, record: logging.LogRecord) -> None:
-            self.lines.append(record.getMessage())
 
     out: list[tuple[int, list[str]] | None] = []
     for job in jobs:
-        errors = Errors()
-        logging.getLogger("gnn_dist.train").addHandler(errors)
-        try:
+        with ErrorLines("gnn_dist.train") as errors:
             code = main(job)
-        finally:
-            logging.getLogger("gnn_dist.train").removeHandler(errors)
         out.append(None if code == 0 else (code, errors.lines))
     return out
 

@@ -140,6 +140,12 @@ def test_resume_in_process_continues_the_metrics_file(folders, tmp_path):
     assert [r["epoch"] for r in recs] == [0, 1, 2, 3, 4] and recs[3]["train_loss"] > 0
     assert main([*base, "--epochs", "5", "--resume"]) == 0  # already done: trains nothing
     assert [r["epoch"] for r in read_metrics(metrics)] == [0, 1, 2, 3, 4]
+    # a checkpoint file by path, without --checkpoint-dir (this run then writes none)
+    other = tmp_path / "other.jsonl"
+    assert main(["--data", folders["p1"], "--hidden", "8", "--metrics", str(other), "--log-every", "0",
+                 "--epochs", "4", "--resume", str(ckpt / "checkpoint-000002.pt")]) == 0
+    assert [r["epoch"] for r in read_metrics(other)] == [2, 3]
+    assert [r["train_loss"] for r in read_metrics(other)] == [r["train_loss"] for r in recs[2:4]]
 
 
 def test_gnn_dist_train_under_torchrun(folders, tmp_path):

@@ -26,7 +26,7 @@ import torch
 
 from partitioners import Graph
 from partitioners.format.writer import write_partition
-from train_helpers import make_graph, run_tree
+from train_helpers import ErrorLines, make_graph, run_tree
 from mp_utils import launch_ranks, run_ranks
 
 pytestmark = pytest.mark.filterwarnings("ignore:Unable to enable fault handler:UserWarning")
@@ -82,8 +82,6 @@ def _no_collectives(monkeypatch_like: list) -> None:
 def error_cases(rank: int, world_size: int, folders: dict[str, str]) -> dict[str, tuple[Any, Any]]:
     """Run each failing job in turn on this rank: case -> (exit code, the error lines it logged),
     or (exception type, message) for the library call."""
-    import logging
-
     import torch.distributed as dist
 
     import gnn_dist
@@ -92,21 +90,9 @@ def error_cases(rank: int, world_size: int, folders: dict[str, str]) -> dict[str
 
     out: dict[str, tuple[Any, Any]] = {}
 
-    class Errors(logging.Handler):
-        def __init__(self) -> None:
-            super().__init__(logging.ERROR)
-            self.lines: list[str] = []
-
-        def emit(self, record: logging.LogRecord) -> None:
-            self.lines.append(record.getMessage())
-
     def job(case: str, args: list[str]) -> None:
-        errors = Errors()
-        logging.getLogger("gnn_dist.train").addHandler(errors)
-        try:
+        with ErrorLines("gnn_dist.train") as errors:
             out[case] = (main(args), errors.lines)
-        finally:
-            logging.getLogger("gnn_dist.train").removeHandler(errors)
 
     saved: list = []
     _no_collectives(saved)
@@ -208,14 +194,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _launch_env(rank: int, world_size: int, port: int) -> None:
+    """This process as rank ``rank`` of a job on ``127.0.0.1:port``, as torchrun would start it."""
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
+                      LOCAL_WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+
+
 def train_until_peer_dies(rank: int, world_size: int, data: str, metrics: str, port: int) -> None:
     """Rank 1 exits abruptly once rank 0 has logged two epochs; rank 0 must then fail by itself."""
     import threading
 
     from gnn_dist.train import main
 
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
-                      LOCAL_WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    _launch_env(rank, world_size, port)
     if rank == 1:
         def die() -> None:
             while True:
@@ -256,14 +247,12 @@ STALL_TIMEOUT_S = 8
 def train_until_peer_stalls(rank: int, world_size: int, data: str, metrics: str, port: int) -> list[str]:
     """Rank 1 stops itself (SIGSTOP) once two epochs are logged; rank 0 must then fail by itself,
     naming what it waited for. Returns rank 0's error lines (raised, so the harness records them)."""
-    import logging
     import signal as signals
     import threading
 
     from gnn_dist.train import main
 
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
-                      LOCAL_WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    _launch_env(rank, world_size, port)
     if rank == 1:
         def stall() -> None:
             while True:
@@ -272,15 +261,9 @@ def train_until_peer_stalls(rank: int, world_size: int, data: str, metrics: str,
                 time.sleep(0.02)
 
         threading.Thread(target=stall, daemon=True).start()
-    lines: list[str] = []
-
-    class Errors(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            lines.append(record.getMessage())
-
-    logging.getLogger("gnn_dist.train").addHandler(Errors(logging.ERROR))
-    code = main(argv(data, "--epochs", "1000000", "--metrics", metrics, "--timeout", str(STALL_TIMEOUT_S)))
-    raise RuntimeError(f"main returned {code}: {lines}")
+    with ErrorLines("gnn_dist.train") as errors:
+        code = main(argv(data, "--epochs", "1000000", "--metrics", metrics, "--timeout", str(STALL_TIMEOUT_S)))
+    raise RuntimeError(f"main returned {code}: {errors.lines}")
 
 
 def test_a_stalled_peer_is_named_with_the_collective_and_the_layer(folders, tmp_path):
@@ -294,3 +277,40 @@ def test_a_stalled_peer_is_named_with_the_collective_and_the_layer(folders, tmp_
     assert "did not complete" in message and "with peer rank(s) 1" in message, message
     assert "halo exchange of layer" in message or "all-reduce" in message, message
     assert "A peer has died, stalled or is past the collective timeout" in message
+
+
+# ---------------------------------------------------------------- ranks on different data
+def _load_own_copy(rank: int, world_size: int, paths: list[str]) -> tuple[str, str]:
+    import gnn_dist
+
+    try:
+        gnn_dist.load_partition(paths[rank])
+    except ValueError as exc:
+        return type(exc).__name__, str(exc)
+    return "none", ""
+
+
+def test_ranks_on_different_copies_refuse_to_start(folders, tmp_path):
+    """Rank 1 reads a copy whose features were altered and re-checksummed (a valid folder on its
+    own): the ranks compare the partition's fingerprint at load and refuse, naming each rank's
+    folder, before any training step."""
+    import hashlib
+    import json
+
+    copy = Path(shutil.copytree(folders["p2"], tmp_path / "altered"))
+    features = copy / "part-00001" / "features.npy"
+    arr = np.load(features)
+    np.save(features, arr + 1.0)
+    meta = json.loads((copy / "partition.json").read_text())
+    entry = meta["parts"][1]["files"]["features.npy"]
+    entry["sha256"] = hashlib.sha256(features.read_bytes()).hexdigest()
+    entry["size"] = features.stat().st_size
+    (copy / "partition.json").write_text(json.dumps(meta))
+    from partitioners.format import verify_partition   # the copy is a valid folder on its own
+
+    assert verify_partition(str(copy), check_hashes=True) == []
+    results = run_ranks(_load_own_copy, 2, [folders["p2"], str(copy)], timeout=120)
+    for kind, message in results:
+        assert kind == "ValueError", message
+        assert "the ranks loaded different partitions" in message
+        assert f"rank 0 ({folders['p2']})" in message and f"rank 1 ({copy})" in message

@@ -10,7 +10,7 @@ import functools
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -63,6 +63,8 @@ class LocalPartition:
     block: Block
     exchanger: HaloExchanger
     device: torch.device
+    _layer: int | None = field(default=None, init=False, repr=False)
+    """The layer :meth:`run_layer` is running (its exchange's tag), or None."""
 
     @functools.cached_property
     def x(self) -> torch.Tensor | None:
@@ -90,11 +92,14 @@ class LocalPartition:
     def exchange(self, h_inner: torch.Tensor) -> torch.Tensor:
         """``[I, F] -> [I + H, F]``: inner rows, then the halo rows fetched from their owners,
         exactly (as they are, at once: evaluation's exchange)."""
-        return self.exchanger.exchange(h_inner)
+        tag, self._layer = self._layer, None
+        return self.exchanger.exchange(h_inner, tag=tag)
 
     def run_layer(self, index: int, conv: torch.nn.Module, h: torch.Tensor | LayerInput, *,
                   dropout_key: DropoutKey | None = None, activation: Activation | None = None) -> torch.Tensor:
-        """A layer as ``sync`` runs it, with the exact exchange (see :mod:`gnn_dist.nn.part`)."""
+        """A layer as ``sync`` runs it, with the exact exchange (see :mod:`gnn_dist.nn.part`); the
+        exchange is tagged with the layer's index (a failure names the layer)."""
+        self._layer = index
         return exchange_then_run(self, conv, h, dropout_key=dropout_key, activation=activation)
 
     def __repr__(self) -> str:

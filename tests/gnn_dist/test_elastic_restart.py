@@ -21,7 +21,7 @@ import pytest
 from partitioners.format.writer import write_partition
 from train_helpers import REPO, make_graph
 
-EPOCHS = 14
+EPOCHS = 10
 
 
 def _cli() -> list[str]:
@@ -104,7 +104,7 @@ def test_a_killed_rank_is_restarted_and_the_run_reproduces_the_uninterrupted_one
     straight_m, killed_m = tmp_path / "straight.jsonl", tmp_path / "killed.jsonl"
     code, out, _ = _run(_argv(str(data), tmp_path / "ck-straight", straight_m), straight_m, None)
     assert code == 0, out[-4000:]
-    code, out, killed = _run(_argv(str(data), tmp_path / "ck-killed", killed_m), killed_m, kill_after_epochs=5)
+    code, out, killed = _run(_argv(str(data), tmp_path / "ck-killed", killed_m), killed_m, kill_after_epochs=4)
     assert killed, "rank 1 was killed mid-run"
     assert code == 0, out[-4000:]
     straight, resumed = _epochs(straight_m), _epochs(killed_m)

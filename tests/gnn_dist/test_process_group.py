@@ -379,7 +379,7 @@ _JOB = textwrap.dedent("""
     assert ex.exchange(h)[3:].eq(prv).all()
     assert h.grad[0].eq(6).all() and h.grad[1].eq(3).all()
     print(f"rank {r} done", flush=True)
-    # no close(): the atexit hook installed by init_distributed must shut down cleanly
+    # no close(): the context is aborted when collected (no process-wide hook); the job must still exit 0
 """)
 
 
@@ -392,7 +392,7 @@ def test_torchrun_jobs_exit_cleanly(tmp_path: Path) -> None:
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     env["OMP_NUM_THREADS"] = "1"
     failures = []
-    runs = 10
+    runs = 6   # without the shutdown sequence about half abort: 6 runs miss it with p < 2%
     for i in range(runs):
         proc = subprocess.run(
             [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",

@@ -298,3 +298,35 @@ def test_prune_deletes_only_this_ranks_files(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["checkpoint-000002.rank-00001-of-00002.pt", "checkpoint-000003.pt", "checkpoint-000003.rank-00000-of-00002.pt",
          "checkpoint-000003.rank-00001-of-00002.pt", "latest", "notes.txt"])
+
+
+class _RunsCode:
+    """A pickled object whose loading would run code (writes a marker file)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_before_anything_runs(part1, tmp_path):
+    """A checkpoint with a pickled object (and a checksum file that matches it, so only the
+    loader stands in the way) plus a ``latest`` naming it: resuming refuses it as not tensors and
+    plain values, and the code never runs."""
+    import hashlib
+
+    from gnn_dist.checkpoint import CheckpointError
+
+    trainer = make_trainer(part1, tmp_path)
+    trainer.fit(1)
+    marker = tmp_path / "pwned"
+    evil = tmp_path / "checkpoint-000007.pt"
+    torch.save({"format": "gnn-dist-checkpoint", "version": 2, "payload": _RunsCode(str(marker))}, evil)
+    data = evil.read_bytes()
+    (tmp_path / "checkpoint-000007.pt.sha256").write_text(f"{hashlib.sha256(data).hexdigest()}  {len(data)}  {evil.name}\n")
+    (tmp_path / "latest").write_text(evil.name + "\n")
+    with pytest.raises(CheckpointError, match=r"checkpoint-000007\.pt: not a readable checkpoint: it holds more than "
+                                              r"tensors and plain values"):
+        make_trainer(part1, tmp_path).resume()
+    assert not marker.exists(), "loading the checkpoint ran its code"

@@ -90,7 +90,8 @@ def test_metrics_file_and_fields(tmp_path):
     path = write_parts(small_graph(), 1, tmp_path / "parts")
     metrics = tmp_path / "m.jsonl"
     res = train_model(path, "gcn", 2, pipeline="stale", stale_smoothing=0.3, metrics_path=str(metrics))
-    lines = [json.loads(line) for line in metrics.read_text().splitlines()]
+    config, *lines = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert config["config"]["trainer"]["schedule"]["stale_smoothing"] == 0.3, "the Python API's config record"
     assert len(lines) == 2
     for rec in lines:
         for key in ("compute_time_s", "comm_time_s", "exposed_comm_s", "bytes_per_layer", "staleness"):

@@ -54,15 +54,12 @@ class ConfigError(ValueError):
 
 
 def flag(name: str, *, default: Any = None, choices: Any = None, metavar: str | None = None,
-         action: str | None = None, default_factory: Any = None) -> Any:
+         action: str | None = None) -> Any:
     """A dataclass field with its command-line flag (``--name``), ``choices`` (a tuple or a
     function returning one, read when the parser is built), ``metavar`` and ``action``
     (``store_true``/``store_false`` for booleans; ``optional`` for a flag whose value may be
     left out: ``--resume`` alone means ``auto``)."""
-    meta = {"flag": name, "choices": choices, "metavar": metavar, "action": action}
-    if default_factory is not None:
-        return field(default_factory=default_factory, metadata=meta)
-    return field(default=default, metadata=meta)
+    return field(default=default, metadata={"flag": name, "choices": choices, "metavar": metavar, "action": action})
 
 
 def _schedules() -> tuple[str, ...]:

@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Keep first: under torchrun, this rank exits when its launcher (the agent) is gone, instead
     # of training on as an orphan (see gnn_dist/distributed/parent_watch.py).
     from .distributed.parent_watch import watch_launcher
-    watch_launcher()
+    watch = watch_launcher()
     rank = environ.launch_rank()
     try:
         config, options = parse_run_config(argv)
@@ -169,6 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log.info("config: " + json.dumps(config.to_dict(), sort_keys=True))
                 run(config, device=ctx.device)
             except Exception as exc:
+                if watch is not None:  # a peer that exited as an orphan broke this collective
+                    watch.exit_if_gone()
                 code = _report(exc, ctx.rank, options.verbose)
                 if code is None:
                     raise

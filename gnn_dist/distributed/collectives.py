@@ -249,7 +249,8 @@ def raise_on_all_ranks(error: BaseException | None, what: str,
             raise error
         return
     mine = None if error is None else [isinstance(error, ValueError), f"{type(error).__name__}: {error}"]
-    gathered = all_gather_json(mine, group)
+    with named_collective(f"agreement after {what}", group):
+        gathered = all_gather_json(mine, group)
     if error is not None:
         raise error
     for r, item in enumerate(gathered):

@@ -128,6 +128,14 @@ class ParentWatch:
     def parent_gone(self) -> bool:
         return os.getppid() != self.parent_pid
 
+    def exit_if_gone(self) -> None:
+        """Call ``on_gone`` now (in this thread) when the parent is gone; else return. For an
+        error path: a collective that failed because an orphaned peer already exited should end
+        this rank the orphan's way (one line), not with the collective's traceback."""
+        if self.parent_gone():
+            self._stop.set()
+            self._on_gone(self.parent_pid)
+
     def _run(self) -> None:
         while not self._stop.is_set():
             if self.parent_gone():

@@ -4,6 +4,8 @@
   is gone; exiting`` and is gone within a couple of seconds, though its main thread sleeps.
 - A rank started after its agent died (the agent's pid in ``GNN_DIST_AGENT_PID``, dead) exits at
   once with ``EXIT_ORPHANED``; the watch is started once per process.
+- An error path asks the watch first (``exit_if_gone``): a rank whose collective broke because
+  an orphaned peer exited ends the orphan's way, with its one line, not the collective's traceback.
 - No watch without ``RANK``/``WORLD_SIZE``: ``gnn_dist.train.main`` run in-process starts none.
 """
 
@@ -129,6 +131,16 @@ def test_watch_calls_back_once_when_the_parent_is_not_the_expected_one():
     assert called.wait(5) and seen == [-5]
     with pytest.raises(ValueError, match="interval must be a positive number of seconds, got 0"):
         ParentWatch(lambda pid: None, interval=0)
+
+
+def test_exit_if_gone_acts_only_when_the_parent_is_gone():
+    seen = []
+    alive = ParentWatch(seen.append, parent_pid=os.getppid())
+    alive.exit_if_gone()
+    assert seen == []
+    gone = ParentWatch(seen.append, parent_pid=-7)  # not started: the error path runs it in-thread
+    gone.exit_if_gone()
+    assert seen == [-7]
 
 
 def test_no_watch_without_a_launcher(tmp_path, monkeypatch):

@@ -28,6 +28,7 @@ from .checkpoint import CheckpointError
 from .config import RESUME_MODES, CheckpointConfig, TrainerConfig, to_dict
 from .distributed import all_gather_json, all_ranks_agree, broadcast_bytes, broadcast_json, get_rank, get_world_size
 from .partition import partition_fingerprint
+from .selection import ModelSelection
 
 __all__ = ["CheckpointManager", "model_info"]
 
@@ -35,16 +36,17 @@ log = logging.getLogger(__name__)
 
 _ARCH_FIELDS = ("in_dim", "hidden_dim", "out_dim", "num_layers")
 """Model attributes a checkpoint must agree with (its weights' shapes depend on them)."""
-_RUN_FIELDS = ("dropout", "seed")
+_RUN_FIELDS = ("dropout", "input_dropout", "activation", "seed")
 """Model attributes that may change on resume (with a warning: the run no longer reproduces)."""
 
 
 def model_info(model: torch.nn.Module) -> dict[str, Any]:
-    """The model's class and the size/seed attributes it has (BasicGNN's), for checkpoints."""
+    """The model's class and the size/seed/dropout/activation attributes it has (BasicGNN's), for
+    checkpoints."""
     info: dict[str, Any] = {"class": type(model).__name__}
     for name in (*_ARCH_FIELDS, *_RUN_FIELDS):
         value = getattr(model, name, None)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, (int, float, str)) and not isinstance(value, bool):
             info[name] = value
     return info
 
@@ -59,6 +61,7 @@ class TrainerState(Protocol):
     config: TrainerConfig
     epoch: int
     history: list[dict[str, Any]]
+    selection: ModelSelection
 
     def new_pipeline(self) -> Any: ...
 
@@ -117,10 +120,10 @@ class CheckpointManager:
         return path
 
     def _state(self, trainer: TrainerState) -> dict[str, Any]:
-        return {"model": trainer.model.state_dict(), "optimizer": trainer.optimizer.state_dict(),
+        return {"model": trainer.selection.training_state(trainer.model), "optimizer": trainer.optimizer.state_dict(),
                 "epoch": trainer.epoch, "rng": ckpt.rng_state(), "config": to_dict(trainer.config),
                 "model_info": model_info(trainer.model), "world_size": get_world_size(),
-                "partition": self.fingerprint, "history": trainer.history}
+                "partition": self.fingerprint, "history": trainer.history, "selection": trainer.selection.state_dict()}
 
     def _schedule_info(self, trainer: TrainerState) -> dict[str, Any]:
         s = trainer.config.schedule
@@ -155,8 +158,9 @@ class CheckpointManager:
         ``resume``: ``auto`` or ``latest`` (the newest in ``checkpoint_dir``; ``latest`` must
         exist) or a file. Rank 0 reads the file and broadcasts it, so only rank 0 needs to see
         it; each rank reads its own rank file. The weights, optimizer state, dropout step, RNG
-        states, history and (same partition, schedule and smoothing) the schedule's state are
-        restored, so the run reproduces the uninterrupted one exactly; ``lr`` and
+        states, history, the model selection's state (best epoch, its weights with
+        ``select="best-val"``, the patience count) and (same partition, schedule and smoothing)
+        the schedule's state are restored, so the run reproduces the uninterrupted one exactly; ``lr`` and
         ``weight_decay`` are this run's (a warning says when the checkpoint's differ).
 
         Raises:
@@ -303,6 +307,13 @@ class CheckpointManager:
                 log.warning(f"{path}: the checkpoint has {k}={theirs.get(k)}, continuing with {k}={getattr(mine, k)}")
             for group in trainer.optimizer.param_groups:
                 group[k] = getattr(mine, k)
+        try:
+            why = trainer.selection.load_state_dict(state.get("selection"))
+        except ValueError as exc:
+            raise CheckpointError(f"the checkpoint's model-selection state is damaged ({exc})", path=path) from exc
+        if why is not None:
+            log.warning(f"{path}: {why}; select={trainer.config.selection.select!r} and the patience count start "
+                        f"afresh at epoch {int(state['epoch'])}")
         trainer.epoch = int(state["epoch"])
         trainer.history = list(state.get("history", []))
         trainer.pipeline.flush()

@@ -13,15 +13,18 @@ in checkpoints (:meth:`RunConfig.to_dict`).
 
     RunConfig
       data: DataConfig                  --data, --no-verify
-      model: ModelConfig                --model, --hidden, --layers, --dropout, --heads, --seed
+      model: ModelConfig                --model, --hidden, --layers, --dropout, --input-dropout, --activation,
+                                        --heads, --out-heads, --attn-dropout, --seed
       trainer: TrainerConfig
         optim: OptimizerConfig          --optimizer, --lr, --weight-decay
         schedule: ScheduleConfig        --pipeline, --stale-smoothing, --boundary-sample-rate, ...
         features: FeatureConfig         --feature-storage, --feature-cache-budget, ...
         checkpoint: CheckpointConfig    --checkpoint-dir, --checkpoint-every, --resume, ...
         report: ReportConfig            --eval-every, --log-every, --metrics
+        selection: SelectionConfig      --select, --patience
       distributed: DistributedConfig    --backend, --timeout, --kernels
       epochs                            --epochs
+      save_model                        --save-model
 """
 
 from __future__ import annotations
@@ -35,10 +38,13 @@ from .distributed.link import LinkModel, LinkSpecError
 
 __all__ = ["ConfigError", "OptimizerConfig", "ScheduleConfig", "FeatureConfig", "CheckpointConfig", "ReportConfig",
            "TrainerConfig", "ModelConfig", "DataConfig", "DistributedConfig", "RunConfig", "OPTIMIZERS",
-           "RESUME_MODES", "flag"]
+           "RESUME_MODES", "flag", "SelectionConfig", "SELECT_MODES"]
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 RESUME_MODES = ("auto", "latest")
+SELECT_MODES = ("last", "best-val")
+"""``select``: the weights a run ends with, the last epoch's or those of the epoch with the best
+validation accuracy (:mod:`gnn_dist.selection`)."""
 """``resume``: ``auto`` (the newest checkpoint if there is one, else a fresh start: right for a
 first start and for an elastic restart), ``latest`` (the newest checkpoint, which must exist),
 or the path of a checkpoint file."""
@@ -70,6 +76,11 @@ def _schedules() -> tuple[str, ...]:
 def _models() -> tuple[str, ...]:
     from .models import MODELS
     return tuple(sorted(MODELS))
+
+
+def _activations() -> tuple[str, ...]:
+    from .nn.activations import ACTIVATIONS
+    return tuple(ACTIVATIONS)
 
 
 def _policies() -> tuple[str, ...]:
@@ -250,8 +261,23 @@ class ReportConfig:
         _int_at_least("log_every", self.log_every, 0)
 
 
+@dataclass(kw_only=True, slots=True)
+class SelectionConfig:
+    select: str = flag("--select", default="last", choices=SELECT_MODES)
+    """The weights the run ends with: last (the last epoch's) or best-val (those of the evaluated epoch
+    with the best validation accuracy, the first on a tie: kept in memory and in checkpoints, restored at
+    the end; the final line names that epoch, and --save-model writes its weights)."""
+    patience: int | None = flag("--patience", metavar="K")
+    """Stop early when the validation accuracy has not improved for K evaluations in a row (default:
+    never); a resumed run counts on from the checkpoint."""
+
+    def __post_init__(self) -> None:
+        _choice("select", self.select, SELECT_MODES)
+        _int_at_least("patience", self.patience, 1, optional=True)
+
+
 SECTIONS: dict[str, type] = {"optim": OptimizerConfig, "schedule": ScheduleConfig, "features": FeatureConfig,
-                             "checkpoint": CheckpointConfig, "report": ReportConfig}
+                             "checkpoint": CheckpointConfig, "report": ReportConfig, "selection": SelectionConfig}
 """The sections of :class:`TrainerConfig` by name."""
 
 
@@ -264,6 +290,17 @@ class TrainerConfig:
     features: FeatureConfig = field(default_factory=FeatureConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
+    selection: SelectionConfig = field(default_factory=SelectionConfig)
+
+    def __post_init__(self) -> None:
+        if self.report.eval_every == 0:
+            s = self.selection
+            if s.select != "last":
+                raise ConfigError("select", f"{s.select} needs evaluations, but eval_every = 0 never evaluates "
+                                            f"(--eval-every K, K >= 1)")
+            if s.patience is not None:
+                raise ConfigError("patience", f"{s.patience} counts evaluations, but eval_every = 0 never "
+                                              f"evaluates (--eval-every K, K >= 1)")
 
     @classmethod
     def from_fields(cls, **fields: Any) -> "TrainerConfig":
@@ -288,13 +325,24 @@ class ModelConfig:
     model: str = flag("--model", default="gcn", choices=_models)
     """The built-in model."""
     hidden: int = flag("--hidden", default=64)
-    """Hidden width (for gat: the total width of a layer, heads x per-head width)."""
+    """Hidden width; for gat the total width of a hidden layer, heads x per-head width, so a multiple of
+    the heads (--hidden 64 --heads 8: 8 heads of 8)."""
     layers: int = flag("--layers", default=2)
     """Number of layers."""
     dropout: float = flag("--dropout", default=0.5)
     """Feature dropout after each hidden layer, a probability in [0, 1)."""
+    input_dropout: float = flag("--input-dropout", default=0.0, metavar="P")
+    """Dropout on the input features before the first layer, a probability in [0, 1); keyed by original
+    node id like the other masks, so P ranks train what one does (not with --precompute-first-layer)."""
+    activation: str = flag("--activation", default="relu", choices=_activations)
+    """The nonlinearity after each hidden layer (elu: the GAT paper's)."""
     heads: int | None = flag("--heads")
     """With model gat: attention heads of the hidden layers (default: 8)."""
+    out_heads: int | None = flag("--out-heads", metavar="K")
+    """With model gat: attention heads of the output layer, averaged (default: 1)."""
+    attn_dropout: float = flag("--attn-dropout", default=0.0, metavar="P")
+    """With model gat: dropout of the attention coefficients of every layer, a probability in [0, 1);
+    keyed by both endpoints' original ids, so P ranks train what one does."""
     seed: int = flag("--seed", default=0)
     """Seed of the initial weights, dropout masks and boundary samples."""
 
@@ -303,9 +351,17 @@ class ModelConfig:
         _int_at_least("hidden", self.hidden, 1)
         _int_at_least("layers", self.layers, 1)
         _require(_is_number(self.dropout) and 0 <= self.dropout < 1, "dropout", self.dropout, "a probability in [0, 1)")
+        _require(_is_number(self.input_dropout) and 0 <= self.input_dropout < 1, "input_dropout", self.input_dropout,
+                 "a probability in [0, 1)")
+        _choice("activation", self.activation, _activations())
         _int_at_least("heads", self.heads, 1, optional=True)
-        if self.heads is not None and self.model != "gat":
-            raise ConfigError("heads", f"{self.heads} applies to model gat only, not {self.model!r}")
+        _int_at_least("out_heads", self.out_heads, 1, optional=True)
+        _require(_is_number(self.attn_dropout) and 0 <= self.attn_dropout < 1, "attn_dropout", self.attn_dropout,
+                 "a probability in [0, 1)")
+        for name, value, unset in (("heads", self.heads, None), ("out_heads", self.out_heads, None),
+                                   ("attn_dropout", self.attn_dropout, 0)):
+            if value != unset and self.model != "gat":
+                raise ConfigError(name, f"{value} applies to model gat only, not {self.model!r}")
         if self.model == "gat" and self.layers > 1 and self.hidden % (self.heads or 8):
             raise ConfigError("hidden", f"{self.hidden} is the total width of a gat layer and must be a multiple "
                                         f"of heads = {self.heads or 8}")
@@ -361,9 +417,18 @@ class RunConfig:
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
     epochs: int = flag("--epochs", default=100)
     """Total epochs; resuming continues up to this number."""
+    save_model: str | None = flag("--save-model", metavar="FILE")
+    """After training, rank 0 writes the model's weights and options to FILE, a model file for gnn-dist
+    predict --model-file (docs/format.md); its folder must exist."""
 
     def __post_init__(self) -> None:
         _int_at_least("epochs", self.epochs, 0)
+        if self.model.input_dropout and self.trainer.features.precompute_first_layer:
+            raise ConfigError("input_dropout", f"{self.model.input_dropout} cannot be combined with "
+                                               f"precompute_first_layer (the first layer's aggregate of the raw "
+                                               f"features is computed once, before any mask): drop one of them")
+        _require(self.save_model is None or (isinstance(self.save_model, str) and self.save_model != ""),
+                 "save_model", self.save_model, "the path of a file")
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved config as plain JSON values (a link as its ``latency_ms=L,gbps=B`` string)."""

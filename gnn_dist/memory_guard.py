@@ -13,7 +13,8 @@ features   the feature store: ``S F 4`` with every row on the device, else the c
 activations per layer, forward and what autograd keeps for backward: ``(S + 3 I) w 4`` with
            ``w`` the layer's widest side; GAT adds ``3 E k 4`` for its ``k`` heads (scores,
            softmax, masks), GIN ``I w 4`` (its MLP's second map)
-optimizer  weights, gradients and Adam's two moments: ``16 P``
+optimizer  weights, gradients and Adam's two moments: ``16 P``; ``20 P`` with ``select="best-val"``
+           (the best epoch's copy of the weights)
 ========== =====================================================================================
 
 The machine's ranks share its memory: ``gnn-dist train`` (``--validate``) adds up the estimates
@@ -77,12 +78,13 @@ def estimate_rank_memory(meta: Any, part_id: int, config: Any) -> RankEstimate:
     activations, params = 0, 0
     for i in range(m.layers):
         w = max(widths[i], widths[i + 1])
-        heads = 0 if m.model != "gat" else 1 if i == m.layers - 1 else (m.heads or 8)
+        heads = 0 if m.model != "gat" else (m.out_heads or 1) if i == m.layers - 1 else (m.heads or 8)
         extra = inner * w * 4 if m.model == "gin" else 0   # the MLP's second linear map
         activations += (rows + 3 * inner) * w * 4 + extra + 3 * edges * heads * 4
         params += widths[i] * widths[i + 1] * (2 if m.model in ("sage", "gin") else 1) + widths[i + 1]
     return RankEstimate(part_id, {"runtime": RUNTIME_BYTES, "block": 40 * edges + 64 * rows, "features": features,
-                                  "activations": activations, "optimizer": 16 * params})
+                                  "activations": activations,
+                                  "optimizer": (20 if config.trainer.selection.select == "best-val" else 16) * params})
 
 
 def memory_limit(config: Any) -> tuple[int, str]:

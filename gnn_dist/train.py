@@ -105,8 +105,10 @@ def run(config: RunConfig, device: Any = None) -> dict:
     """Train as ``config`` says inside an initialised process group (or as a single process);
     returns the final metrics (every rank). ``device`` defaults to CPU."""
     from .distributed import get_rank
+    from .model_file import check_save_target, save_trained_model
 
     trainer = build(config, device)
+    check_save_target(config)  # --save-model's folder, before training rather than at its end
     if config.trainer.checkpoint.resume is not None:
         trainer.resume()
     if config.epochs < trainer.epoch:
@@ -114,8 +116,15 @@ def run(config: RunConfig, device: Any = None) -> dict:
     trainer.fit(max(0, config.epochs - trainer.epoch))
     final = trainer.evaluate() if config.trainer.report.eval_every else {}
     final["epochs"] = trainer.epoch
+    selection = trainer.selection
+    if selection.keeps_weights and selection.best is not None:   # the accuracies above are that epoch's
+        final["selected_epoch"] = selection.best["epoch"]
+    if config.trainer.selection.patience is not None:
+        final["stopped_early"] = selection.stopped and trainer.epoch < config.epochs
     if get_rank() == 0:
         log.info("final: " + json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in final.items()}))
+    if save_trained_model(config, trainer, final) is not None and get_rank() == 0:
+        log.info(f"wrote the model file {config.save_model}")
     return final
 
 
@@ -158,20 +167,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .validate import validate_run
 
         return validate_run(config)
-    from .distributed import init_distributed
     from .distributed.allocator import tune_allocator
 
-    restore_logging = init_logger(rank, options.verbose)
+    def body(ctx: Any) -> None:
+        tune_allocator()  # glibc malloc thresholds (logged), before the partition and the steps allocate
+        log.info("config: " + json.dumps(config.to_dict(), sort_keys=True))
+        run(config, device=ctx.device)
+
+    return run_in_group(body, rank=rank, verbose=options.verbose, backend=config.distributed.backend,
+                        timeout=config.distributed.timeout, watch=watch)
+
+
+def run_in_group(body: Callable[[Any], None], *, rank: int, verbose: bool = False, backend: str | None = None,
+                 timeout: float = 300.0, watch: Any = None) -> int:
+    """Log as :func:`init_logger` says, start the process group, run ``body(ctx)`` (``ctx``: the
+    :class:`~gnn_dist.distributed.DistContext`), end the group; returns 0, or the exit code of a
+    failure as :func:`_report` decides (the group is then aborted without waiting on peers); an
+    internal error is re-raised. ``watch``: the launcher watch (a rank whose collective broke
+    because an orphaned peer exited ends the orphan's way). What ``main`` and
+    ``gnn_dist.predict.main`` run."""
+    from .distributed import init_distributed
+
+    restore_logging = init_logger(rank, verbose)
     try:
-        with init_distributed(backend=config.distributed.backend, timeout=config.distributed.timeout) as ctx:
+        with init_distributed(backend=backend, timeout=timeout) as ctx:
             try:
-                tune_allocator()  # glibc malloc thresholds (logged), before the partition and the steps allocate
-                log.info("config: " + json.dumps(config.to_dict(), sort_keys=True))
-                run(config, device=ctx.device)
+                body(ctx)
             except Exception as exc:
                 if watch is not None:  # a peer that exited as an orphan broke this collective
                     watch.exit_if_gone()
-                code = _report(exc, ctx.rank, options.verbose)
+                code = _report(exc, ctx.rank, verbose)
                 if code is None:
                     raise
                 ctx.close(clean=False)
@@ -179,7 +204,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         restore_logging()
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -10,8 +10,10 @@ every collective.
 The training schedule (``pipeline=``, see :mod:`gnn_dist.pipeline`) decides when halo rows
 travel and in which :class:`~gnn_dist.distributed.Transport` (``halo_dtype``,
 ``simulate_link``); evaluation always uses the part's exact, synchronous exchange. The trainer
-holds three helpers: the schedule, the :class:`~gnn_dist.checkpointing.CheckpointManager` and the
-:class:`~gnn_dist.metrics.MetricsFile`; a step's figures are a :class:`~gnn_dist.metrics.StepStats`.
+holds four helpers: the schedule, the :class:`~gnn_dist.checkpointing.CheckpointManager`, the
+:class:`~gnn_dist.metrics.MetricsFile` and the :class:`~gnn_dist.selection.ModelSelection` (which
+weights the run ends with, when it stops early); a step's figures are a
+:class:`~gnn_dist.metrics.StepStats`.
 
 Failure handling: a check that depends only on what every rank sees alike (the config, the model,
 the partition metadata, the all-reduced loss) raises on every rank by itself; a step that may fail
@@ -37,6 +39,7 @@ from .config import RESUME_MODES, TrainerConfig, to_dict
 from .distributed import all_ranks_agree, all_reduce_grads, all_reduce_sum, broadcast_module, get_rank, is_distributed
 from .metrics import MetricsFile, StepStats, progress_line, summary_line
 from .pipeline import Pipeline, build_schedule
+from .selection import ModelSelection
 
 __all__ = ["Trainer", "TrainerConfig"]
 
@@ -62,6 +65,10 @@ class Trainer:
         self.config = config if config is not None else TrainerConfig.from_fields(**fields)
         self._check_part(part)
         self._check_model_fits(model, part)
+        if getattr(model, "input_dropout", 0) and self.config.features.precompute_first_layer:
+            raise ValueError(f"the model's input_dropout={model.input_dropout} cannot be combined with "
+                             f"precompute_first_layer (the first layer's aggregate of the raw features is computed "
+                             f"once, before any mask): drop one of them")
         self.part = part
         self.model = model.to(part.device)
         self.rank = get_rank()
@@ -81,6 +88,8 @@ class Trainer:
         self.optimizer = kind(self.model.parameters(), lr=c.optim.lr, weight_decay=c.optim.weight_decay)
         self.epoch = 0
         self.history: list[dict[str, Any]] = []
+        self.selection = ModelSelection(c.selection)
+        """The best epoch so far and the weights it had (``select``), the early stop (``patience``)."""
         self.metrics = None if c.report.metrics_path is None else MetricsFile(c.report.metrics_path)
         self._run_config = run_config if run_config is not None else {"trainer": to_dict(self.config)}
         self._metrics_started = False
@@ -191,13 +200,21 @@ class Trainer:
 
     # ------------------------------------------------------------------ loop
     def fit(self, epochs: int) -> list[dict[str, Any]]:
-        """Run ``epochs`` more epochs; returns their metrics (one dict per epoch)."""
+        """Run ``epochs`` more epochs, fewer when the ``patience`` runs out; returns their metrics
+        (one dict per epoch). With ``select="best-val"`` the model holds the best epoch's weights
+        afterwards (a later ``fit`` trains on from the last epoch's)."""
         if epochs < 0:
             raise ValueError(f"epochs={epochs} must be >= 0")
         self._start_metrics()
-        out = []
+        self.selection.resume_training(self.model)
+        out: list[dict[str, Any]] = []
         report = self.config.report
+        if epochs and self.selection.stopped and self.rank == 0:
+            log.info(f"early stop: already stopped at epoch {self.epoch} (patience "
+                     f"{self.config.selection.patience}); nothing to train")
         for _ in range(epochs):
+            if self.selection.stopped:
+                break
             t0 = time.perf_counter()
             step = self.train_step()
             rec: dict[str, Any] = {"epoch": self.epoch, **step.to_record(), "epoch_time_s": time.perf_counter() - t0}
@@ -208,15 +225,30 @@ class Trainer:
                 t1 = time.perf_counter()
                 rec.update(self.evaluate())
                 rec["eval_time_s"] = time.perf_counter() - t1
+                self.selection.observe(rec, self.model)
             else:
                 rec.update({"train_acc": None, "val_acc": None, "test_acc": None})
             self.epoch += 1
             self.history.append(rec)
             out.append(rec)
-            self._after_epoch(rec, last=len(out) == epochs)
+            stop = self.selection.stopped and len(out) < epochs
+            if stop:
+                self.pipeline.flush()
+                self._log_early_stop()
+            self._after_epoch(rec, last=len(out) == epochs or stop)
         if out and self.rank == 0 and report.log_every:
             log.info("summary: " + summary_line(out, self.part.meta.num_edges))
+        best = self.selection.restore_best(self.model)
+        if best is not None and self.rank == 0:
+            log.info(f"select best-val: the model holds the weights of epoch {best['epoch']} "
+                     f"(val {best['val_acc']:.4f}, test {best['test_acc']:.4f})")
         return out
+
+    def _log_early_stop(self) -> None:
+        best = self.selection.best
+        if self.rank == 0 and best is not None:
+            log.info(f"early stop after epoch {self.epoch - 1}: the validation accuracy has not improved for "
+                     f"{self.selection.since_best} evaluations (best {best['val_acc']:.4f} at epoch {best['epoch']})")
 
     def _start_metrics(self) -> None:
         """Rank 0 (re)starts the metrics file once: the config record, then the epoch records

@@ -26,7 +26,8 @@ def partition_graph(graph: Graph, num_parts: int, method: str = "metis",
                     out_dir: str | os.PathLike[str] | None = None, *, seed: int = 0,
                     refine: bool = False, balance: str | Sequence[str] = ("nodes",),
                     overwrite: bool = False, progress: bool = False,
-                    read_time_s: float | None = None) -> dict[str, Any]:
+                    read_time_s: float | None = None,
+                    extra_meta: dict[str, Any] | None = None) -> dict[str, Any]:
     """Partition ``graph`` into ``num_parts`` parts with ``method`` and write ``out_dir``.
 
     Args:
@@ -40,6 +41,8 @@ def partition_graph(graph: Graph, num_parts: int, method: str = "metis",
         overwrite: replace an existing partition folder at ``out_dir``.
         progress: tqdm progress bars.
         read_time_s: time the caller spent reading the graph, recorded as ``time_s.read``.
+        extra_meta: more top-level keys for ``partition.json`` (e.g. ``split``: how the masks
+            were made), passed to :func:`~partitioners.format.write_partition`.
 
     Returns:
         The quality report as recorded in ``partition.json`` (``edge_cut``, ``comm_volume``,
@@ -74,7 +77,8 @@ def partition_graph(graph: Graph, num_parts: int, method: str = "metis",
 
     meta = write_partition(graph, assignment, num_parts, out_dir, method=method,
                            method_params={"balance": list(balance_t), "refine": bool(refine)},
-                           seed=seed, quality=quality, overwrite=overwrite, progress=progress)
+                           seed=seed, quality=quality, overwrite=overwrite, progress=progress,
+                           extra_meta=extra_meta)
     report = dict(meta["quality"])
     report.update(num_parts=meta["num_parts"], num_nodes=meta["num_nodes"],
                   num_edges=meta["num_edges"], method=method, seed=seed, out_dir=str(out_dir))
@@ -92,6 +96,7 @@ def warn_sparse_ids(graph: Graph) -> int:
     if 2 * isolated > n:
         log.warning("%d of the %d node ids 0..%d (%.0f%%) have no edge: the input's ids may be "
                     "sparse (node ids are taken as given, num_nodes = max id + 1); relabel them "
-                    "to 0..K-1 before partitioning, or the isolated nodes fill the parts",
+                    "to 0..K-1 before partitioning (gnn-dist partition --relabel, for edge lists "
+                    "and .npy edge arrays), or the isolated nodes fill the parts",
                     isolated, n, n - 1, 100.0 * isolated / n)
     return isolated

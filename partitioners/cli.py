@@ -1,7 +1,7 @@
-"""The ``gnn-dist`` command line: ``datasets``, ``partition``, ``inspect`` and ``train``.
+"""The ``gnn-dist`` command line: ``datasets``, ``partition``, ``inspect``, ``train`` and ``predict``.
 
 This module is torch-free: ``partition``/``inspect``/``datasets`` run on machines without torch,
-and ``train`` hands over to ``torchrun`` in a child process. Everything human-readable goes to
+and ``train`` and ``predict`` hand over to ``torchrun`` in a child process. Everything human-readable goes to
 stderr through :mod:`logging` (and tqdm bars); only ``--json`` writes to stdout. The reference
 is ``docs/cli.md``.
 
@@ -20,7 +20,6 @@ import argparse
 import json
 import logging
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -133,7 +132,8 @@ def _memory_size(value: str) -> int:
 
 # ------------------------------------------------------------------------------------ parser
 def build_parser() -> argparse.ArgumentParser:
-    """The ``gnn-dist`` parser: verbs ``datasets``, ``partition``, ``inspect``, ``train``."""
+    """The ``gnn-dist`` parser: verbs ``datasets``, ``partition``, ``inspect``, ``train``, ``predict``."""
+    from .cli_input import add_input_arguments
     from .io import FORMATS
     from .methods import METHODS
 
@@ -153,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="read or generate a graph, partition it, write a partition folder")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--dataset", metavar="NAME", help="a built-in dataset (see `gnn-dist datasets`)")
-    src.add_argument("--input", metavar="PATH", help="a graph file or an OGB dataset folder")
+    src.add_argument("--input", metavar="PATH", help="a graph file, or an OGB or Planetoid dataset folder")
     p.add_argument("--input-format", choices=FORMATS, default=None, metavar="FMT",
                    help=f"format of --input, one of {', '.join(FORMATS)} (default: inferred from the path)")
     p.add_argument("--parts", type=_positive_int, required=True, metavar="P", help="number of parts")
@@ -174,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace an existing partition folder at --out")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print the quality report as JSON on stdout")
+    add_input_arguments(p)
 
     i = sub.add_parser("inspect", parents=[verbose], help="describe and check a partition folder")
     i.add_argument("dir", metavar="DIR", help="partition folder")
@@ -195,12 +196,22 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--max-restarts", type=_nonneg_int, default=0, metavar="N",
                    help="restart the ranks up to N times when one fails (torchrun's elastic restart); with "
                         "--checkpoint-dir and --resume auto they continue from the newest checkpoint (default: 0)")
+
+    pr = sub.add_parser("predict", parents=[verbose], allow_abbrev=False,
+                        help="predict every node of a partition folder with a model file, one rank per part",
+                        description="Runs torchrun on this machine like `gnn-dist train`, with `--nproc-per-node "
+                                    "P -m gnn_dist.predict --data DIR ...` (P: the folder's num_parts); every "
+                                    "other argument is passed on to gnn_dist.predict: --model-file FILE "
+                                    "--out FILE.npz [--embeddings [--layer K]] [--no-verify] [--timeout S].",
+                        epilog="Prediction flags: see docs/cli.md or `python -m gnn_dist.predict -h`.")
+    pr.add_argument("--data", required=True, metavar="DIR", help="partition folder (any number of parts)")
     return parser
 
 
 # --------------------------------------------------------------------------------- partition
 def _check_request(args: argparse.Namespace) -> None:
     """Checks that need no graph: refuse a bad request before a long read."""
+    from .cli_input import check_input_request
     from .format import check_out_dir
 
     if args.dataset is not None:
@@ -214,6 +225,7 @@ def _check_request(args: argparse.Namespace) -> None:
         _check_memory(args, info.sizes(), log_estimate=False)  # before generating it
     elif not Path(args.input).exists():
         raise FileNotFoundError(f"--input {args.input}: no such file or directory")
+    check_input_request(args)
     check_out_dir(args.out, args.overwrite)
 
 
@@ -231,30 +243,29 @@ def _check_memory(args: argparse.Namespace, graph: Any, *, log_estimate: bool = 
                  what=args.dataset or args.input, log_estimate=log_estimate)
 
 
-def _load_graph(args: argparse.Namespace) -> Any:
+def _load_graph(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """``(graph, extra partition.json keys)``: the dataset, or ``--input`` with its flags."""
     if args.dataset is not None:
         from .catalog import load_dataset
 
         if args.symmetrize or args.remove_self_loops or args.remove_duplicates:
             log.warning("--symmetrize/--remove-* apply to --input only; built-in datasets are "
                         "already symmetric and clean")
-        return load_dataset(args.dataset, seed=args.seed)
-    from .io import read_graph
+        return load_dataset(args.dataset, seed=args.seed), {}
+    from .cli_input import read_input
 
-    return read_graph(args.input, args.input_format, symmetrize=args.symmetrize,
-                      remove_self_loops=args.remove_self_loops,
-                      remove_duplicates=args.remove_duplicates)
+    return read_input(args)
 
 
-def _read_stage(args: argparse.Namespace) -> Any:
-    """The graph, under a one-step ``read`` bar (the readers report no finer progress)."""
+def _read_stage(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """:func:`_load_graph` under a one-step ``read`` bar (the readers report no finer progress)."""
     from tqdm.auto import tqdm
 
     with tqdm(total=1, desc="read", disable=args.no_progress, file=sys.stderr,
               bar_format="{l_bar}{bar}| {elapsed}") as bar:
-        graph = _load_graph(args)
+        loaded = _load_graph(args)
         bar.update(1)
-    return graph
+    return loaded
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
@@ -268,21 +279,24 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 def _partition(args: argparse.Namespace) -> int:
     from .api import partition_graph
+    from .cli_input import untrainable_warning
     from .report import report_lines
 
     _check_request(args)
     t0 = time.perf_counter()
     log.info(f"reading {args.dataset or args.input} ...")
-    graph = _read_stage(args)
+    graph, extra_meta = _read_stage(args)
     read_s = time.perf_counter() - t0
     log.info(f"read {graph!r} in {read_s:.2f}s")
     if graph.preprocessing:
         log.info("preprocessing: " + ", ".join(f"{k} {v}" for k, v in graph.preprocessing.items()))
+    if (untrainable := untrainable_warning(graph)) is not None:
+        log.warning(untrainable)
     _check_parts(args.parts, graph.num_nodes, args.dataset or args.input)
     _check_memory(args, graph)
     report = partition_graph(graph, args.parts, args.method, args.out, seed=args.seed,
                              refine=args.refine, balance=args.balance, overwrite=args.overwrite,
-                             progress=not args.no_progress, read_time_s=read_s)
+                             progress=not args.no_progress, read_time_s=read_s, extra_meta=extra_meta)
     for line in report_lines(report):
         log.info(line)
     if report.get("empty_parts"):
@@ -292,6 +306,7 @@ def _partition(args: argparse.Namespace) -> int:
     if args.json:
         report["source"] = args.dataset or args.input
         report["method_params"] = {"balance": list(args.balance), "refine": bool(args.refine)}
+        report["split"] = extra_meta.get("split")
         _emit_json(report)
     return EXIT_OK
 
@@ -351,29 +366,31 @@ LOOPBACK_RDZV_BACKEND = "gnn-dist-loopback"
 
 
 def train_command(data: str, nproc: int, rest: Sequence[str], *, verbose: bool = False,
-                  watch_pid: int | None = None, max_restarts: int = 0) -> list[str]:
-    """The agent command ``gnn-dist train`` runs (``rest``: flags for ``gnn_dist.train``).
+                  watch_pid: int | None = None, max_restarts: int = 0, entry: str = "gnn_dist.train") -> list[str]:
+    """The agent command ``gnn-dist train`` runs (``rest``: flags for ``gnn_dist.train``);
+    ``gnn-dist predict``'s with ``entry="gnn_dist.predict"``.
 
     torchrun (``gnn_dist.distributed.local_run`` runs it in-process) on one node, as
     ``--standalone`` would, but with every store on 127.0.0.1: the loopback rendezvous backend,
     an ephemeral port, and ``--local-addr`` (the ranks' ``MASTER_ADDR``). ``watch_pid``: the
     agent stops the ranks when that process (``gnn-dist``) is gone. Unless ``verbose`` the agent
-    reports a failure as one line per rank (``--summarize``).
+    reports a failure as one line per rank (``--summarize``). The agent first checks the
+    configuration against the folder (``--validate``: ``gnn_dist.train --validate`` in the agent's
+    process; a refusal is one line and exit code 2, before any rank starts).
     """
-    agent = [sys.executable, "-m", "gnn_dist.distributed.local_run"]
+    agent = [sys.executable, "-m", "gnn_dist.distributed.local_run", "--validate"]
     if watch_pid is not None:
         agent += ["--watch-pid", str(watch_pid)]
     if not verbose:
         agent.append("--summarize")
     return [*agent, "--", "--nnodes=1", f"--nproc-per-node={nproc}", f"--max-restarts={max_restarts}",
             f"--rdzv-backend={LOOPBACK_RDZV_BACKEND}", "--rdzv-endpoint=127.0.0.1:0",
-            "--rdzv-id=gnn-dist-train", "--local-addr=127.0.0.1",
-            "-m", "gnn_dist.train", "--data", data, *rest]
+            f"--rdzv-id=gnn-dist-{entry.rsplit('.', 1)[-1]}", "--local-addr=127.0.0.1",
+            "-m", entry, "--data", data, *rest]
 
 
 def cmd_train(args: argparse.Namespace, rest: Sequence[str]) -> int:
     from .format import load_partition_meta
-    from .launch import run_torchrun
 
     num_parts = load_partition_meta(args.data).num_parts
     nproc = args.nproc or num_parts
@@ -381,22 +398,25 @@ def cmd_train(args: argparse.Namespace, rest: Sequence[str]) -> int:
         raise UsageError(f"--nproc {nproc} differs from the {num_parts} parts of {args.data}: "
                          f"gnn_dist.train runs one rank per part; drop --nproc or re-partition "
                          f"with --parts {nproc}")
+    return _run_agent(args, rest, nproc, "gnn_dist.train", max_restarts=args.max_restarts)
+
+
+def cmd_predict(args: argparse.Namespace, rest: Sequence[str]) -> int:
+    from .format import load_partition_meta
+
+    return _run_agent(args, rest, load_partition_meta(args.data).num_parts, "gnn_dist.predict")
+
+
+def _run_agent(args: argparse.Namespace, rest: Sequence[str], nproc: int, entry: str, *,
+               max_restarts: int = 0) -> int:
+    """Supervise the agent (:func:`train_command`) of rank entry point ``entry`` on ``nproc`` ranks."""
+    from .launch import run_torchrun
+
     env = train_env(os.environ, nproc)
-    check = validate_command(args.data, rest)
-    log.debug("checking: " + " ".join(check))
-    code = subprocess.run(check, env=env).returncode
-    if code != EXIT_OK:   # its one line is on stderr already; nothing was started
-        return EXIT_USAGE if code == EXIT_USAGE else code
     cmd = train_command(args.data, nproc, rest, verbose=args.verbose, watch_pid=os.getpid(),
-                        max_restarts=args.max_restarts)
-    log.info("running: " + " ".join(cmd))
+                        max_restarts=max_restarts, entry=entry)
+    log.debug("running: " + " ".join(cmd))
     return run_torchrun(cmd, env, verbose=args.verbose)
-
-
-def validate_command(data: str, rest: Sequence[str]) -> list[str]:
-    """``gnn_dist.train --validate``: the whole configuration checked against the folder's
-    metadata in one process, before torchrun starts (a refused option is one line, exit 2)."""
-    return [sys.executable, "-m", "gnn_dist.train", "--validate", "--data", data, *rest]
 
 
 LOOPBACK_ENV = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
@@ -428,7 +448,7 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None,
     """``(args, rest, 0)``, or ``(None, [], code)`` when argparse exited (error or ``--help``)."""
     try:
         args, rest = parser.parse_known_args(argv)
-        if rest and args.command != "train":
+        if rest and args.command not in ("train", "predict"):
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else EXIT_USAGE
@@ -450,6 +470,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_partition(args)
         if args.command == "inspect":
             return cmd_inspect(args)
+        if args.command == "predict":
+            return cmd_predict(args, rest)
         return cmd_train(args, rest)
     except PartitionFormatError as exc:  # a bad partition folder (train --data)
         log.error(str(exc))

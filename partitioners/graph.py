@@ -10,6 +10,8 @@ Node data, all optional, indexed by node id:
   ``x``            float32/float16 ``[N, F]`` features
   ``y``            int64 ``[N]`` class ids in ``[0, num_classes)``, or uint8 ``[N, C]`` 0/1 multi-label
   ``*_mask``       bool ``[N]`` train/val/test masks
+  ``node_names``   int64 or unicode ``[N]``: the input's id of each node, when a reader relabelled
+                   them to ``0..N-1`` (``relabel=True``); None when the ids are the input's own
 Edge data: ``edge_weight`` float32 ``[E]`` in CSR order.
 
 The checks of each array are in :mod:`partitioners.graph_checks`, the CSR builder in
@@ -25,7 +27,7 @@ import numpy as np
 
 from .errors import GraphError
 from .graph_checks import (as_int_array, check_edge_weight, check_features, check_ids,
-                           check_labels, check_mask)
+                           check_labels, check_mask, check_node_names)
 from . import graph_csr
 from .graph_csr import MAX_NODES, build_csr, index_dtype
 
@@ -62,6 +64,8 @@ class Graph:
     name: str = ""
     preprocessing: dict[str, int] = field(default_factory=dict)
     """What the build options changed: ``symmetrize_added``, ``self_loops_removed``, ``duplicates_removed``."""
+    node_names: np.ndarray | None = None
+    """int64 or unicode ``[N]``: the input's id of node ``i`` (after relabelling), or None."""
 
     def __post_init__(self) -> None:
         self.indptr = np.asarray(self.indptr, dtype=np.int64)
@@ -87,6 +91,8 @@ class Graph:
             m = getattr(self, name)
             if m is not None:
                 setattr(self, name, check_mask(name, m, n))
+        if self.node_names is not None:
+            self.node_names = check_node_names(self.node_names, n)
 
     # ------------------------------------------------------------------ builders
     @classmethod
@@ -95,13 +101,14 @@ class Graph:
                    val_mask: Any = None, test_mask: Any = None, edge_weight: Any = None,
                    num_classes: int | None = None, symmetrize: bool = False,
                    remove_self_loops: bool = False, remove_duplicates: bool = False,
-                   name: str = "") -> "Graph":
+                   name: str = "", node_names: Any = None) -> "Graph":
         """Build from parallel arrays of edge sources and destinations (edge ``src[i] -> dst[i]``).
 
         ``num_nodes`` defaults to ``max(id) + 1`` (or the feature/label row count when larger).
         Options, each counted in :attr:`preprocessing`: ``symmetrize`` adds the reverse of every
         edge whose reverse is missing; ``remove_self_loops``; ``remove_duplicates`` keeps the first
-        of repeated (src, dst) pairs (and its weight).
+        of repeated (src, dst) pairs (and its weight). ``node_names``: the input's id of each
+        node when the caller relabelled them (kept as :attr:`node_names`).
         """
         src = as_int_array("src", src)
         dst = as_int_array("dst", dst)
@@ -130,7 +137,7 @@ class Graph:
         return cls(indptr=indptr, indices=indices, edge_weight=w, x=features, y=labels,
                    train_mask=train_mask, val_mask=val_mask, test_mask=test_mask,
                    num_classes=num_classes or 0, symmetric=symmetrize, name=name,
-                   preprocessing=report)
+                   preprocessing=report, node_names=node_names)
 
     @classmethod
     def from_scipy(cls, adj: Any, *, use_weights: bool = False, **kwargs: Any) -> "Graph":

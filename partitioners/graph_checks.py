@@ -14,7 +14,7 @@ import numpy as np
 from .errors import GraphError
 
 __all__ = ["as_int_array", "check_edge_weight", "check_features", "check_ids", "check_labels", "check_mask",
-           "first_bad"]
+           "check_node_names", "first_bad"]
 
 
 def first_bad(mask: np.ndarray) -> int:
@@ -130,3 +130,15 @@ def check_edge_weight(w: Any, num_edges: int, where: str) -> np.ndarray:
         i = first_bad(~np.isfinite(w))
         raise GraphError(f"edge_weight[{i}] = {w[i]} is not finite")
     return w
+
+
+def check_node_names(names: Any, num_nodes: int) -> np.ndarray:
+    """The input's ids of the nodes: int64 or unicode ``[N]`` (stored without pickle)."""
+    names = np.asarray(names)
+    if names.shape != (num_nodes,):
+        raise GraphError(f"node_names has shape {names.shape} but the graph has {num_nodes} nodes")
+    if names.dtype.kind in "iu":
+        return names.astype(np.int64)
+    if names.dtype.kind == "U":
+        return names
+    raise GraphError(f"node_names must be integers or unicode strings, got dtype {names.dtype}")

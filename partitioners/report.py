@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from .format import PartitionMeta
+from .format.layout import ORIGINAL_NAMES_FILE
 
 __all__ = ["describe_lines", "report_lines"]
 
@@ -73,6 +74,12 @@ def describe_lines(meta: PartitionMeta, verbose: bool = False) -> list[str]:
         f"files: {len(entries)} arrays, {sum(e.size for e in entries) / 2**20:.2f} MiB "
         f"(sizes and sha256 recorded in partition.json)",
     ]
+    if meta.split is not None:
+        lines.insert(3, f"split: {json.dumps(meta.split, sort_keys=True)}")
+    if ORIGINAL_NAMES_FILE in meta.files:
+        names = meta.files[ORIGINAL_NAMES_FILE]
+        kind = "strings" if names.dtype.startswith("str") else names.dtype
+        lines.insert(3, f"node names: {ORIGINAL_NAMES_FILE} ({kind}; the input's ids were relabelled)")
     for pm in meta.parts:
         lo, hi = pm.global_id_range
         lines.append(f"part {pm.part_id}: inner {pm.num_inner}  halo {pm.num_halo}  edges "

@@ -1,11 +1,13 @@
-"""Shared helpers of the training tests: a small labelled random graph, and running a command
-tree (torchrun and its ranks) with a timeout that kills the whole tree."""
+"""Shared helpers of the training tests: a small labelled random graph, running a command tree
+(torchrun and its ranks) with a timeout that kills the whole tree, and making a harness rank
+(``tests/mp_utils.py``) look like a torchrun rank so that it can run ``gnn_dist.train.main``."""
 
 from __future__ import annotations
 
 import logging
 import os
 import signal
+import socket
 import subprocess
 from pathlib import Path
 
@@ -49,6 +51,19 @@ def run_tree(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     return subprocess.CompletedProcess(cmd, proc.returncode, out, "")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for a job's ``MASTER_PORT``)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch_env(rank: int, world_size: int, port: int) -> None:
+    """This process as rank ``rank`` of a job on ``127.0.0.1:port``, as torchrun would start it."""
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
+                      LOCAL_WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
 
 
 class ErrorLines(logging.Handler):

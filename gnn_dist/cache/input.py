@@ -38,7 +38,7 @@ from torch.utils.checkpoint import checkpoint
 from ..config import ConfigError
 from ..nn import Block
 from ..nn.decomposable import is_decomposable
-from ..nn.dropout import call_conv
+from ..nn.dropout import RowDropout, call_conv
 from .budget import parse_budget
 from .policies import RowInfo, get_policy
 from .store import STORAGES, FeatureStore
@@ -155,30 +155,44 @@ class InputFeatures:
                  "precomputed" if self.precompute else ("chunked" if self._chunk_bound else "whole"))
 
     # ------------------------------------------------------------------ the LayerInput protocol
-    def layer(self, conv: nn.Module, part: Any, *, dropout_key: Any = None,
-              rows: torch.Tensor | None = None) -> torch.Tensor:
+    def layer(self, conv: nn.Module, part: Any, *, dropout_key: Any = None, rows: torch.Tensor | None = None,
+              input_dropout: RowDropout | None = None) -> torch.Tensor:
         """``conv``'s output ``[len(rows) or I, F']`` for destination rows ``rows`` (None: all
         ``I``, in order). ``part.exchange`` is called (layer 0's exchange) only with
-        ``static_halo=False``."""
+        ``static_halo=False``. ``input_dropout`` drops the conv's source rows first (keyed by
+        their original ids: the same masks for any ``rows`` and chunks; not with
+        ``precompute_first_layer``)."""
         dtype = _param_dtype(conv)
         if self.precompute:
+            if input_dropout is not None:
+                raise ValueError("input dropout cannot be combined with precompute_first_layer (the first layer's "
+                                 "aggregate of the raw features is computed once, before any mask): drop one of them")
             return self._precomputed_layer(conv, rows, dtype)
         if not self.static_halo:
-            return self._run_rows(conv, part.exchange(self._inner_rows(dtype)), rows, dropout_key)
+            return self._run_rows(conv, part.exchange(self._inner_rows(dtype)), rows, dropout_key, input_dropout)
         if not self._chunk_bound:
-            return self._run_rows(conv, self.store.gather_range(0, self.store.num_rows).to(dtype), rows, dropout_key)
+            return self._run_rows(conv, self.store.gather_range(0, self.store.num_rows).to(dtype), rows, dropout_key,
+                                  input_dropout)
         outs = []
         if dropout_key is not None and isinstance(dropout_key.step, torch.Tensor):
             # chunks are recomputed in backward, after the model has advanced its step buffer in
             # place: freeze this step's value so the recomputation draws the same masks
             dropout_key = dataclasses.replace(dropout_key, step=dropout_key.step.clone())
+        if input_dropout is not None:
+            input_dropout = input_dropout.frozen()
         for sub, src_rows, _ in self._plan(rows):
-            fn = _ChunkFn(self.store, conv, sub, dtype, dropout_key)
+            fn = _ChunkFn(self.store, conv, sub, dtype, dropout_key, input_dropout)
             if torch.is_grad_enabled() and any(p.requires_grad for p in conv.parameters()):
                 outs.append(checkpoint(fn, src_rows, use_reentrant=False, preserve_rng_state=False))
             else:
                 outs.append(fn(src_rows))
         return torch.cat(outs, dim=0) if len(outs) != 1 else outs[0]
+
+    def with_input_dropout(self, dropout: RowDropout) -> "DroppedInput":
+        """This input with its first layer's source rows dropped by ``dropout`` (a
+        :class:`~gnn_dist.models.LayerInput`: what a model's input dropout passes on, for one
+        training step)."""
+        return DroppedInput(self, dropout)
 
     def source_rows(self, dtype: torch.dtype | None = None) -> torch.Tensor:
         """All the first layer's source rows ``[S, F]`` (inner then halo rows) on the device, for
@@ -206,11 +220,12 @@ class InputFeatures:
 
     # ------------------------------------------------------------------ internals
     def _run_rows(self, conv: nn.Module, x_src: torch.Tensor, rows: torch.Tensor | None,
-                  key: Any) -> torch.Tensor:
-        if rows is None:
-            return call_conv(conv, self.block, x_src, key)
-        sub, src_rows, _ = self._plan(rows, whole=True)[0]
-        return call_conv(conv, sub, x_src[src_rows], key)
+                  key: Any, drop: RowDropout | None) -> torch.Tensor:
+        block = self.block
+        if rows is not None:
+            block, src_rows, _ = self._plan(rows, whole=True)[0]
+            x_src = x_src[src_rows]
+        return call_conv(conv, block, x_src if drop is None else drop(block, x_src), key)
 
     def _inner_rows(self, dtype: torch.dtype) -> torch.Tensor:
         """The inner rows ``[I, F]`` in ``dtype`` on the device; with every row on the device, the
@@ -287,15 +302,34 @@ def precomputable(conv: nn.Module) -> bool:
     return is_decomposable(conv) and bool(getattr(conv, "linear_aggregation", False))
 
 
-class _ChunkFn:
-    """One chunk of the first layer: fetch its source rows through the store, run the conv."""
+class DroppedInput:
+    """An :class:`InputFeatures` whose first layer's source rows are dropped (a
+    :class:`~gnn_dist.models.LayerInput`; :meth:`InputFeatures.with_input_dropout`)."""
 
-    def __init__(self, store: FeatureStore, conv: nn.Module, sub: Block, dtype: torch.dtype, key: Any) -> None:
-        self.store, self.conv, self.sub, self.dtype, self.key = store, conv, sub, dtype, key
+    def __init__(self, base: InputFeatures, dropout: RowDropout) -> None:
+        self.base, self.dropout = base, dropout
+        self.num_rows, self.dim, self.needs_exchange = base.num_rows, base.dim, base.needs_exchange
+
+    def layer(self, conv: nn.Module, part: Any, *, dropout_key: Any = None,
+              rows: torch.Tensor | None = None) -> torch.Tensor:
+        return self.base.layer(conv, part, dropout_key=dropout_key, rows=rows, input_dropout=self.dropout)
+
+    def __repr__(self) -> str:
+        return f"DroppedInput({self.base!r}, p={self.dropout.p})"
+
+
+class _ChunkFn:
+    """One chunk of the first layer: fetch its source rows through the store (dropped by
+    ``drop``), run the conv."""
+
+    def __init__(self, store: FeatureStore, conv: nn.Module, sub: Block, dtype: torch.dtype, key: Any,
+                 drop: RowDropout | None = None) -> None:
+        self.store, self.conv, self.sub, self.dtype, self.key, self.drop = store, conv, sub, dtype, key, drop
 
     def __call__(self, src_rows: torch.Tensor) -> torch.Tensor:
         sub = _on(self.sub, self.store.device)
-        return call_conv(self.conv, sub, self.store.gather(src_rows).to(self.dtype), self.key)
+        x_src = self.store.gather(src_rows).to(self.dtype)
+        return call_conv(self.conv, sub, x_src if self.drop is None else self.drop(sub, x_src), self.key)
 
 
 def _on(block: Block, device: torch.device) -> Block:

@@ -31,6 +31,7 @@ __all__ = [
     "all_gather_json",
     "broadcast_json",
     "broadcast_bytes",
+    "gather_rows",
     "all_reduce_sum",
     "all_reduce_max",
     "all_reduce_min",
@@ -330,3 +331,24 @@ def broadcast_json(value: Any, src: int = 0, group: dist.ProcessGroup | None = N
     data = broadcast_bytes(json.dumps(value).encode() if dist.get_rank(group) == src else b"", src, group)
     assert data is not None
     return json.loads(data)
+
+
+def gather_rows(tensor: torch.Tensor, dst: int = 0, group: dist.ProcessGroup | None = None) -> list[torch.Tensor] | None:
+    """Every rank's ``tensor`` ``[n_r, ...]`` (same trailing shape and dtype, any ``n_r``) on rank
+    ``dst``, in rank order; None on the other ranks (a collective: one gather of the row counts,
+    one of the rows padded to the longest). ``[tensor]`` without a group."""
+    if not is_distributed(group):
+        return [tensor]
+    device = _comm_device(group)
+    world, me = dist.get_world_size(group), dist.get_rank(group)
+    with named_collective(f"gather of rows to rank {dst}", group):
+        count = torch.tensor([tensor.shape[0]], dtype=torch.int64, device=device)
+        counts = [torch.zeros_like(count) for _ in range(world)]
+        dist.all_gather(counts, count, group=group)
+        sizes = [int(c.item()) for c in counts]
+        padded = torch.zeros((max(sizes), *tensor.shape[1:]), dtype=tensor.dtype, device=device)
+        padded[:tensor.shape[0]] = tensor
+        parts = [torch.empty_like(padded) for _ in range(world)] if me == dst else None
+        dist.gather(padded, parts, dst=dst, group=group)
+    keep_alive(count, *counts, padded, *(parts or []))
+    return None if parts is None else [p[:n] for p, n in zip(parts, sizes)]

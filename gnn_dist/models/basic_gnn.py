@@ -1,4 +1,5 @@
-"""Multi-layer GNNs that run on one rank's part: halo exchange, conv, ReLU, hash dropout.
+"""Multi-layer GNNs that run on one rank's part: input dropout, then per layer halo exchange,
+conv, activation (ReLU by default), hash dropout.
 
 Legend: ``I`` inner rows (the part's destinations ``D``), ``S`` = inner + halo source rows.
 """
@@ -9,10 +10,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from ..nn import Block, DropoutKey, GATConv, GCNConv, GINConv, SAGEConv, hash_dropout
+from ..nn import (INPUT_LAYER, Block, DropoutKey, GATConv, GCNConv, GINConv, RowDropout, SAGEConv, get_activation,
+                  hash_dropout)
 from ..nn.part import Activation, FullGraph, LayerInput, PartLike
 
 __all__ = ["PartLike", "LayerInput", "Activation", "FullGraph", "BasicGNN", "GCN", "GraphSAGE", "GAT", "GIN",
@@ -29,7 +30,8 @@ class BasicGNN(nn.Module):
 
         h = part.run_layer(i, conv_i, h, dropout_key=..., activation=act_i)
         # sync: h_all = part.exchange(h)  [I, F] -> [S, F]; h = conv_i(part.block, h_all)  [I, F']
-        # act_i (hidden layers): hash_dropout(relu(h), dropout, seed, dropout_step, i, original ids)
+        # act_i (hidden layers): hash_dropout(activation(h), dropout, seed, dropout_step, i, original ids)
+        # before layer 0 (training, input_dropout > 0): x's rows dropped, keyed with layer INPUT_LAYER
 
     ``x`` is the inner rows' features ``[I, F_in]``, or a :class:`LayerInput` (the trainer's
     ``gnn_dist.cache.InputFeatures``), which computes layer 0 itself without a per-step exchange.
@@ -37,7 +39,10 @@ class BasicGNN(nn.Module):
     rows travel.
 
     Dropout masks are keyed by ``(seed, dropout_step, layer, original node id, feature)``, so P
-    ranks equal one device with dropout on. ``dropout_step`` is an int64 buffer (saved in the
+    ranks equal one device with dropout on. The input dropout is keyed alike with layer
+    :data:`~gnn_dist.nn.INPUT_LAYER` (-1): a tensor ``x`` has its inner rows dropped before the
+    first exchange, a :class:`LayerInput` its first layer's source rows (a halo row gets its
+    owner's mask either way). ``dropout_step`` is an int64 buffer (saved in the
     state dict, so a resumed run continues the same masks), incremented after each training-mode
     forward.
 
@@ -48,6 +53,10 @@ class BasicGNN(nn.Module):
         num_layers (int): number of convs (>= 1).
         dropout (float, optional): feature dropout after each hidden layer. (default: :obj:`0.5`)
         seed (int, optional): dropout seed. (default: :obj:`0`)
+        input_dropout (float, optional): dropout of the input features before the first layer.
+            (default: :obj:`0.`)
+        activation (str, optional): the nonlinearity after each hidden layer, a name of
+            :data:`~gnn_dist.nn.ACTIVATIONS`. (default: :obj:`"relu"`)
         **layer_kwargs: passed to :meth:`init_conv`.
 
     Shapes:
@@ -60,7 +69,7 @@ class BasicGNN(nn.Module):
     ``InputFeatures``: features through the store, halo rows fetched once)."""
 
     def __init__(self, in_dim: int, hidden_dim: int, out_dim: int, num_layers: int, dropout: float = 0.5,
-                 seed: int = 0, **layer_kwargs: Any) -> None:
+                 seed: int = 0, *, input_dropout: float = 0.0, activation: str = "relu", **layer_kwargs: Any) -> None:
         super().__init__()
         name = self.__class__.__name__
         for arg, v in (("in_dim", in_dim), ("hidden_dim", hidden_dim), ("out_dim", out_dim),
@@ -69,11 +78,16 @@ class BasicGNN(nn.Module):
                 raise ValueError(f"{name}: {arg} must be a positive int, got {v!r}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"{name}: dropout must be in [0, 1), got {dropout}")
+        if not 0.0 <= input_dropout < 1.0:
+            raise ValueError(f"{name}: input_dropout must be in [0, 1), got {input_dropout}")
+        self._act = get_activation(activation)
         self.in_dim = in_dim
         self.hidden_dim = hidden_dim
         self.out_dim = out_dim
         self.num_layers = num_layers
         self.dropout = float(dropout)
+        self.input_dropout = float(input_dropout)
+        self.activation = activation
         self.seed = int(seed)
         self.convs = nn.ModuleList()
         for i in range(num_layers):
@@ -96,7 +110,7 @@ class BasicGNN(nn.Module):
         self._check_input(x, block)
         ids = block.src_original_ids[:block.num_dst]
         step = self.dropout_step
-        h = x
+        h = self._drop_input(x, block, step) if self.training and self.input_dropout > 0 else x
         for i, conv in enumerate(self.convs):
             act = self._activation(i, step, ids) if i < self.num_layers - 1 else None
             h = part.run_layer(i, conv, h, dropout_key=DropoutKey(self.seed, step, i), activation=act)
@@ -118,10 +132,25 @@ class BasicGNN(nn.Module):
         if rows != block.num_dst:
             raise ValueError(f"{name}: x has {rows} rows but the part has {block.num_dst} inner rows")
 
+    def _drop_input(self, x: torch.Tensor | LayerInput, block: Block, step: torch.Tensor) -> torch.Tensor | LayerInput:
+        """``x`` with this step's input dropout: a tensor's inner rows dropped, or a
+        :class:`LayerInput` that drops its first layer's source rows."""
+        drop = RowDropout(self.input_dropout, DropoutKey(self.seed, step, INPUT_LAYER))
+        if isinstance(x, torch.Tensor):
+            return drop(block, x)
+        with_dropout = getattr(x, "with_input_dropout", None)
+        if with_dropout is None:
+            raise ValueError(f"{self.__class__.__name__}: input_dropout={self.input_dropout} needs x as a tensor or "
+                             f"a LayerInput with with_input_dropout (gnn_dist.cache.InputFeatures), not "
+                             f"{type(x).__name__}")
+        return with_dropout(drop)
+
     def _activation(self, layer: int, step: torch.Tensor, ids: torch.Tensor) -> Activation:
-        """Hidden layer ``layer``'s ReLU + hash dropout on any subset of its output rows."""
+        """Hidden layer ``layer``'s activation + hash dropout on any subset of its output rows."""
+        fn = self._act
+
         def act(h: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
-            return hash_dropout(F.relu(h), self.dropout, seed=self.seed, step=step, layer=layer,
+            return hash_dropout(fn(h), self.dropout, seed=self.seed, step=step, layer=layer,
                                 row_ids=ids if rows is None else ids[rows], training=self.training)
         return act
 
@@ -194,17 +223,25 @@ class GIN(BasicGNN):
 
 def build_model(spec: str | Any, *, in_dim: int, out_dim: int, hidden_dim: int | None = None,
                 num_layers: int | None = None, dropout: float | None = None, seed: int | None = None,
-                heads: int | None = None, **layer_kwargs: Any) -> BasicGNN:
+                heads: int | None = None, input_dropout: float | None = None, activation: str | None = None,
+                **layer_kwargs: Any) -> BasicGNN:
     """The model ``MODELS[name]``. ``spec`` is its name (then ``hidden_dim`` and ``num_layers``
     are required) or a :class:`~gnn_dist.config.ModelConfig` (``model``, ``hidden``, ``layers``,
-    ``dropout``, ``heads``, ``seed``; keyword arguments override it). ``heads`` (GAT only) is left
-    at the model's default when None."""
+    ``dropout``, ``input_dropout``, ``activation``, ``heads``, ``out_heads``, ``attn_dropout``,
+    ``seed``; keyword arguments override it). ``heads`` (GAT only) is left at the model's default
+    when None; GAT's ``out_heads`` and ``attn_dropout`` are layer keyword arguments."""
     if not isinstance(spec, str):
         hidden_dim = spec.hidden if hidden_dim is None else hidden_dim
         num_layers = spec.layers if num_layers is None else num_layers
         dropout = spec.dropout if dropout is None else dropout
         seed = spec.seed if seed is None else seed
         heads = spec.heads if heads is None else heads
+        input_dropout = spec.input_dropout if input_dropout is None else input_dropout
+        activation = spec.activation if activation is None else activation
+        if spec.out_heads is not None:
+            layer_kwargs.setdefault("out_heads", spec.out_heads)
+        if spec.attn_dropout:
+            layer_kwargs.setdefault("attn_dropout", spec.attn_dropout)
         spec = spec.model
     name = spec
     if name not in MODELS:
@@ -215,5 +252,9 @@ def build_model(spec: str | Any, *, in_dim: int, out_dim: int, hidden_dim: int |
         if name != "gat":
             raise ValueError(f"heads={heads} applies to the 'gat' model only, not {name!r}")
         layer_kwargs["heads"] = heads
+    if input_dropout:   # passed only when set: a registered model's own __init__ may not take them
+        layer_kwargs["input_dropout"] = input_dropout
+    if activation is not None and activation != "relu":
+        layer_kwargs["activation"] = activation
     return MODELS[name](in_dim, hidden_dim, out_dim, num_layers, dropout=0.5 if dropout is None else dropout,
                         seed=0 if seed is None else seed, **layer_kwargs)

@@ -6,9 +6,10 @@ to destination rows ``[D, F_out]`` and equals the PyG layer of the same name on 
 
 from __future__ import annotations
 
+from .activations import ACTIVATIONS, get_activation, register_activation
 from .block import Block, BlockError
 from .decomposable import DecomposableLayer, is_decomposable, propagate, propagate_groups
-from .dropout import DropoutKey, hash_bits, hash_dropout, hash_edge_dropout
+from .dropout import INPUT_LAYER, DropoutKey, RowDropout, hash_bits, hash_dropout, hash_edge_dropout
 from .gat_conv import GATConv
 from .gcn_conv import GCNConv, gcn_norm
 from .gin_conv import GINConv
@@ -32,7 +33,12 @@ __all__ = [
     "GATConv",
     "GINConv",
     "DropoutKey",
+    "RowDropout",
+    "INPUT_LAYER",
     "hash_dropout",
     "hash_edge_dropout",
     "hash_bits",
+    "ACTIVATIONS",
+    "get_activation",
+    "register_activation",
 ]

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["DropoutKey", "hash_dropout", "hash_edge_dropout", "hash_bits"]
+__all__ = ["DropoutKey", "RowDropout", "INPUT_LAYER", "hash_dropout", "hash_edge_dropout", "hash_bits"]
 
 _GOLDEN = 0x9E3779B97F4A7C15 - (1 << 64)
 _MUL1 = 0xBF58476D1CE4E5B9 - (1 << 64)
@@ -161,6 +161,39 @@ def hash_edge_dropout(values: torch.Tensor, p: float, *, key: DropoutKey, src_id
         h = _absorb(_absorb(base, src_ids[lo:hi].to(dev, torch.long)), dst_ids[lo:hi].to(dev, torch.long))
         mask[lo:hi] = _keep(_mix(h.unsqueeze(1) + heads), threshold)
     return values * (mask.to(values.dtype) * (1.0 / (1.0 - p)))
+
+
+INPUT_LAYER = -1
+"""The ``layer`` of the input-feature dropout's key (before layer 0: no hidden layer's index)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RowDropout:
+    """Hash dropout of a block's source rows, keyed by their original ids: a model's dropout of
+    its input features (``key.layer`` is :data:`INPUT_LAYER`).
+
+    ``drop(block, x)`` drops the rows of ``x``, which are the block's first source rows (the
+    destinations first: the inner rows ``[I, F]``, or every source row ``[S, F]``). A halo row
+    gets the mask its owner's inner row gets, so dropping the rows after they were exchanged
+    equals exchanging dropped rows, on any partitioning."""
+
+    p: float
+    """The drop probability, in ``[0, 1)``."""
+    key: DropoutKey
+    """Seed, step and layer of the masks."""
+
+    def __call__(self, block: Any, x: torch.Tensor) -> torch.Tensor:
+        k = self.key
+        return hash_dropout(x, self.p, seed=k.seed, step=k.step, layer=k.layer,
+                            row_ids=block.src_original_ids[:x.shape[0]], training=True)
+
+    def frozen(self) -> "RowDropout":
+        """The same masks with the step's current value copied (for work recomputed in backward,
+        after the model has advanced its step buffer in place)."""
+        step = self.key.step
+        if not isinstance(step, torch.Tensor):
+            return self
+        return RowDropout(self.p, DropoutKey(self.key.seed, step.clone(), self.key.layer))
 
 
 def call_conv(conv: torch.nn.Module, block: Any, x_src: torch.Tensor, key: DropoutKey | None) -> torch.Tensor:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "FORMAT_NAME", "FORMAT_VERSION", "TOOL_NAME", "META_FILE", "NODE_MAP_FILE",
+    "FORMAT_NAME", "FORMAT_VERSION", "TOOL_NAME", "META_FILE", "NODE_MAP_FILE", "ORIGINAL_NAMES_FILE",
     "INDPTR", "INDICES", "EDGE_WEIGHT", "HALO_OFFSETS", "SEND_INDEX", "SEND_OFFSETS",
     "GLOBAL_IDS", "ORIGINAL_IDS", "IN_DEGREE", "OUT_DEGREE", "SELF_LOOPS", "HOTNESS",
     "FEATURES", "LABELS", "MASKS", "REQUIRED_PART_FILES", "OPTIONAL_PART_FILES",
@@ -24,6 +24,9 @@ TOOL_NAME = "gnn-dist"
 
 META_FILE = "partition.json"
 NODE_MAP_FILE = "node_map.npy"
+ORIGINAL_NAMES_FILE = "original_names.npy"
+"""Optional top-level file: int64 or unicode ``[N]``, the input's id of each original id (when
+the input's ids were relabelled: ``gnn-dist partition --relabel``)."""
 
 INDPTR = "indptr.npy"
 INDICES = "indices.npy"

@@ -16,8 +16,8 @@ import numpy as np
 
 from ..errors import PartitionFormatError
 from .layout import (EDGE_WEIGHT, FEATURES, FORMAT_NAME, FORMAT_VERSION, LABEL_KINDS, LABELS,
-                     MASKS, META_FILE, NODE_MAP_FILE, OPTIONAL_PART_FILES, REQUIRED_PART_FILES,
-                     part_dir_name)
+                     MASKS, META_FILE, NODE_MAP_FILE, OPTIONAL_PART_FILES, ORIGINAL_NAMES_FILE,
+                     REQUIRED_PART_FILES, part_dir_name)
 
 __all__ = ["FileEntry", "PartMeta", "PartitionMeta", "read_meta_json", "parse_meta", "MAX_DEPTH"]
 
@@ -100,9 +100,13 @@ class PartitionMeta:
     name: str
     quality: dict[str, Any] | None
     files: dict[str, FileEntry]
-    """Top-level files (``node_map.npy``)."""
+    """Top-level files (``node_map.npy``, and ``original_names.npy`` for a relabelled input)."""
     parts: list[PartMeta]
     raw: dict[str, Any] = field(repr=False)
+    split: dict[str, Any] | None = None
+    """How the masks were made when the partitioner made them (``{"kind": "random", "fractions":
+    [train, val, test], "seed": S, "counts": {...}}``, ``{"kind": "planetoid", ...}``); None
+    when the input's own masks were used, or there are none (and in folders written before)."""
 
     @property
     def masks(self) -> tuple[str, ...]:
@@ -312,10 +316,13 @@ def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> Part
     files_raw = raw.get("files")
     if not isinstance(files_raw, dict) or NODE_MAP_FILE not in files_raw:
         raise _err(meta_path, f"field files must list {NODE_MAP_FILE!r}")
-    if set(files_raw) != {NODE_MAP_FILE}:
-        raise _err(meta_path, f"field files lists unknown files {sorted(set(files_raw) - {NODE_MAP_FILE})}")
-    files = {NODE_MAP_FILE: _file_entry(NODE_MAP_FILE, files_raw[NODE_MAP_FILE], NODE_MAP_FILE, "",
-                                        meta_path)}
+    unknown = sorted(set(files_raw) - {NODE_MAP_FILE, ORIGINAL_NAMES_FILE})
+    if unknown:
+        raise _err(meta_path, f"field files lists unknown files {unknown}")
+    files = {name: _file_entry(name, entry, name, "", meta_path) for name, entry in files_raw.items()}
+    split = raw.get("split")
+    if split is not None and (not isinstance(split, dict) or not isinstance(split.get("kind"), str)):
+        raise _err(meta_path, f"field split must be an object with a string 'kind', or null, got {split!r}")
     name = raw.get("name") or ""
     if not isinstance(name, str):
         raise _err(meta_path, f"field name must be a string, got {type(name).__name__} {name!r}")
@@ -324,4 +331,4 @@ def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> Part
                          feature_dtype=feature_dtype, num_classes=num_classes, label_kind=label_kind,
                          weighted=raw["weighted"], directed=raw["directed"], method=method,
                          method_params=method_params, seed=seed, name=str(name), quality=quality,
-                         files=files, parts=parts, raw=raw)
+                         files=files, parts=parts, raw=raw, split=split)

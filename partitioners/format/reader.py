@@ -14,10 +14,11 @@ import numpy as np
 
 from ..errors import PartitionFormatError
 from .checks import layout_problems, structure_problems, value_problems
+from .layout import ORIGINAL_NAMES_FILE
 from .meta import PartitionMeta, parse_meta, read_meta_json
 from .npyio import load_array
 
-__all__ = ["PartData", "load_partition_meta", "load_part"]
+__all__ = ["PartData", "load_partition_meta", "load_part", "load_original_names"]
 
 
 @dataclass(kw_only=True, slots=True, eq=False)
@@ -108,3 +109,22 @@ def load_part(path: str | os.PathLike[str], part_id: int, *, mmap: bool = True,
     return PartData(part_id=pm.part_id, num_parts=meta.num_parts, num_inner=pm.num_inner,
                     num_halo=pm.num_halo, global_id_range=pm.global_id_range, meta=meta,
                     **{name.removesuffix(".npy"): arr for name, arr in arrays.items()})
+
+
+def load_original_names(path: str | os.PathLike[str], *, mmap: bool = True,
+                        verify: bool = True) -> np.ndarray | None:
+    """The input's id of every original id (``original_names.npy``: int64 or unicode ``[N]``), or
+    None when the folder has none (the input's ids were used as they are).
+
+    A part's rows are named ``names[part.original_ids]``. Checked like a part's files (size,
+    dtype, shape; sha256 with ``verify``).
+    """
+    meta = load_partition_meta(path)
+    entry = meta.files.get(ORIGINAL_NAMES_FILE)
+    if entry is None:
+        return None
+    names = load_array(Path(path), entry, mmap=mmap, check_hash=verify)
+    if names.shape != (meta.num_nodes,) or not (names.dtype == np.int64 or names.dtype.kind == "U"):
+        raise PartitionFormatError(f"must be int64 or unicode [{meta.num_nodes}], got "
+                                   f"{names.dtype}{list(names.shape)}", path=str(Path(path) / entry.path))
+    return names

@@ -4,7 +4,8 @@ Cross-part rules (format v1): what part q sends to part p (``send_index`` slice 
 global ids) is exactly p's halo rows from q, in order; ``node_map`` is a permutation of
 ``[0, N)`` that maps every row's ``original_ids`` to its ``global_ids``; a halo row carries the
 same original id, in-degree and self-loop count as its owner's row; every row's out-degree is
-the number of stored edges with that source, over all parts.
+the number of stored edges with that source, over all parts; ``original_names`` (when present)
+holds ``N`` distinct int64 or unicode names.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import numpy as np
 from ..errors import PartitionFormatError
 from .checks import layout_problems, structure_problems, value_problems
 from .layout import (GLOBAL_IDS, HALO_OFFSETS, IN_DEGREE, INDICES, NODE_MAP_FILE, ORIGINAL_IDS,
-                     OUT_DEGREE, SELF_LOOPS, SEND_INDEX, SEND_OFFSETS, part_dir_name)
+                     ORIGINAL_NAMES_FILE, OUT_DEGREE, SELF_LOOPS, SEND_INDEX, SEND_OFFSETS,
+                     part_dir_name)
 from .meta import PartitionMeta
 from .npyio import load_array
 from .reader import load_partition_meta
@@ -105,6 +107,19 @@ def _cross_problems(root: Path, meta: PartitionMeta, parts: list[Arrays],
     return problems
 
 
+def _names_problems(root: Path, meta: PartitionMeta, check_hashes: bool) -> list[str]:
+    path = root / ORIGINAL_NAMES_FILE
+    try:
+        names = load_array(root, meta.files[ORIGINAL_NAMES_FILE], mmap=True, check_hash=check_hashes)
+    except PartitionFormatError as exc:
+        return [str(exc)]
+    if names.shape != (meta.num_nodes,) or not (names.dtype == np.int64 or names.dtype.kind == "U"):
+        return [f"{path}: must be int64 or unicode [{meta.num_nodes}], got {names.dtype}{list(names.shape)}"]
+    if np.unique(names).size != names.size:
+        return [f"{path}: names are not distinct (two nodes have the same input id)"]
+    return []
+
+
 def verify_partition(path: str | os.PathLike[str], *, check_hashes: bool = True) -> list[str]:
     """All problems found in the partition folder ``path`` (an empty list means it is valid).
 
@@ -122,6 +137,8 @@ def verify_partition(path: str | os.PathLike[str], *, check_hashes: bool = True)
         node_map = load_array(root, meta.files[NODE_MAP_FILE], mmap=True, check_hash=check_hashes)
     except PartitionFormatError as exc:
         problems.append(str(exc))
+    if ORIGINAL_NAMES_FILE in meta.files:
+        problems += _names_problems(root, meta, check_hashes)
     parts = _load_parts(root, meta, check_hashes, problems)
     if all(a is not None for a in parts):
         problems += _cross_problems(root, meta, [a for a in parts if a is not None], node_map)

@@ -5,6 +5,7 @@
     OUT/
       partition.json          written last; the only entry point
       node_map.npy            int64[N]: original id -> new global id
+      [original_names.npy]    int64 or unicode [N]: the input's id of each original id (relabelled inputs)
       part-00000/
         indptr.npy indices.npy [edge_weight.npy] halo_offsets.npy send_index.npy send_offsets.npy
         global_ids.npy original_ids.npy in_degree.npy out_degree.npy self_loops.npy hotness.npy
@@ -38,8 +39,8 @@ from ..graph import Graph
 from . import npyio
 from .layout import (EDGE_WEIGHT, FEATURES, FORMAT_NAME, FORMAT_VERSION, GLOBAL_IDS, HALO_OFFSETS,
                      HOTNESS, IN_DEGREE, INDICES, INDPTR, LABELS, MASKS, META_FILE, NODE_MAP_FILE,
-                     ORIGINAL_IDS, OUT_DEGREE, SELF_LOOPS, SEND_INDEX, SEND_OFFSETS, TOOL_NAME,
-                     local_index_dtype, part_dir_name)
+                     ORIGINAL_IDS, ORIGINAL_NAMES_FILE, OUT_DEGREE, SELF_LOOPS, SEND_INDEX,
+                     SEND_OFFSETS, TOOL_NAME, local_index_dtype, part_dir_name)
 from .meta import FileEntry
 from ..quality import check_assignment
 from .relabel import Relabeling, edge_positions, out_degree, relabel
@@ -328,8 +329,11 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
     try:
         rl = relabel(graph, a, num_parts, progress=progress)
         del a
-        node_map_entry = npyio.save_array(tmp, NODE_MAP_FILE, rl.node_map)
+        top_files = {NODE_MAP_FILE: npyio.save_array(tmp, NODE_MAP_FILE, rl.node_map).to_json()}
         rl.node_map = np.zeros(0, dtype=np.int64)  # not needed any more
+        if graph.node_names is not None:
+            top_files[ORIGINAL_NAMES_FILE] = npyio.save_array(tmp, ORIGINAL_NAMES_FILE,
+                                                              graph.node_names).to_json()
         halo_offsets_all = np.stack([np.searchsorted(h, rl.starts) for h in rl.halos]).astype(np.int64)
         in_degree = graph.in_degree()
         out_deg = out_degree(graph)
@@ -347,7 +351,7 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
         meta = _meta_document(graph, num_parts, method=method, method_params=method_params,
                               seed=seed, extra=extra)
         meta["quality"] = quality
-        meta["files"] = {NODE_MAP_FILE: node_map_entry.to_json()}
+        meta["files"] = top_files
         meta["parts"] = parts
         _write_meta_file(tmp, meta)
         _install(tmp, out, overwrite)

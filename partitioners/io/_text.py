@@ -9,7 +9,9 @@ Rules of a table: blank lines are skipped; a line whose first non-blank characte
 ``%`` is a comment (text after such a character on a data line is ignored too); an optional
 header line (the first non-comment line, when none of its fields is a number) is skipped; every
 data line has the same number of fields. A line that breaks a rule raises
-:class:`~partitioners.errors.GraphError` naming the file, the line number and the line's text.
+:class:`~partitioners.errors.GraphError` naming the file, the line number and the line's text
+(then the caller's ``int_hint`` when an integer field is not an integer). A table read with
+``dtype=str`` keeps every field as text (any token is valid; only field counts are checked).
 
 This module is torch-free.
 """
@@ -154,10 +156,10 @@ class TextChunk:
                     return self.first_line + offset, text
         raise AssertionError(f"row {row} is not in the block")  # internal invariant
 
-    def fail(self, row: int, reason: str) -> GraphError:
-        """A :class:`GraphError` about data row ``row``, naming the file, line and text."""
+    def fail(self, row: int, reason: str, hint: str = "") -> GraphError:
+        """A :class:`GraphError` about data row ``row``, naming the file, line and text (then ``hint``)."""
         line, text = self.locate(row)
-        return GraphError(f"{self.layout.where(line)}: {reason}: {text!r}")
+        return GraphError(f"{self.layout.where(line)}: {reason}: {text!r}{hint}")
 
 
 def _column_kinds(dtype: np.dtype, ncols: int) -> list[str]:
@@ -165,7 +167,7 @@ def _column_kinds(dtype: np.dtype, ncols: int) -> list[str]:
         kinds = [dtype.fields[n][0].kind for n in dtype.names]  # type: ignore[index]
     else:
         kinds = [dtype.kind] * ncols
-    return ["int" if k in "iu" else "number" for k in kinds]
+    return ["int" if k in "iu" else "text" if k in "US" else "number" for k in kinds]
 
 
 def _find_bad_line(block: bytes, first_line: int, layout: TableLayout,
@@ -180,6 +182,8 @@ def _find_bad_line(block: bytes, first_line: int, layout: TableLayout,
         if len(tokens) != len(kinds):
             return first_line + offset, text, f"expected {len(kinds)} fields, found {len(tokens)}"
         for j, (tok, kind) in enumerate(zip(tokens, kinds)):
+            if kind == "text":
+                continue
             if kind == "int":
                 ok = bool(_INT_RE.fullmatch(tok)) and -(2**63) <= int(tok) < 2**63
             else:
@@ -190,7 +194,8 @@ def _find_bad_line(block: bytes, first_line: int, layout: TableLayout,
     return None
 
 
-def _parse_block(block: bytes, first_line: int, layout: TableLayout, dtype: np.dtype) -> np.ndarray:
+def _parse_block(block: bytes, first_line: int, layout: TableLayout, dtype: np.dtype,
+                 int_hint: str = "") -> np.ndarray:
     comments = [c for c in _COMMENT_CHARS if c.encode() in block] or None
     if comments is not None and len(comments) == 1:
         comments = comments[0]  # type: ignore[assignment]  # one char parses ~2x faster than a list
@@ -205,7 +210,8 @@ def _parse_block(block: bytes, first_line: int, layout: TableLayout, dtype: np.d
             last = first_line + block.count(b"\n")
             raise GraphError(f"{layout.path}, lines {first_line}-{last}: cannot parse: {e}") from e
         line, text, reason = bad
-        raise GraphError(f"{layout.where(line)}: {reason}: {text!r}") from e
+        hint = int_hint if reason.endswith("is not an integer") else ""
+        raise GraphError(f"{layout.where(line)}: {reason}: {text!r}{hint}") from e
     if rows.size and dtype.names is None and rows.shape[1] != layout.ncols:
         bad = _find_bad_line(block, first_line, layout, _column_kinds(dtype, layout.ncols))
         assert bad is not None, "a column count mismatch has a line to show"
@@ -215,12 +221,13 @@ def _parse_block(block: bytes, first_line: int, layout: TableLayout, dtype: np.d
 
 
 def iter_chunks(layout: TableLayout, dtype: np.dtype | type, *,
-                chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> Iterator[TextChunk]:
+                chunk_bytes: int = DEFAULT_CHUNK_BYTES, int_hint: str = "") -> Iterator[TextChunk]:
     """Parse the data lines of ``layout.path`` in blocks of about ``chunk_bytes`` bytes.
 
     ``dtype`` is a plain dtype (rows come as ``[n, ncols]``) or a structured dtype with one field
     per column (rows come as ``[n]`` records). A block always ends at a line end; a line longer
-    than ``chunk_bytes`` makes its block longer.
+    than ``chunk_bytes`` makes its block longer. ``dtype=str`` gives ``[n, ncols]`` text rows.
+    ``int_hint`` ends the message about a field that is not an integer (e.g. how to read such ids).
     """
     if chunk_bytes < 1:
         raise ValueError(f"chunk_bytes must be >= 1, got {chunk_bytes}")
@@ -244,7 +251,7 @@ def iter_chunks(layout: TableLayout, dtype: np.dtype | type, *,
                 block, pending = buf, b""
             del buf
             if block:
-                rows = _parse_block(block, line, layout, dtype)
+                rows = _parse_block(block, line, layout, dtype, int_hint)
                 yield TextChunk(layout=layout, block=block, first_line=line, rows=rows)
                 line += block.count(b"\n")
             if not data:

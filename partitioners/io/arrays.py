@@ -10,7 +10,8 @@ Array ``.npz`` keys (nothing is unpickled):
   ``num_nodes``, ``num_classes``                scalars
 Other keys are ignored with a warning.
 
-A ``.npy`` edge list is int ``[2, E]`` or ``[E, 2]`` (``[2, 2]`` is read as ``[2, E]``).
+A ``.npy`` edge list is int ``[2, E]`` or ``[E, 2]`` (``[2, 2]`` is read as ``[2, E]``); with
+``relabel=True`` its ids may be any integers, mapped to ``0..N-1`` in sorted order.
 
 A scipy ``.npz`` (``scipy.sparse.save_npz``) is a square adjacency matrix whose entry ``[u, v]``
 is the edge ``u -> v``; stored values become edge weights with ``weighted=True``.
@@ -30,6 +31,7 @@ import numpy as np
 from ..errors import GraphError
 from ..graph import Graph
 from ._common import build_graph, default_name, existing_path
+from .relabel_ids import relabel_int_ids
 
 __all__ = ["npz_kind", "read_npy", "read_npz", "read_scipy_npz"]
 
@@ -125,8 +127,12 @@ def read_npz(path: str | Path, **graph_options: Any) -> Graph:
     return build_graph(p, src, dst, **data, **graph_options)
 
 
-def read_npy(path: str | Path, **graph_options: Any) -> Graph:
-    """Read a ``.npy`` edge list of shape ``[2, E]`` or ``[E, 2]`` into a :class:`Graph`."""
+def read_npy(path: str | Path, *, relabel: bool = False, **graph_options: Any) -> Graph:
+    """Read a ``.npy`` edge list of shape ``[2, E]`` or ``[E, 2]`` into a :class:`Graph`.
+
+    ``relabel``: the ids are any integers (sparse, negative), mapped to ``0..N-1`` in sorted
+    order and kept as the graph's ``node_names``.
+    """
     p = existing_path(path)
     try:
         a = np.load(p, mmap_mode="r", allow_pickle=False)
@@ -139,7 +145,13 @@ def read_npy(path: str | Path, **graph_options: Any) -> Graph:
         src, dst = a[0], a[1]
     else:
         src, dst = a[:, 0], a[:, 1]
-    return build_graph(p, np.asarray(src), np.asarray(dst), **graph_options)
+    src, dst = np.asarray(src), np.asarray(dst)
+    if relabel:
+        if not np.issubdtype(a.dtype, np.integer):
+            raise GraphError(f"{p}: relabel=True takes integer ids, got dtype {a.dtype}")
+        src, dst, names = relabel_int_ids(src, dst)
+        graph_options["node_names"] = names
+    return build_graph(p, src, dst, **graph_options)
 
 
 def read_scipy_npz(path: str | Path, *, weighted: bool = False, **graph_options: Any) -> Graph:

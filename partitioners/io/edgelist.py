@@ -6,6 +6,10 @@ lines and one header line are skipped (see :mod:`partitioners.io._text`). The fi
 blocks of ``chunk_bytes``; ids are kept as int32 while they fit, so the parsed edges take
 ``8 * E`` bytes (``12 * E`` weighted) and the text is never held whole.
 
+With ``relabel=True`` the ids may be any tokens (names, sparse or negative integers): they are
+mapped to ``0..N-1`` in sorted order (:mod:`partitioners.io.relabel_ids`) and kept as the
+graph's ``node_names``. That path tokenizes the text as strings, about 4x slower than integers.
+
 This module is torch-free.
 """
 
@@ -21,12 +25,17 @@ from ..errors import GraphError
 from ..graph import Graph
 from ._common import build_graph, existing_path
 from ._text import DEFAULT_CHUNK_BYTES, TableLayout, TextChunk, detect_layout, iter_chunks
+from .relabel_ids import block_codes, merge_block_names
 
-__all__ = ["read_edgelist", "read_edge_arrays"]
+__all__ = ["read_edgelist", "read_edge_arrays", "read_edge_names"]
 
 logger = logging.getLogger(__name__)
 
 _INT32_MAX = np.iinfo(np.int32).max
+
+RELABEL_HINT = ("; to read ids that are not integers >= 0 (names, sparse or negative numbers), pass "
+                "relabel=True (CLI: --relabel): they are mapped to 0..N-1")
+"""Ends the error about an id that is not an integer, or negative, in :func:`read_edgelist`."""
 
 
 def _narrow(ids: np.ndarray) -> np.ndarray:
@@ -36,12 +45,13 @@ def _narrow(ids: np.ndarray) -> np.ndarray:
     return ids.astype(np.int64, copy=False)
 
 
-def _check_chunk_ids(chunk: TextChunk, ids: np.ndarray, column: str, num_nodes: int | None) -> None:
+def _check_chunk_ids(chunk: TextChunk, ids: np.ndarray, column: str, num_nodes: int | None,
+                     hint: str = "") -> None:
     if ids.size == 0:
         return
     if int(ids.min()) < 0:
         row = int(np.flatnonzero(ids < 0)[0])
-        raise chunk.fail(row, f"{column} id {int(ids[row])} is negative; node ids must be >= 0")
+        raise chunk.fail(row, f"{column} id {int(ids[row])} is negative; node ids must be >= 0", hint)
     if num_nodes is not None and int(ids.max()) >= num_nodes:
         row = int(np.flatnonzero(ids >= num_nodes)[0])
         raise chunk.fail(row, f"{column} id {int(ids[row])} is out of range: num_nodes is {num_nodes}")
@@ -52,22 +62,13 @@ def _edge_dtype(ncols: int) -> np.dtype:
                     + [(f"col{j + 1}", np.float64) for j in range(2, ncols)])
 
 
-def read_edge_arrays(path: str | Path, *, delimiter: str | None = "auto", header: bool | None = None,
-                     weighted: bool = False, num_nodes: int | None = None,
-                     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, TableLayout]:
-    """Parse an edge list into ``(src [E], dst [E], weight float32[E] | None, layout)``.
-
-    Ids are int32 when every id in the file fits, else int64.
-
-    Ids are checked per block (negative, or ``>= num_nodes`` when given) so an error names the
-    file and line. ``weighted`` reads column 3 as the edge weight (finite float32).
-    """
+def _edge_layout(path: str | Path, delimiter: str | None, header: bool | None,
+                 weighted: bool) -> TableLayout:
+    """The table's layout, checked for 2 (3 when ``weighted``) fields; warns about unused fields."""
     path = existing_path(path)
     layout = detect_layout(path, delimiter=delimiter, header=header)
     if layout.ncols == 0:
-        empty = np.zeros(0, np.int32)
-        return empty, empty.copy(), (np.zeros(0, np.float32) if weighted else None), layout
+        return layout
     first = layout.where(layout.first_data_line)
     if layout.ncols < 2:
         raise GraphError(f"{first}: an edge line needs 2 fields (src dst), found {layout.ncols}: "
@@ -77,24 +78,50 @@ def read_edge_arrays(path: str | Path, *, delimiter: str | None = "auto", header
                          f"{layout.ncols} fields: {layout.first_data_text!r}")
     if layout.ncols > 3 or (layout.ncols == 3 and not weighted):
         used = 3 if weighted else 2
-        logger.warning("%s: lines have %d fields; only the first %d are used%s", path, layout.ncols,
-                       used, "" if weighted else " (pass weighted=True to read field 3 as the edge weight)")
+        logger.warning("%s: lines have %d fields; only the first %d are used, the rest is ignored%s",
+                       path, layout.ncols, used, "" if weighted else
+                       " (pass weighted=True, CLI: --weighted, to read field 3 as the edge weight)")
+    return layout
+
+
+def _weights(chunk: TextChunk, column: np.ndarray) -> np.ndarray:
+    """Field 3 of a block as finite float32 edge weights (a GraphError names a bad line)."""
+    w = column.astype(np.float32)
+    bad = ~np.isfinite(w)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise chunk.fail(row, f"edge weight {column[row]} is not finite (or overflows float32)")
+    return w
+
+
+def read_edge_arrays(path: str | Path, *, delimiter: str | None = "auto", header: bool | None = None,
+                     weighted: bool = False, num_nodes: int | None = None,
+                     chunk_bytes: int = DEFAULT_CHUNK_BYTES, int_hint: str = "",
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, TableLayout]:
+    """Parse an edge list into ``(src [E], dst [E], weight float32[E] | None, layout)``.
+
+    Ids are int32 when every id in the file fits, else int64.
+
+    Ids are checked per block (negative, or ``>= num_nodes`` when given) so an error names the
+    file and line. ``weighted`` reads column 3 as the edge weight (finite float32).
+    ``int_hint`` ends the error about an id that is not an integer.
+    """
+    layout = _edge_layout(path, delimiter, header, weighted)
+    if layout.ncols == 0:
+        empty = np.zeros(0, np.int32)
+        return empty, empty.copy(), (np.zeros(0, np.float32) if weighted else None), layout
     srcs: list[np.ndarray] = []
     dsts: list[np.ndarray] = []
     weights: list[np.ndarray] = []
-    for chunk in iter_chunks(layout, _edge_dtype(layout.ncols), chunk_bytes=chunk_bytes):
+    for chunk in iter_chunks(layout, _edge_dtype(layout.ncols), chunk_bytes=chunk_bytes,
+                             int_hint=int_hint):
         rows = chunk.rows
-        _check_chunk_ids(chunk, rows["src"], "source", num_nodes)
-        _check_chunk_ids(chunk, rows["dst"], "destination", num_nodes)
+        _check_chunk_ids(chunk, rows["src"], "source", num_nodes, int_hint)
+        _check_chunk_ids(chunk, rows["dst"], "destination", num_nodes, int_hint)
         srcs.append(_narrow(rows["src"]))
         dsts.append(_narrow(rows["dst"]))
         if weighted:
-            w = rows["col3"].astype(np.float32)
-            bad = ~np.isfinite(w)
-            if bad.any():
-                row = int(np.flatnonzero(bad)[0])
-                raise chunk.fail(row, f"edge weight {rows['col3'][row]} is not finite (or overflows float32)")
-            weights.append(w)
+            weights.append(_weights(chunk, rows["col3"]))
         del chunk, rows
     src = np.concatenate(srcs) if srcs else np.zeros(0, np.int32)
     srcs.clear()
@@ -106,8 +133,49 @@ def read_edge_arrays(path: str | Path, *, delimiter: str | None = "auto", header
     return src, dst, weight, layout
 
 
+def _float_column(chunk: TextChunk, column: np.ndarray) -> np.ndarray:
+    """Text field 3 of a block as float64; a GraphError names the first line that is not a number."""
+    try:
+        return column.astype(np.float64)
+    except ValueError:
+        for row, token in enumerate(column):
+            try:
+                float(token)
+            except ValueError:
+                raise chunk.fail(row, f"field 3 ({str(token)!r}) is not a number") from None
+        raise
+
+
+def read_edge_names(path: str | Path, *, delimiter: str | None = "auto", header: bool | None = None,
+                    weighted: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray, TableLayout]:
+    """Parse an edge list whose ids are any tokens: ``(src [E], dst [E], weight | None, names [N], layout)``.
+
+    ``src``/``dst`` are codes ``0..N-1`` into ``names``, the distinct ids in sorted order (int64
+    when all are decimal integers, else unicode): see :mod:`partitioners.io.relabel_ids`.
+    """
+    layout = _edge_layout(path, delimiter, header, weighted)
+    blocks: list[tuple[np.ndarray, np.ndarray]] = []
+    weights: list[np.ndarray] = []
+    for chunk in iter_chunks(layout, str, chunk_bytes=chunk_bytes) if layout.ncols else ():
+        rows = chunk.rows
+        if rows.size == 0:
+            continue
+        blocks.append(block_codes(rows[:, :2]))
+        if weighted:
+            weights.append(_weights(chunk, _float_column(chunk, rows[:, 2])))
+        del chunk, rows
+    names, codes = merge_block_names(blocks)
+    blocks.clear()
+    codes = codes.reshape(-1, 2)
+    weight = None
+    if weighted:
+        weight = np.concatenate(weights) if weights else np.zeros(0, np.float32)
+    return codes[:, 0].copy(), codes[:, 1].copy(), weight, names, layout
+
+
 def read_edgelist(path: str | Path, *, delimiter: str | None = "auto", header: bool | None = None,
-                  weighted: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                  weighted: bool = False, relabel: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                   **graph_options: Any) -> Graph:
     """Read a text edge list (plain or gzipped) into a :class:`Graph`.
 
@@ -118,6 +186,9 @@ def read_edgelist(path: str | Path, *, delimiter: str | None = "auto", header: b
         header: None detects a header line (first non-comment line with no numeric field);
             True/False force it. (default: None)
         weighted: read field 3 as the edge weight. (default: False)
+        relabel: the ids are any tokens, mapped to ``0..N-1`` in sorted order (numeric when all
+            are integers); the graph's ``node_names`` keeps them. Node data passed in
+            ``graph_options`` is indexed by that order. (default: False)
         chunk_bytes: bytes of text parsed at a time. (default: 32 MiB)
         **graph_options: passed to :meth:`Graph.from_edges` (``num_nodes``, ``symmetrize``,
             ``remove_self_loops``, ``remove_duplicates``, ``num_classes``, ``name``; the name
@@ -126,15 +197,24 @@ def read_edgelist(path: str | Path, *, delimiter: str | None = "auto", header: b
     Raises:
         FileNotFoundError: ``path`` does not exist.
         GraphError: a malformed line (the message names the file, line number and text), a
-            negative id, an id ``>= num_nodes``, a non-finite weight, or a file with no edge
-            when ``num_nodes`` is not given.
+            negative or non-integer id without ``relabel``, an id ``>= num_nodes``, a non-finite
+            weight, or a file with no edge when ``num_nodes`` is not given.
     """
     num_nodes = graph_options.get("num_nodes")
-    src, dst, weight, layout = read_edge_arrays(path, delimiter=delimiter, header=header,
-                                                weighted=weighted, num_nodes=num_nodes,
-                                                chunk_bytes=chunk_bytes)
+    names = None
+    if relabel:
+        if num_nodes is not None:
+            raise GraphError(f"{path}: relabel=True numbers the nodes that have edges; it does not "
+                             f"take num_nodes={num_nodes}")
+        src, dst, weight, names, layout = read_edge_names(path, delimiter=delimiter, header=header,
+                                                          weighted=weighted, chunk_bytes=chunk_bytes)
+    else:
+        src, dst, weight, layout = read_edge_arrays(path, delimiter=delimiter, header=header,
+                                                    weighted=weighted, num_nodes=num_nodes,
+                                                    chunk_bytes=chunk_bytes, int_hint=RELABEL_HINT)
     if src.size == 0 and num_nodes is None:
         raise GraphError(f"{layout.path}: no edges found (only blank, comment or header lines); "
                          f"pass num_nodes= to read an edgeless graph")
-    logger.info("%s: read %d edges", layout.path, src.size)
-    return build_graph(layout.path, src, dst, edge_weight=weight, **graph_options)
+    logger.info("%s: read %d edges%s", layout.path, src.size,
+                "" if names is None else f" between {names.size} distinct ids (relabelled 0..{names.size - 1})")
+    return build_graph(layout.path, src, dst, edge_weight=weight, node_names=names, **graph_options)

@@ -13,15 +13,18 @@ from ._common import GRAPH_OPTIONS, NODE_DATA_OPTIONS, existing_path
 from .arrays import npz_kind, read_npy, read_npz, read_scipy_npz
 from .edgelist import read_edgelist
 from .ogb import is_ogb_dir, read_ogb
+from .planetoid import is_planetoid_dir, read_planetoid
 
 __all__ = ["FORMATS", "infer_format", "read_graph"]
 
 _READERS: dict[str, tuple[Callable[..., Graph], frozenset[str]]] = {
-    "edgelist": (read_edgelist, frozenset({"delimiter", "header", "weighted", "chunk_bytes"}) | NODE_DATA_OPTIONS),
+    "edgelist": (read_edgelist, frozenset({"delimiter", "header", "weighted", "relabel", "chunk_bytes"})
+                 | NODE_DATA_OPTIONS),
     "npz": (read_npz, frozenset()),
-    "npy": (read_npy, NODE_DATA_OPTIONS),
+    "npy": (read_npy, frozenset({"relabel"}) | NODE_DATA_OPTIONS),
     "scipy": (read_scipy_npz, frozenset({"weighted"}) | NODE_DATA_OPTIONS),
     "ogb": (read_ogb, frozenset({"split", "chunk_bytes"})),
+    "planetoid": (read_planetoid, frozenset({"planetoid_name"})),
 }
 FORMATS: tuple[str, ...] = tuple(_READERS)
 """The formats :func:`read_graph` reads."""
@@ -30,16 +33,19 @@ _EDGELIST_SUFFIXES = (".csv", ".tsv", ".txt", ".edgelist", ".edges", ".el")
 
 
 def infer_format(path: str | Path) -> str:
-    """The format of ``path``: ``ogb`` for a folder with ``raw/edge.csv.gz``; ``npz`` or ``scipy``
-    for ``.npz`` (from its keys); ``npy``; ``edgelist`` for ``.csv/.tsv/.txt/.edgelist/.edges/.el``,
+    """The format of ``path``: ``ogb`` for a folder with ``raw/edge.csv.gz``; ``planetoid`` for a
+    folder with ``ind.NAME.graph`` (or ``raw/ind.NAME.graph``); ``npz`` or ``scipy`` for ``.npz``
+    (from its keys); ``npy``; ``edgelist`` for ``.csv/.tsv/.txt/.edgelist/.edges/.el``,
     optionally followed by ``.gz``. A ValueError says when it cannot tell.
     """
     p = existing_path(path)
     if p.is_dir():
         if is_ogb_dir(p):
             return "ogb"
-        raise ValueError(f"{p}: a folder is read only as an OGB dataset, but it has no raw/edge.csv.gz; "
-                         f"pass fmt= one of {list(FORMATS)}")
+        if is_planetoid_dir(p):
+            return "planetoid"
+        raise ValueError(f"{p}: a folder is read as an OGB dataset (raw/edge.csv.gz) or a Planetoid set "
+                         f"(ind.NAME.graph, ...), but it has neither; pass fmt= one of {list(FORMATS)}")
     name = p.name.lower()
     if name.endswith(".npz"):
         return npz_kind(p)
@@ -57,10 +63,11 @@ def read_graph(path: str | Path, fmt: str | None = None, **options: Any) -> Grap
 
     Args:
         path: the file or folder.
-        fmt: one of :data:`FORMATS` (``edgelist``, ``npz``, ``npy``, ``scipy``, ``ogb``); None
-            infers it with :func:`infer_format`. (default: None)
+        fmt: one of :data:`FORMATS` (``edgelist``, ``npz``, ``npy``, ``scipy``, ``ogb``,
+            ``planetoid``); None infers it with :func:`infer_format`. (default: None)
         **options: the reader's own options (edgelist: ``delimiter``, ``header``, ``weighted``,
-            ``chunk_bytes``; scipy: ``weighted``; ogb: ``split``, ``chunk_bytes``) and the
+            ``relabel``, ``chunk_bytes``; npy: ``relabel``; scipy: ``weighted``; ogb: ``split``,
+            ``chunk_bytes``; planetoid: ``planetoid_name``) and the
             :meth:`Graph.from_edges` options ``num_nodes``, ``symmetrize``,
             ``remove_self_loops``, ``remove_duplicates``, ``num_classes``, ``name``. Formats with
             no node data (edgelist, npy, scipy) also take ``features``, ``labels`` and masks.

@@ -12,12 +12,14 @@ from gnn_dist.config import ModelConfig, RunConfig, TrainerConfig
 from gnn_dist.config_cli import UsageError, build_parser, field_docs, flag_names, parse_run_config
 
 FLAGS = [
-    "--backend", "--boundary-sample-rate", "--checkpoint-dir", "--checkpoint-every", "--config", "--data", "--dropout",
-    "--epochs", "--eval-every", "--feature-cache-budget", "--feature-cache-policy", "--feature-storage",
-    "--first-layer-chunk-rows", "--halo-dtype", "--heads", "--help", "--hidden", "--keep-checkpoints", "--kernels",
-    "--layers", "--log-every", "--lr", "--max-memory", "--metrics", "--model", "--no-static-halo", "--no-verify", "--optimizer",
-    "--overlap-chunks", "--pipeline", "--precompute-first-layer", "--resume", "--resume-any-partition", "--seed",
-    "--simulate-link", "--stale-smoothing", "--timeout", "--validate", "--verbose", "--weight-decay",
+    "--activation", "--attn-dropout", "--backend", "--boundary-sample-rate", "--checkpoint-dir",
+    "--checkpoint-every", "--config", "--data", "--dropout", "--epochs", "--eval-every", "--feature-cache-budget",
+    "--feature-cache-policy", "--feature-storage", "--first-layer-chunk-rows", "--halo-dtype", "--heads", "--help",
+    "--hidden", "--input-dropout", "--keep-checkpoints", "--kernels", "--layers", "--log-every", "--lr",
+    "--max-memory", "--metrics", "--model", "--no-static-halo", "--no-verify", "--optimizer", "--out-heads",
+    "--overlap-chunks", "--patience", "--pipeline", "--precompute-first-layer", "--resume",
+    "--resume-any-partition", "--save-model", "--seed", "--select", "--simulate-link", "--stale-smoothing",
+    "--timeout", "--validate", "--verbose", "--weight-decay",
 ]
 
 
@@ -55,6 +57,12 @@ def test_every_field_has_a_flag_a_docstring_and_the_api_default():
     (["--no-verify"], ("data", "verify"), False),
     (["--kernels", "torch"], ("distributed", "kernels"), "torch"),
     (["--overlap-chunks", "0", "--pipeline", "overlap"], ("trainer", "schedule", "overlap_chunks"), 0),
+    (["--input-dropout", "0.6"], ("model", "input_dropout"), 0.6),
+    (["--activation", "elu"], ("model", "activation"), "elu"),
+    (["--model", "gat", "--attn-dropout", "0.6"], ("model", "attn_dropout"), 0.6),
+    (["--model", "gat", "--out-heads", "8"], ("model", "out_heads"), 8),
+    (["--select", "best-val"], ("trainer", "selection", "select"), "best-val"),
+    (["--patience", "100"], ("trainer", "selection", "patience"), 100),
 ])
 def test_each_flag_sets_its_field(argv, path, value):
     config, _ = parse_run_config(["--data", "d", *argv])
@@ -62,6 +70,27 @@ def test_each_flag_sets_its_field(argv, path, value):
     for name in path:
         got = getattr(got, name)
     assert got == value
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--attn-dropout", "0.6"], r"--attn-dropout: 0\.6 applies to model gat only, not 'gcn'"),
+    (["--out-heads", "2", "--model", "sage"], r"--out-heads: 2 applies to model gat only, not 'sage'"),
+    (["--input-dropout", "1"], r"--input-dropout: 1\.0 is not valid: expected a probability in \[0, 1\)"),
+    (["--model", "gat", "--attn-dropout", "-0.1"], r"--attn-dropout: -0\.1 is not valid"),
+    (["--input-dropout", "0.5", "--precompute-first-layer"],
+     r"--input-dropout: 0\.5 cannot be combined with precompute_first_layer"),
+    (["--select", "best-val", "--eval-every", "0"], r"--select: best-val needs evaluations, but eval_every = 0"),
+    (["--patience", "5", "--eval-every", "0"], r"--patience: 5 counts evaluations, but eval_every = 0"),
+    (["--patience", "0"], r"--patience: 0 is not valid: expected an integer >= 1"),
+    (["--select", "best"], r"argument --select: invalid choice: 'best'"),
+    (["--activation", "tanh"], r"argument --activation: invalid choice: 'tanh'"),
+    (["--model", "gat", "--hidden", "30"], r"--hidden: 30 is the total width of a gat layer and must be a multiple "
+                                           r"of heads = 8"),
+])
+def test_the_recipe_flags_refuse_bad_values_in_one_line(argv, message):
+    with pytest.raises(UsageError, match=message) as exc:
+        parse_run_config(["--data", "d", *argv])
+    assert "\n" not in str(exc.value)
 
 
 def test_a_config_file_sets_fields_and_flags_win(tmp_path):
@@ -72,6 +101,11 @@ def test_a_config_file_sets_fields_and_flags_win(tmp_path):
     assert (config.epochs, config.data.data, config.model, config.trainer.optim.lr,
             config.trainer.schedule.pipeline) == (7, "parts/x", ModelConfig(model="gat", hidden=32, heads=4),
                                                   0.1, "overlap")
+    toml.write_text('[model]\nmodel = "gat"\ninput_dropout = 0.6\nattn_dropout = 0.6\nactivation = "elu"\n'
+                    'out_heads = 2\n[trainer.selection]\nselect = "best-val"\npatience = 100\n')
+    config, _ = parse_run_config(["--config", str(toml), "--data", "d", "--patience", "50"])
+    assert (config.model.input_dropout, config.model.attn_dropout, config.model.activation, config.model.out_heads,
+            config.trainer.selection.select, config.trainer.selection.patience) == (0.6, 0.6, "elu", 2, "best-val", 50)
     toml.write_text('[model]\nhidden = 30\nmodel = "gat"\nheads = 4\n')
     with pytest.raises(UsageError, match=r"run\.toml: model\.hidden: 30 is the total width of a gat layer and must "
                                          r"be a multiple of heads = 4"):
@@ -96,3 +130,7 @@ def test_the_help_is_the_field_docstrings(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "Halo-exchange schedule of training steps: sync (exchange, then compute; exact)" in out
     assert "(default: 0.0005)" in out
+    assert "for gat the total width of a hidden layer, heads x per-head width, so a multiple of the heads" in out
+    for flag in ("--input-dropout P", "--attn-dropout P", "--out-heads K", "--patience K"):
+        assert flag in out
+    assert "--select {last,best-val}" in out and "--activation {relu,elu,gelu,leaky_relu}" in out

@@ -1,7 +1,8 @@
 """Elastic restart: a rank killed mid-run is restarted by torchrun (``gnn-dist train
 --max-restarts 1``), every rank resumes from the newest complete checkpoint by itself
 (``--resume auto``, also right for the first start), and the run ends with the per-epoch losses
-of an uninterrupted run, bit for bit."""
+of an uninterrupted run, bit for bit. The uninterrupted run is ``gnn_dist.train.main`` with the
+same flags on two harness ranks (``tests/mp_utils.py``: a torchrun job costs three interpreters)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ import numpy as np
 import psutil
 import pytest
 
+from mp_utils import run_ranks
 from partitioners.format.writer import write_partition
-from train_helpers import REPO, make_graph
+from train_helpers import REPO, free_port, launch_env, make_graph
 
 EPOCHS = 10
 
@@ -29,11 +31,22 @@ def _cli() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "partitioners.cli"]
 
 
-def _argv(data: str, ckpt: Path, metrics: Path) -> list[str]:
-    return [*_cli(), "train", "--data", data, "--max-restarts", "1", "--model", "gcn", "--hidden", "16",
-            "--layers", "3", "--epochs", str(EPOCHS), "--lr", "0.05", "--dropout", "0.5", "--seed", "4",
+def _train_flags(data: str, ckpt: Path, metrics: Path) -> list[str]:
+    return ["--data", data, "--model", "gcn", "--hidden", "16", "--layers", "3", "--epochs", str(EPOCHS),
+            "--lr", "0.05", "--dropout", "0.5", "--seed", "4",
             "--pipeline", "stale", "--checkpoint-dir", str(ckpt), "--checkpoint-every", "1", "--resume", "auto",
             "--metrics", str(metrics), "--log-every", "0", "--timeout", "60"]
+
+
+def _argv(data: str, ckpt: Path, metrics: Path) -> list[str]:
+    return [*_cli(), "train", "--max-restarts", "1", *_train_flags(data, ckpt, metrics)]
+
+
+def _train_uninterrupted(rank: int, world_size: int, flags: list[str], port: int) -> int:
+    from gnn_dist.train import main
+
+    launch_env(rank, world_size, port)
+    return main(flags)
 
 
 def _epochs(metrics: Path) -> list[dict]:
@@ -102,8 +115,8 @@ def test_a_killed_rank_is_restarted_and_the_run_reproduces_the_uninterrupted_one
     write_partition(graph, np.random.default_rng(3).integers(0, 2, graph.num_nodes).astype(np.int32), 2, data,
                     method="test", method_params={}, seed=0)
     straight_m, killed_m = tmp_path / "straight.jsonl", tmp_path / "killed.jsonl"
-    code, out, _ = _run(_argv(str(data), tmp_path / "ck-straight", straight_m), straight_m, None)
-    assert code == 0, out[-4000:]
+    flags = _train_flags(str(data), tmp_path / "ck-straight", straight_m)
+    assert run_ranks(_train_uninterrupted, 2, flags, free_port(), init_group=False, timeout=180) == [0, 0]
     code, out, killed = _run(_argv(str(data), tmp_path / "ck-killed", killed_m), killed_m, kill_after_epochs=4)
     assert killed, "rank 1 was killed mid-run"
     assert code == 0, out[-4000:]

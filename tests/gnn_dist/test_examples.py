@@ -45,11 +45,10 @@ LR = 0.05
 SEED = 3
 
 
-def load_example() -> ModuleType:
-    """The example script as a module (it is not in a package)."""
-    name = "custom_pyg_model"
+def load_example(name: str = "custom_pyg_model") -> ModuleType:
+    """The example script ``examples/NAME.py`` as a module (it is not in a package)."""
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, EXAMPLE)
+        spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
@@ -152,6 +151,16 @@ def test_script_main_runs_in_process(one_part, reference):
     assert [(h["train_acc"], h["val_acc"], h["test_acc"]) for h in history] == ref["acc"]
 
 
+def test_train_save_predict_example_runs_in_process(tmp_path):
+    """``examples/train_save_predict.py`` on one part in this process, a few epochs: its model
+    file predicts every node, and the accuracy from the predictions is the training run's."""
+    got = load_example("train_save_predict").main(["--out", str(tmp_path), "--epochs", "3", "--hidden", "8",
+                                                   "--predict-parts", "1"])
+    assert got["test_acc"] == pytest.approx(got["training_test_acc"], abs=1e-12)
+    assert got["embeddings_shape"] == (1000, 8)   # sbm-tiny's nodes, the hidden width
+    assert np.load(tmp_path / "embeddings.npy").shape == (1000, 8) and got["model"].is_file()
+
+
 @pytest.mark.parametrize("layer", ["GraphConv", "SAGEConv", "GATConv", "GATv2Conv"])
 def test_pyg_layer_on_blocks_equals_whole_graph(graph, layer):
     """The claim of docs/custom_models.md: a PyG layer given (sources, destinations) on a block."""
@@ -179,7 +188,8 @@ def test_pyg_layer_on_blocks_equals_whole_graph(graph, layer):
 
 DOC_FILES = ("api.md", "concepts.md", "custom_models.md")
 API_MODULES = ("gnn_dist", "gnn_dist.partition", "gnn_dist.trainer", "gnn_dist.models", "gnn_dist.nn",
-               "gnn_dist.distributed", "gnn_dist.checkpoint", "gnn_dist.pipeline", "gnn_dist.cache", "partitioners", "partitioners.io",
+               "gnn_dist.distributed", "gnn_dist.checkpoint", "gnn_dist.pipeline", "gnn_dist.cache",
+               "gnn_dist.model_file", "gnn_dist.predict", "partitioners", "partitioners.io",
                "partitioners.synthetic", "partitioners.catalog", "partitioners.methods",
                "partitioners.quality", "partitioners.format", "partitioners.cli")
 """Modules whose ``__all__`` docs/api.md must cover."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import sys
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ import torch
 
 from partitioners import Graph
 from partitioners.format.writer import write_partition
-from train_helpers import ErrorLines, make_graph, run_tree
+from train_helpers import ErrorLines, free_port, launch_env, make_graph, run_tree
 from mp_utils import launch_ranks, run_ranks
 
 pytestmark = pytest.mark.filterwarnings("ignore:Unable to enable fault handler:UserWarning")
@@ -188,25 +187,13 @@ def test_resume_without_checkpoint_dir_is_a_usage_error(folders, capsys):
 
 
 # ---------------------------------------------------------------- a peer dies
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _launch_env(rank: int, world_size: int, port: int) -> None:
-    """This process as rank ``rank`` of a job on ``127.0.0.1:port``, as torchrun would start it."""
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
-                      LOCAL_WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-
-
 def train_until_peer_dies(rank: int, world_size: int, data: str, metrics: str, port: int) -> None:
     """Rank 1 exits abruptly once rank 0 has logged two epochs; rank 0 must then fail by itself."""
     import threading
 
     from gnn_dist.train import main
 
-    _launch_env(rank, world_size, port)
+    launch_env(rank, world_size, port)
     if rank == 1:
         def die() -> None:
             while True:
@@ -221,7 +208,7 @@ def train_until_peer_dies(rank: int, world_size: int, data: str, metrics: str, p
 
 def test_dead_peer_ends_the_job_within_the_timeout(folders, tmp_path):
     metrics = str(tmp_path / "metrics.jsonl")
-    outcomes = launch_ranks(train_until_peer_dies, 2, folders["p2"], metrics, _free_port(),
+    outcomes = launch_ranks(train_until_peer_dies, 2, folders["p2"], metrics, free_port(),
                             init_group=False, timeout=90, grace=60)
     dead, survivor = outcomes[1], outcomes[0]
     assert dead.exitcode == 17, dead.describe()
@@ -252,7 +239,7 @@ def train_until_peer_stalls(rank: int, world_size: int, data: str, metrics: str,
 
     from gnn_dist.train import main
 
-    _launch_env(rank, world_size, port)
+    launch_env(rank, world_size, port)
     if rank == 1:
         def stall() -> None:
             while True:
@@ -268,7 +255,7 @@ def train_until_peer_stalls(rank: int, world_size: int, data: str, metrics: str,
 
 def test_a_stalled_peer_is_named_with_the_collective_and_the_layer(folders, tmp_path):
     metrics = str(tmp_path / "metrics.jsonl")
-    outcomes = launch_ranks(train_until_peer_stalls, 2, folders["p2"], metrics, _free_port(),
+    outcomes = launch_ranks(train_until_peer_stalls, 2, folders["p2"], metrics, free_port(),
                             init_group=False, timeout=120, grace=5)
     survivor = outcomes[0]
     assert survivor.killed_by_harness is None, survivor.describe()

@@ -478,7 +478,7 @@ def test_train_runs_torchrun_with_the_folder_part_count(capsys, monkeypatch, goo
     code, out, err = run(capsys, "train", "--data", good_dir, "--model", "sage", "--epochs", "3")
     assert code == 7 and out == ""  # torchrun's exit code
     (cmd, env, verbose), = calls
-    assert cmd == [sys.executable, "-m", "gnn_dist.distributed.local_run", "--watch-pid", str(os.getpid()),
+    assert cmd == [sys.executable, "-m", "gnn_dist.distributed.local_run", "--validate", "--watch-pid", str(os.getpid()),
                    "--summarize", "--", "--nnodes=1", "--nproc-per-node=3", "--max-restarts=0",
                    "--rdzv-backend=gnn-dist-loopback", "--rdzv-endpoint=127.0.0.1:0",
                    "--rdzv-id=gnn-dist-train", "--local-addr=127.0.0.1",

@@ -1,0 +1,288 @@
+"""The model file: a trained model's weights and what rebuilding it needs, in one file.
+
+``gnn_dist.train --save-model FILE`` writes one at the end of training (rank 0), ``gnn-dist
+predict --model-file FILE`` (:mod:`gnn_dist.predict`) reads it; the format is specified in
+``docs/format.md`` (section "Model file"). In short, ``FILE`` is ``torch.save`` of a dict of plain
+values and tensors, so ``torch.load(FILE, weights_only=True)`` reads it and runs no code::
+
+    {"format": "gnn-dist-model", "version": 1,
+     "header": "<JSON text>",         # model options, in_dim, out_dim, num_classes, label_kind, tensors, training
+     "sha256": "<hex>",               # of format, version, header and every tensor's bytes
+     "state_dict": {name: tensor}}    # the model's parameters and buffers, on CPU
+
+Decisions:
+
+- **One file, its checksum inside.** A model file is copied around alone (to an inference
+  machine), so it carries its own sha256 rather than a checksum file beside it. The sha256 is of
+  the *contents* (the format, version, the header's bytes, then each tensor's raw bytes in the
+  header's order), not of the archive: loading with ``weights_only=True`` runs no code whatever
+  the bytes are, a damaged archive fails to load, and any change that still loads changes the
+  contents. :func:`load_model_file` refuses a file whose contents do not match.
+- **The model section as written, not listed by hand.** The header's ``model`` is
+  :func:`gnn_dist.config.to_dict` of the run's :class:`~gnn_dist.config.ModelConfig`, so every
+  model option round-trips, including ones added later; a file from another version whose
+  options this one does not know is refused by name.
+- **Checked when written.** :func:`save_model_file` rebuilds the model from the header (on
+  torch's ``meta`` device) and compares its tensors' names and shapes with the weights, so a file
+  that could not be loaded back is never written. Writes go to a temp file in the same folder,
+  fsynced, then renamed into place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .config import ConfigError, ModelConfig, RunConfig, to_dict
+
+__all__ = ["MODEL_FORMAT", "MODEL_VERSION", "ModelFile", "ModelFileError", "save_model_file", "load_model_file",
+           "save_trained_model", "check_save_target", "check_output_file"]
+
+MODEL_FORMAT = "gnn-dist-model"
+"""The ``format`` entry of every model file."""
+MODEL_VERSION = 1
+"""The ``version`` entry; a reader refuses other versions."""
+_KEYS = ("format", "version", "header", "sha256", "state_dict")
+_HEADER_KEYS = ("model", "class", "in_dim", "out_dim", "num_classes", "label_kind", "tensors")
+
+
+class ModelFileError(ValueError):
+    """A model file is missing, unreadable, corrupt, or does not fit the data or this version."""
+
+    def __init__(self, message: str, *, path: str | os.PathLike | None = None) -> None:
+        super().__init__(f"{path}: {message}" if path is not None else message)
+        self.path = None if path is None else str(path)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFile:
+    """A verified model file: its JSON ``header`` and its ``state_dict`` (CPU tensors)."""
+
+    path: Path
+    header: dict[str, Any]
+    state_dict: dict[str, torch.Tensor]
+    sha256: str
+
+    @property
+    def model_config(self) -> ModelConfig:
+        """The :class:`~gnn_dist.config.ModelConfig` the model was trained with."""
+        options = self.header["model"]
+        known = {f.name for f in dataclasses.fields(ModelConfig)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ModelFileError(f"model option(s) {', '.join(unknown)} are not known to this version of gnn-dist "
+                                 f"(the file was written by a newer one); upgrade gnn-dist", path=self.path)
+        try:
+            return ModelConfig(**options)
+        except ConfigError as exc:
+            hint = (" (a model registered by a script: run the prediction from a script that registers it, "
+                    "then calls gnn_dist.predict.main())" if exc.field == "model" else "")
+            raise ModelFileError(f"its model section does not make a model here: {exc}{hint}", path=self.path) from None
+
+    @property
+    def in_dim(self) -> int:
+        return int(self.header["in_dim"])
+
+    @property
+    def out_dim(self) -> int:
+        return int(self.header["out_dim"])
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.header["num_classes"])
+
+    @property
+    def label_kind(self) -> str:
+        """``"class"`` (softmax over classes) or ``"multilabel"`` (a sigmoid per label)."""
+        return str(self.header["label_kind"])
+
+    def build(self, device: torch.device | str | None = None) -> torch.nn.Module:
+        """The model, with the file's weights, in eval mode, on ``device`` (default CPU)."""
+        model = _build(self.model_config, self.in_dim, self.out_dim)
+        try:
+            model.load_state_dict(self.state_dict, strict=True)
+        except RuntimeError as exc:
+            first = str(exc).strip().splitlines()[0]
+            raise ModelFileError(f"its weights do not fit the model its header describes ({first})",
+                                 path=self.path) from None
+        return model.to(device if device is not None else "cpu").eval()
+
+    def check_fits(self, meta: Any, data: str | os.PathLike) -> None:
+        """Refuse (:class:`ModelFileError`) a partition (``meta``, a ``PartitionMeta`` of folder
+        ``data``) the model cannot predict on: other feature width, other classes or label kind.
+        A folder without labels is fine (prediction needs features only)."""
+        if not meta.feature_dim:
+            raise ModelFileError(f"{data} has no node features to predict from", path=self.path)
+        if int(meta.feature_dim) != self.in_dim:
+            raise ModelFileError(f"the model takes in_dim={self.in_dim} features per node but {data} has "
+                                 f"feature_dim={meta.feature_dim}; predict on data with the features the model "
+                                 f"was trained on", path=self.path)
+        if meta.label_kind is None:
+            return
+        if meta.label_kind != self.label_kind or int(meta.num_classes) != self.num_classes:
+            raise ModelFileError(f"the model predicts num_classes={self.num_classes} ({self.label_kind} labels) but "
+                                 f"{data} has num_classes={meta.num_classes} ({meta.label_kind} labels); predict "
+                                 f"on data labelled like the training data", path=self.path)
+
+
+def _build(config: ModelConfig, in_dim: int, out_dim: int) -> torch.nn.Module:
+    from .models import build_model
+
+    return build_model(config, in_dim=in_dim, out_dim=out_dim)
+
+
+def _tensor_bytes(t: torch.Tensor) -> bytes:
+    return t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
+def _digest(version: Any, header_text: str, state: dict[str, torch.Tensor], names: list[str]) -> str:
+    h = hashlib.sha256(f"{MODEL_FORMAT}\n{version}\n".encode())
+    h.update(header_text.encode())
+    for name in names:
+        h.update(_tensor_bytes(state[name]))
+    return h.hexdigest()
+
+
+def _tensor_table(state: dict[str, torch.Tensor]) -> dict[str, dict[str, Any]]:
+    return {name: {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)}
+            for name, t in sorted(state.items())}
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as strict JSON values: non-finite floats (an empty mask's NaN accuracy) as None,
+    anything else that is not JSON as its string."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return value if value is None or isinstance(value, (bool, int, str)) else str(value)
+
+
+def check_output_file(path: str | os.PathLike, what: str) -> Path:
+    """``path`` as a file this process may write: its folder exists, it is not a folder itself.
+    Raises ``ValueError`` naming ``what`` (the flag) and the fix."""
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"{what} {path}: is a folder; give the path of a file")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise ValueError(f"{what} {path}: the folder {parent} does not exist; create it first")
+    if not os.access(parent, os.W_OK):
+        raise ValueError(f"{what} {path}: the folder {parent} is not writable")
+    return p
+
+
+def save_model_file(path: str | os.PathLike, model: torch.nn.Module, model_config: ModelConfig | dict[str, Any],
+                    meta: Any, *, info: dict[str, Any] | None = None) -> Path:
+    """Write ``model``'s weights as a model file at ``path`` (atomically: temp file, fsync, rename).
+
+    ``model_config`` is what builds it again (a :class:`~gnn_dist.config.ModelConfig` or its
+    dict), ``meta`` the ``PartitionMeta`` it was trained on (its ``feature_dim``, ``num_classes``
+    and ``label_kind`` are recorded), ``info`` any JSON values to keep under ``training``
+    (``gnn_dist.train`` records the epochs, final accuracies, the partition's fingerprint and the
+    run's whole configuration). Returns the path. Raises :class:`ModelFileError` when the model
+    cannot be rebuilt from ``model_config`` with these weights.
+    """
+    from .checkpoint import _atomic_write
+
+    config = model_config if isinstance(model_config, ModelConfig) else ModelConfig(**model_config)
+    p = Path(path)
+    state = {name: t.detach().to("cpu", copy=True).contiguous() for name, t in model.state_dict().items()}
+    in_dim, out_dim = int(getattr(model, "in_dim", meta.feature_dim)), int(getattr(model, "out_dim", meta.num_classes))
+    with torch.device("meta"):
+        expected = _tensor_table(dict(_build(config, in_dim, out_dim).state_dict()))
+    table = _tensor_table(state)
+    if expected != table:
+        diff = sorted(k for k in set(expected) | set(table) if expected.get(k) != table.get(k))
+        raise ModelFileError(f"the model's weights are not those of the model {to_dict(config)} describes "
+                             f"(they differ in {', '.join(diff[:4])}); pass the ModelConfig that built it", path=p)
+    header = {"model": to_dict(config), "class": type(model).__name__, "in_dim": in_dim, "out_dim": out_dim,
+              "num_classes": int(meta.num_classes), "label_kind": meta.label_kind or "class", "tensors": table,
+              "training": _plain(info or {})}
+    header_text = json.dumps(header, sort_keys=True, allow_nan=False)
+    payload = {"format": MODEL_FORMAT, "version": MODEL_VERSION, "header": header_text,
+               "sha256": _digest(MODEL_VERSION, header_text, state, list(table)), "state_dict": state}
+    _atomic_write(p, lambda f: torch.save(payload, f))
+    return p
+
+
+def load_model_file(path: str | os.PathLike) -> ModelFile:
+    """Read and verify a model file (``torch.load(weights_only=True)``, then its format, version,
+    header and the sha256 of its contents). Raises :class:`ModelFileError` naming the file."""
+    p = Path(path)
+    if not p.is_file():
+        what = "is a folder, not a model file" if p.is_dir() else "no such model file"
+        raise ModelFileError(f"{what} (gnn_dist.train --save-model FILE writes one)", path=p)
+    try:
+        raw = torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        raise ModelFileError(f"not a readable model file: damaged, or holding more than tensors and plain values "
+                             f"({type(exc).__name__}: {first})", path=p) from None
+    if not isinstance(raw, dict) or raw.get("format") != MODEL_FORMAT:
+        raise ModelFileError(f"not a gnn-dist model file (no format {MODEL_FORMAT!r})", path=p)
+    if raw.get("version") != MODEL_VERSION:
+        raise ModelFileError(f"model file version {raw.get('version')!r}; this gnn-dist reads version {MODEL_VERSION}",
+                             path=p)
+    missing = [k for k in _KEYS if k not in raw]
+    state, header_text = raw.get("state_dict"), raw.get("header")
+    if missing or not isinstance(header_text, str) or not isinstance(state, dict) \
+            or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
+        raise ModelFileError(f"malformed model file (missing or mistyped {', '.join(missing) or 'header/state_dict'})",
+                             path=p)
+    try:
+        header = json.loads(header_text)
+    except json.JSONDecodeError as exc:
+        raise ModelFileError(f"its header is not JSON ({exc})", path=p) from None
+    if not isinstance(header, dict) or [k for k in _HEADER_KEYS if k not in header]:
+        raise ModelFileError(f"its header lacks {[k for k in _HEADER_KEYS if k not in header]}", path=p)
+    if header["tensors"] != _tensor_table(state):
+        raise ModelFileError("its tensors are not the ones its header lists: corrupt or modified", path=p)
+    digest = _digest(MODEL_VERSION, header_text, state, list(header["tensors"]))
+    if digest != raw["sha256"]:
+        raise ModelFileError(f"the sha256 of its contents, {digest[:12]}..., is not the {str(raw['sha256'])[:12]}... "
+                             f"recorded in it: corrupt or modified; write it again with --save-model", path=p)
+    return ModelFile(path=p, header=header, state_dict=state, sha256=digest)
+
+
+def check_save_target(config: RunConfig) -> None:
+    """``--save-model``'s path checked on rank 0 (:func:`check_output_file`) before training, so a
+    long run does not fail at its end (a collective: a refusal is raised on every rank)."""
+    from .distributed import all_ranks_agree, get_rank
+
+    if config.save_model is None:
+        return
+    with all_ranks_agree(f"checking --save-model {config.save_model}"):
+        if get_rank() == 0:
+            check_output_file(config.save_model, "--save-model")
+
+
+def save_trained_model(config: RunConfig, trainer: Any, final: dict[str, Any]) -> Path | None:
+    """``--save-model``: rank 0 writes ``trainer.model`` to ``config.save_model`` with the run's
+    configuration and final metrics (a collective: a failed write fails every rank). None when
+    the run saves no model."""
+    from . import __version__
+    from .distributed import all_ranks_agree, get_rank
+    from .partition import partition_fingerprint
+
+    if config.save_model is None:
+        return None
+    meta = trainer.part.meta
+    info = {"epochs": int(trainer.epoch), "final": final, "partition": {
+                "fingerprint": partition_fingerprint(meta), "num_parts": int(meta.num_parts), "data": config.data.data},
+            "gnn_dist_version": __version__, "run_config": config.to_dict()}
+    path = Path(config.save_model)
+    with all_ranks_agree(f"writing the model file {path}"):
+        if get_rank() == 0:
+            save_model_file(path, trainer.model, config.model, meta, info=info)
+    return path

@@ -1,0 +1,168 @@
+"""The input flags of ``gnn-dist partition``: node data files, a random split, edge weights,
+relabelling, Planetoid sets; and the warning about a folder that cannot be trained.
+
+``cli.py`` adds these flags with :func:`add_input_arguments`, checks them before any reading
+with :func:`check_input_request`, and reads ``--input`` with :func:`read_input`, which returns
+the graph and what ``partition.json`` records about it (``split``). The reference is the
+``partition`` section of ``docs/cli.md``. Torch-free.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from .graph import Graph
+
+__all__ = ["NODE_DATA_FLAGS", "add_input_arguments", "check_input_request", "read_input",
+           "untrainable_warning"]
+
+NODE_DATA_FLAGS = {"features": "--features", "labels": "--labels", "train_mask": "--train-mask",
+                   "val_mask": "--val-mask", "test_mask": "--test-mask"}
+"""Node-data field -> its flag."""
+
+_CLEANING = ("symmetrize", "remove_self_loops", "remove_duplicates")
+_WEIGHTED_FORMATS = ("edgelist", "scipy")
+_RELABEL_FORMATS = ("edgelist", "npy")
+_EXTENDABLE_FORMATS = ("edgelist", "npy")
+"""Formats whose node count is the largest id + 1: node data may add isolated nodes."""
+SPLIT_EXAMPLE = "0.6,0.2,0.2"
+
+
+def _split_fractions(value: str) -> tuple[float, float, float]:
+    from .io.split import check_fractions
+
+    try:
+        fractions = [float(v) for v in value.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 3 comma-separated fractions TRAIN,VAL,TEST "
+                                         f"(e.g. {SPLIT_EXAMPLE}), got {value!r}") from None
+    try:
+        return check_fractions(fractions)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_input_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of this module on the ``partition`` parser."""
+    g = p.add_argument_group("node data and input options (--input only; docs/cli.md)")
+    g.add_argument("--features", metavar="F.npy", help="node features, float [N, F]")
+    g.add_argument("--labels", metavar="L.npy", help="node labels: int class ids [N], or 0/1 [N, C] multi-label")
+    for mask in ("train", "val", "test"):
+        g.add_argument(f"--{mask}-mask", metavar="M.npy",
+                       help=f"{mask} nodes: a bool [N] mask, or an int array of node ids")
+    g.add_argument("--split", type=_split_fractions, default=None, metavar="TRAIN,VAL,TEST",
+                   help=f"a random split by these fractions (e.g. {SPLIT_EXAMPLE}), seeded with --seed, "
+                        f"for an input without masks")
+    g.add_argument("--weighted", action="store_true",
+                   help="edge lists: read the third field as the edge weight; scipy: keep the values")
+    g.add_argument("--relabel", action="store_true",
+                   help="edge lists, .npy: the ids are any names or integers, numbered 0..N-1 in sorted "
+                        "order; the names are kept in the folder (original_names.npy)")
+    g.add_argument("--planetoid-name", metavar="NAME", default=None,
+                   help="which Planetoid set of the folder (cora, citeseer, pubmed; default: the only one)")
+
+
+def _node_files(args: argparse.Namespace) -> Any:
+    from .io.node_data import NodeDataFiles
+
+    paths = {f: Path(getattr(args, f)) for f in NODE_DATA_FLAGS if getattr(args, f) is not None}
+    return NodeDataFiles(paths=paths, labels=dict(NODE_DATA_FLAGS))
+
+
+def _input_flags(args: argparse.Namespace) -> list[str]:
+    flags = [flag for f, flag in NODE_DATA_FLAGS.items() if getattr(args, f) is not None]
+    flags += [flag for flag, on in (("--split", args.split is not None), ("--weighted", args.weighted),
+                                    ("--relabel", args.relabel),
+                                    ("--planetoid-name", args.planetoid_name is not None)) if on]
+    return flags
+
+
+def input_format(args: argparse.Namespace) -> str:
+    """``--input-format``, or the format inferred from ``--input``."""
+    from .io import infer_format
+
+    return args.input_format or infer_format(args.input)
+
+
+def check_input_request(args: argparse.Namespace) -> None:
+    """Refuse (ValueError, exit 2) flags that do not fit, before the graph is read."""
+    from .cli import UsageError
+    from .io.node_data import open_node_array
+
+    flags = _input_flags(args)
+    if args.dataset is not None:
+        if flags:
+            raise UsageError(f"{flags[0]} applies to --input only: --dataset {args.dataset} is generated "
+                             f"with its features, labels and masks")
+        return
+    masks = [NODE_DATA_FLAGS[m] for m in ("train_mask", "val_mask", "test_mask") if getattr(args, m)]
+    if args.split is not None and masks:
+        raise UsageError(f"--split makes the masks, {masks[0]} gives one: use either --split or the "
+                         f"mask flags")
+    files = _node_files(args)
+    for field in files.paths:
+        open_node_array(files.what(field), files.paths[field])  # exists, is a plain .npy
+    fmt = input_format(args)
+    if args.weighted and fmt not in _WEIGHTED_FORMATS:
+        raise UsageError(f"--weighted applies to edge lists (their third field) and scipy matrices "
+                         f"(their values), not to --input-format {fmt} (which brings its own weights, if any)")
+    if args.relabel and fmt not in _RELABEL_FORMATS:
+        raise UsageError(f"--relabel applies to edge lists and .npy edge arrays, not to --input-format "
+                         f"{fmt} (its node data is indexed by its own ids)")
+    if args.planetoid_name is not None and fmt != "planetoid":
+        raise UsageError(f"--planetoid-name applies to --input-format planetoid (a folder of ind.NAME.* "
+                         f"files), not to {fmt}")
+
+
+def read_input(args: argparse.Namespace) -> tuple[Graph, dict[str, Any]]:
+    """Read ``--input`` with its flags: ``(graph, extra partition.json keys)``.
+
+    The reader gets only the options that are on (each reader keeps its defaults: Planetoid
+    graphs are cleaned as the usual loaders do). Then node data files, then ``--split``.
+    """
+    from .cli import UsageError
+    from .io import read_graph
+    from .io.node_data import attach_node_data
+
+    fmt = input_format(args)
+    options: dict[str, Any] = {k: True for k in _CLEANING if getattr(args, k)}
+    for key in ("weighted", "relabel"):
+        if getattr(args, key):
+            options[key] = True
+    if args.planetoid_name is not None:
+        options["planetoid_name"] = args.planetoid_name
+    graph = read_graph(args.input, fmt, **options)
+    graph = attach_node_data(graph, _node_files(args), extend=fmt in _EXTENDABLE_FORMATS and not args.relabel)
+    extra: dict[str, Any] = {}
+    has_masks = [m for m in ("train_mask", "val_mask", "test_mask") if getattr(graph, m) is not None]
+    if args.split is not None:
+        if has_masks:
+            raise UsageError(f"--split: {args.input} has its own {has_masks[0].replace('_', ' ')}; drop "
+                             f"--split to use the input's split")
+        from .io.split import with_random_split
+
+        graph, extra["split"] = with_random_split(graph, args.split, args.seed)
+    elif fmt == "planetoid":
+        from .io.planetoid import planetoid_split_record
+
+        extra["split"] = planetoid_split_record(graph)
+    if "train" in args.balance and graph.train_mask is None:
+        raise UsageError(f"--balance train needs training nodes, but {args.input} has no train mask: "
+                         f"add --train-mask M.npy or --split {SPLIT_EXAMPLE}, or drop train from --balance")
+    return graph, extra
+
+
+def untrainable_warning(graph: Graph) -> str | None:
+    """One line naming what a folder of ``graph`` lacks for training and the flag that adds it."""
+    missing = []
+    if graph.x is None:
+        missing.append("no features (add --features F.npy, float [N, F])")
+    if graph.y is None:
+        missing.append("no labels (add --labels L.npy, int [N])")
+    if graph.train_mask is None or not graph.train_mask.any():
+        missing.append(f"no training nodes (add --train-mask M.npy, or --split {SPLIT_EXAMPLE})")
+    if not missing:
+        return None
+    return "the partition folder cannot be trained (gnn-dist train refuses it): " + "; ".join(missing)

@@ -1,0 +1,66 @@
+"""Relabel arbitrary node ids (strings, or sparse / negative integers) to contiguous ``0..N-1``.
+
+The order is **sorted**: node ``i`` is the ``i``-th smallest id of the input, numerically when
+every id is a decimal integer, else by Unicode code point (``"10" < "9"``). Sorted, not first-seen,
+so the numbering does not depend on the order of the edges, and a user can lay out node data
+files in the same order with ``np.unique(ids)``. The ids themselves are returned as ``names``
+(int64, or a numpy unicode array: no pickle) with ``names[i]`` = the input's id of node ``i``.
+
+Text is relabelled block by block (:func:`merge_block_names`): each block keeps only its own
+distinct ids and int32 codes, so the whole edge list is never held as strings.
+
+This module is torch-free.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["block_codes", "merge_block_names", "relabel_int_ids"]
+
+
+def _narrow(codes: np.ndarray, n: int) -> np.ndarray:
+    return codes.astype(np.int32 if n < 2**31 else np.int64, copy=False)
+
+
+def block_codes(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(distinct ids of the block, sorted; code of every id into them)``."""
+    names, inverse = np.unique(ids, return_inverse=True)
+    return names, _narrow(inverse.reshape(ids.shape), names.size)
+
+
+def _integer_names(names: np.ndarray) -> np.ndarray | None:
+    """``names`` (text) as int64 when every one is a decimal integer, else None."""
+    if names.size == 0 or not np.char.isdigit(np.char.lstrip(names, "+-")).all():
+        return None
+    try:
+        return names.astype(np.int64)
+    except (ValueError, OverflowError):
+        return None
+
+
+def merge_block_names(blocks: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Merge the ``(names, codes)`` of :func:`block_codes` into ``(names [N], codes)``.
+
+    ``codes`` is every block's codes, concatenated, into the sorted global ``names``. Text ids
+    that are all decimal integers become int64 names sorted numerically (``"007"`` and ``"7"``
+    are then the same node, as they are without relabelling).
+    """
+    if not blocks:
+        return np.zeros(0, np.int64), np.zeros(0, np.int32)
+    names = np.unique(np.concatenate([b[0] for b in blocks]))
+    codes = np.concatenate([np.searchsorted(names, b_names)[b_codes] for b_names, b_codes in blocks])
+    if names.dtype.kind in "US":
+        as_int = _integer_names(names)
+        if as_int is not None:
+            names, remap = np.unique(as_int, return_inverse=True)
+            codes = remap[codes]
+        else:
+            names = names.astype(str)
+    return names, _narrow(codes, names.size)
+
+
+def relabel_int_ids(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(src', dst', names)``: integer ids (any values, negative too) as codes into sorted ``names``."""
+    names, codes = block_codes(np.concatenate([np.asarray(src, np.int64), np.asarray(dst, np.int64)]))
+    return codes[:src.size], codes[src.size:], names.astype(np.int64, copy=False)

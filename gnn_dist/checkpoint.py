@@ -1,5 +1,6 @@
-"""Training checkpoints: model, optimizer, epoch, RNG states, config and history, plus each
-rank's pipeline state where the mode keeps one (``pipeline="stale"``).
+"""Training checkpoints: model, optimizer, epoch, RNG states, config, history and the model
+selection's state (:mod:`gnn_dist.selection`), plus each rank's pipeline state where the mode
+keeps one (``pipeline="stale"``).
 
 On disk::
 

@@ -109,12 +109,13 @@ def _number_or_text(value: str) -> int | float | str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The parser: one option per config field with a flag, plus ``--config``, ``-v`` and
+    """The parser: one option per config field with a flag, plus ``--config``, ``-v``, ``-q`` and
     ``--validate``. Unset options are absent from the namespace (``SUPPRESS``)."""
     p = _Parser(prog=PROG, description="Exact distributed full-graph GNN training.",
                 argument_default=argparse.SUPPRESS)
     p.add_argument("--config", metavar="FILE.toml", help="read the configuration from a TOML file; flags override it")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging, and a traceback with every error")
+    p.add_argument("-q", "--quiet", action="store_true", help="warnings, errors and the final line only")
     p.add_argument("--validate", action="store_true",
                    help="check the configuration against the partition's metadata, then exit (0, or 2 with the error)")
     for path, f, owner in _leaves(RunConfig):
@@ -194,7 +195,7 @@ def _build(values: dict[tuple[str, ...], Any], cls: type = RunConfig, prefix: tu
 
 def parse_run_config(argv: Sequence[str] | None = None) -> tuple[RunConfig, argparse.Namespace]:
     """``(config, namespace)`` from ``argv`` (default ``sys.argv[1:]``): defaults, then
-    ``--config``, then the flags. The namespace holds ``verbose`` and ``validate``.
+    ``--config``, then the flags. The namespace holds ``verbose``, ``quiet`` and ``validate``.
 
     Raises:
         UsageError: a bad flag, config file or value; its message is the one line to print.
@@ -214,6 +215,9 @@ def parse_run_config(argv: Sequence[str] | None = None) -> tuple[RunConfig, argp
         raise UsageError(f"{PROG}: error: {where or exc.field}: {exc.reason}") from None
     if not config.data.data:
         raise UsageError(f"{PROG}: error: --data is required (the partition folder; or data.data in --config)")
-    namespace = argparse.Namespace(verbose=getattr(args, "verbose", False), validate=getattr(args, "validate", False),
+    if getattr(args, "verbose", False) and getattr(args, "quiet", False):
+        raise UsageError(f"{PROG}: error: -v/--verbose and -q/--quiet exclude each other")
+    namespace = argparse.Namespace(verbose=getattr(args, "verbose", False), quiet=getattr(args, "quiet", False),
+                                   validate=getattr(args, "validate", False),
                                    config_file=getattr(args, "config", None))
     return config, namespace

@@ -22,6 +22,8 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .cache.budget import format_bytes
+
 __all__ = ["StepStats", "MetricsFile", "progress_line", "summary_line"]
 
 log = logging.getLogger(__name__)
@@ -128,8 +130,10 @@ def progress_line(rec: dict[str, Any], *, feature_store: bool) -> str:
     return line
 
 
-def summary_line(history: list[dict[str, Any]], num_edges: int) -> str:
-    """The end-of-run line: epochs, mean epoch time, edges per second, best validation epoch."""
+def summary_line(history: list[dict[str, Any]], num_edges: int, peaks: list[int | None] | None = None,
+                 peak_kind: str = "cpu rss") -> str:
+    """The end-of-run line: epochs, mean epoch time, edges per second, best validation epoch, and
+    with ``peaks`` (bytes, one per rank; None where unknown) the peak memory of each rank."""
     if not history:
         return "no epochs trained"
     times = [r["epoch_time_s"] for r in history]
@@ -140,4 +144,7 @@ def summary_line(history: list[dict[str, Any]], num_edges: int) -> str:
     if scored:
         best = max(scored, key=lambda r: r["val_acc"])
         line += f", best val {best['val_acc']:.4f} at epoch {best['epoch']} (test {best['test_acc']:.4f})"
+    if peaks:
+        shown = ", ".join("?" if p is None else format_bytes(p) for p in peaks)
+        line += f"; peak memory per rank ({peak_kind}): {shown}"
     return line

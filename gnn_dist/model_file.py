@@ -211,7 +211,7 @@ def save_model_file(path: str | os.PathLike, model: torch.nn.Module, model_confi
               "training": _plain(info or {})}
     header_text = json.dumps(header, sort_keys=True, allow_nan=False)
     payload = {"format": MODEL_FORMAT, "version": MODEL_VERSION, "header": header_text,
-               "sha256": _digest(MODEL_VERSION, header_text, state, list(table)), "state_dict": state}
+               "sha256": _digest(MODEL_VERSION, header_text, state, sorted(state)), "state_dict": state}
     _atomic_write(p, lambda f: torch.save(payload, f))
     return p
 
@@ -240,18 +240,22 @@ def load_model_file(path: str | os.PathLike) -> ModelFile:
             or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
         raise ModelFileError(f"malformed model file (missing or mistyped {', '.join(missing) or 'header/state_dict'})",
                              path=p)
+    digest = _digest(MODEL_VERSION, header_text, state, sorted(state))   # the writer's order: the header's tensors
+    if digest != raw["sha256"]:
+        raise ModelFileError(f"the sha256 of its contents, {digest[:12]}..., is not the {str(raw['sha256'])[:12]}... "
+                             f"recorded in it: corrupt or modified; write it again with --save-model", path=p)
     try:
         header = json.loads(header_text)
     except json.JSONDecodeError as exc:
         raise ModelFileError(f"its header is not JSON ({exc})", path=p) from None
     if not isinstance(header, dict) or [k for k in _HEADER_KEYS if k not in header]:
         raise ModelFileError(f"its header lacks {[k for k in _HEADER_KEYS if k not in header]}", path=p)
+    widths = [header[k] for k in ("in_dim", "out_dim", "num_classes")]
+    if not (isinstance(header["model"], dict) and all(type(w) is int and w >= 0 for w in widths)
+            and header["label_kind"] in ("class", "multilabel")):
+        raise ModelFileError("its header's model, in_dim, out_dim, num_classes or label_kind is malformed", path=p)
     if header["tensors"] != _tensor_table(state):
         raise ModelFileError("its tensors are not the ones its header lists: corrupt or modified", path=p)
-    digest = _digest(MODEL_VERSION, header_text, state, list(header["tensors"]))
-    if digest != raw["sha256"]:
-        raise ModelFileError(f"the sha256 of its contents, {digest[:12]}..., is not the {str(raw['sha256'])[:12]}... "
-                             f"recorded in it: corrupt or modified; write it again with --save-model", path=p)
     return ModelFile(path=p, header=header, state_dict=state, sha256=digest)
 
 

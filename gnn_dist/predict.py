@@ -15,7 +15,8 @@ orders them by original node id and writes ``--out`` (``.npz``, temp file + rena
 - ``node_ids`` int64 ``[N]``: the input graph's node ids, ascending;
 - ``probabilities`` float32 ``[N, C]``: softmax of the logits (a sigmoid per label for a
   multi-label model);
-- ``predicted`` int64 ``[N]``: the argmax class (multi-label: uint8 ``[N, C]``, probability > 0.5);
+- ``predicted`` int64 ``[N]``: the class of the largest logit, as training's evaluation counts it
+  (multi-label: uint8 ``[N, C]``, logit > 0, i.e. probability > 0.5);
 - with ``--embeddings``: ``embeddings`` float32 ``[N, H]``, the output of layer ``K`` (0-based;
   default the last hidden layer, after its activation) and ``embedding_layer`` (K).
 
@@ -148,8 +149,7 @@ def predict(data: str | os.PathLike, model_file: str | os.PathLike, *, embedding
     that does not fit ``data`` raises ``ValueError`` on every rank.
     """
     from .cache.input import InputFeatures
-    from .distributed import all_gather_json, all_ranks_agree, get_rank
-    from .distributed.collectives import gather_rows
+    from .distributed import all_gather_json, all_ranks_agree, gather_rows, get_rank
     from .partition import load_partition
 
     with all_ranks_agree(f"reading the model file {model_file}"):
@@ -168,20 +168,20 @@ def predict(data: str | os.PathLike, model_file: str | os.PathLike, *, embedding
         if chosen is not None and view.output is None:
             raise ValueError(f"--embeddings: the model {type(model).__name__} does not run its layers through "
                              f"part.run_layer, so its layer outputs cannot be read")
-        probs = torch.sigmoid(logits) if mf.label_kind == "multilabel" else torch.softmax(logits, dim=-1)
+        if mf.label_kind == "multilabel":   # from the logits, as training's evaluation decides
+            probs, pred = torch.sigmoid(logits), (logits > 0).to(torch.uint8)
+        else:
+            probs, pred = torch.softmax(logits, dim=-1), logits.argmax(-1)
         ids = part.original_ids[:part.num_inner].to(torch.int64)
-        gathered = [gather_rows(t.contiguous()) for t in (ids, probs.float())]
-        emb = None if view.output is None else gather_rows(view.output.float().contiguous())
+        rows = [ids, probs.float(), pred] + ([] if view.output is None else [view.output.float()])
+        gathered = [gather_rows(t.contiguous()) for t in rows]
     if get_rank() != 0:
         return None
-    node_ids, probabilities = (torch.cat(g).cpu().numpy() for g in gathered)  # type: ignore[arg-type]
-    order = np.argsort(node_ids, kind="stable")
-    probabilities = probabilities[order]
-    predicted = ((probabilities > 0.5).astype(np.uint8) if mf.label_kind == "multilabel"
-                 else probabilities.argmax(axis=1).astype(np.int64))
-    return Predictions(node_ids=node_ids[order], probabilities=probabilities, predicted=predicted,
-                       embeddings=None if emb is None else torch.cat(emb).cpu().numpy()[order],
-                       embedding_layer=chosen)
+    arrays = [torch.cat(g).cpu().numpy() for g in gathered]  # type: ignore[arg-type]
+    order = np.argsort(arrays[0], kind="stable")
+    node_ids, probabilities, predicted, *emb = (a[order] for a in arrays)
+    return Predictions(node_ids=node_ids, probabilities=probabilities, predicted=predicted,
+                       embeddings=emb[0] if emb else None, embedding_layer=chosen)
 
 
 class UsageError(ValueError):
@@ -197,15 +197,19 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``gnn_dist.predict`` parser."""
     p = _Parser(prog=PROG, description="Exact full-graph inference with a model file (gnn_dist.train --save-model).")
     p.add_argument("--data", required=True, metavar="DIR", help="partition folder (any number of parts)")
-    p.add_argument("--model-file", required=True, metavar="FILE", help="the model file gnn_dist.train --save-model wrote")
+    p.add_argument("--model-file", required=True, metavar="FILE",
+                   help="the model file gnn_dist.train --save-model wrote")
     p.add_argument("--out", required=True, metavar="FILE.npz",
-                   help="where rank 0 writes node_ids, probabilities, predicted (and embeddings); its folder must exist")
+                   help="where rank 0 writes node_ids, probabilities, predicted (and embeddings); its folder "
+                        "must exist")
     p.add_argument("--embeddings", action="store_true",
                    help="also write the output of a layer (default: the last hidden layer) as embeddings")
     p.add_argument("--layer", type=int, metavar="K", default=None,
                    help="with --embeddings: the layer whose output is written, 0-based (the last is the output layer)")
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="skip the sha256 check of the part files when loading")
+    p.add_argument("--backend", choices=("nccl", "gloo"), default=None,
+                   help="process-group backend (default: nccl on GPU, gloo on CPU; gloo computes on CPU)")
     p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
                    help="collective timeout in seconds: a dead or stuck peer ends the job after it (default: 300)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging, and a traceback with every error")
@@ -226,8 +230,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def _validate(args: argparse.Namespace) -> int:
     try:
-        print(f"prediction OK: {check_prediction(args.data, args.model_file, args.out, embeddings=args.embeddings, layer=args.layer)}",
-              file=sys.stderr)
+        line = check_prediction(args.data, args.model_file, args.out, embeddings=args.embeddings, layer=args.layer)
+        print(f"prediction OK: {line}", file=sys.stderr)
     except ValueError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -267,7 +271,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                          + (f", embeddings of layer {preds.embedding_layer} ({preds.embeddings.shape[1]} wide)"
                             if preds.embeddings is not None else ""))
 
-    return run_in_group(body, rank=rank, verbose=args.verbose, timeout=args.timeout, watch=watch)
+    return run_in_group(body, rank=rank, verbose=args.verbose, backend=args.backend, timeout=args.timeout,
+                        watch=watch)
 
 
 if __name__ == "__main__":

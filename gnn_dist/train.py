@@ -42,9 +42,20 @@ EXIT_USAGE = 2
 """Exit code of a bad command line, config file or input (as ``gnn-dist``'s)."""
 
 
-def init_logger(rank: int, verbose: bool = False) -> Callable[[], None]:
-    """Log to stderr as ``[rankR] message``; INFO (DEBUG with ``verbose``) on rank 0, warnings
-    only elsewhere.
+ALWAYS = {"always": True}
+"""``log.info(..., extra=ALWAYS)``: a line shown with ``--quiet`` too (the final metrics)."""
+
+
+class _QuietFilter(logging.Filter):
+    """``--quiet``: warnings and errors, and the records marked :data:`ALWAYS`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or getattr(record, "always", False)
+
+
+def init_logger(rank: int, verbose: bool = False, quiet: bool = False) -> Callable[[], None]:
+    """Log to stderr as ``[rankR] message``; INFO (DEBUG with ``verbose``; with ``quiet`` warnings
+    and the :data:`ALWAYS` lines) on rank 0, warnings only elsewhere.
 
     Adds one handler to the root logger (replacing one a previous call added) and returns a
     function that restores the root logger as it was, so :func:`main` run in-process (tests, a
@@ -55,6 +66,8 @@ def init_logger(rank: int, verbose: bool = False) -> Callable[[], None]:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(f"[rank{rank}] %(message)s"))
     handler._gnn_dist_train = True  # type: ignore[attr-defined]
+    if quiet:
+        handler.addFilter(_QuietFilter())
     root.handlers[:] = [h for h in root.handlers if not getattr(h, "_gnn_dist_train", False)] + [handler]
     root.setLevel((logging.DEBUG if verbose else logging.INFO) if rank == 0 else logging.WARNING)
 
@@ -122,7 +135,8 @@ def run(config: RunConfig, device: Any = None) -> dict:
     if config.trainer.selection.patience is not None:
         final["stopped_early"] = selection.stopped and trainer.epoch < config.epochs
     if get_rank() == 0:
-        log.info("final: " + json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in final.items()}))
+        log.info("final: " + json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in final.items()}),
+                 extra=ALWAYS)
     if save_trained_model(config, trainer, final) is not None and get_rank() == 0:
         log.info(f"wrote the model file {config.save_model}")
     return final
@@ -166,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.validate:
         from .validate import validate_run
 
-        return validate_run(config)
+        return validate_run(config, quiet=options.quiet)
     from .distributed.allocator import tune_allocator
 
     def body(ctx: Any) -> None:
@@ -174,12 +188,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.info("config: " + json.dumps(config.to_dict(), sort_keys=True))
         run(config, device=ctx.device)
 
-    return run_in_group(body, rank=rank, verbose=options.verbose, backend=config.distributed.backend,
-                        timeout=config.distributed.timeout, watch=watch)
+    return run_in_group(body, rank=rank, verbose=options.verbose, quiet=options.quiet,
+                        backend=config.distributed.backend, timeout=config.distributed.timeout, watch=watch)
 
 
-def run_in_group(body: Callable[[Any], None], *, rank: int, verbose: bool = False, backend: str | None = None,
-                 timeout: float = 300.0, watch: Any = None) -> int:
+def run_in_group(body: Callable[[Any], None], *, rank: int, verbose: bool = False, quiet: bool = False,
+                 backend: str | None = None, timeout: float = 300.0, watch: Any = None) -> int:
     """Log as :func:`init_logger` says, start the process group, run ``body(ctx)`` (``ctx``: the
     :class:`~gnn_dist.distributed.DistContext`), end the group; returns 0, or the exit code of a
     failure as :func:`_report` decides (the group is then aborted without waiting on peers); an
@@ -188,7 +202,7 @@ def run_in_group(body: Callable[[Any], None], *, rank: int, verbose: bool = Fals
     ``gnn_dist.predict.main`` run."""
     from .distributed import init_distributed
 
-    restore_logging = init_logger(rank, verbose)
+    restore_logging = init_logger(rank, verbose, quiet)
     try:
         with init_distributed(backend=backend, timeout=timeout) as ctx:
             try:
@@ -204,6 +218,7 @@ def run_in_group(body: Callable[[Any], None], *, rank: int, verbose: bool = Fals
     finally:
         restore_logging()
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -36,8 +36,10 @@ from .cache.input import InputFeatures
 from .cache.store import FeatureStore, StoreCounts
 from .checkpointing import CheckpointManager
 from .config import RESUME_MODES, TrainerConfig, to_dict
-from .distributed import all_ranks_agree, all_reduce_grads, all_reduce_sum, broadcast_module, get_rank, is_distributed
+from .distributed import (all_gather_json, all_ranks_agree, all_reduce_grads, all_reduce_sum, broadcast_module, get_rank,
+                          is_distributed)
 from .metrics import MetricsFile, StepStats, progress_line, summary_line
+from .peak_memory import peak_memory_bytes, peak_memory_kind
 from .pipeline import Pipeline, build_schedule
 from .selection import ModelSelection
 
@@ -236,8 +238,11 @@ class Trainer:
                 self.pipeline.flush()
                 self._log_early_stop()
             self._after_epoch(rec, last=len(out) == epochs or stop)
-        if out and self.rank == 0 and report.log_every:
-            log.info("summary: " + summary_line(out, self.part.meta.num_edges))
+        if out and report.log_every:
+            peaks = all_gather_json(peak_memory_bytes(self.part.device))  # every rank's; a collective
+            if self.rank == 0:
+                log.info("summary: " + summary_line(out, self.part.meta.num_edges, peaks,
+                                                    peak_memory_kind(self.part.device)))
         best = self.selection.restore_best(self.model)
         if best is not None and self.rank == 0:
             log.info(f"select best-val: the model holds the weights of epoch {best['epoch']} "

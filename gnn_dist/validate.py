@@ -49,14 +49,21 @@ def check_run(config: RunConfig) -> str:
         build_model(config.model, in_dim=int(meta.feature_dim), out_dim=int(meta.num_classes))
     parts = list(range(meta.num_parts))   # gnn-dist train runs every part on this machine
     check_training_memory(meta, config, parts, local_ranks=len(parts))
+    if config.save_model is not None:
+        from .model_file import check_output_file
+
+        check_output_file(config.save_model, "--save-model")
     return (f"{path}: {meta.num_parts} parts, {meta.num_nodes} nodes, {meta.feature_dim} features, "
             f"{meta.num_classes} classes; model {config.model.model}, pipeline {config.trainer.schedule.pipeline}")
 
 
-def validate_run(config: RunConfig) -> int:
-    """:func:`check_run`, reported: exit code 0 (and the description) or 2 (and the error line)."""
+def validate_run(config: RunConfig, *, quiet: bool = False) -> int:
+    """:func:`check_run`, reported: exit code 0 (and the description, unless ``quiet``) or 2 (and
+    the error line)."""
     try:
-        print(f"configuration OK: {check_run(config)}", file=sys.stderr)
+        description = check_run(config)
+        if not quiet:
+            print(f"configuration OK: {description}", file=sys.stderr)
     except ValueError as exc:
         print(f"gnn_dist.train: error: {exc}", file=sys.stderr)
         return 2

@@ -1,4 +1,4 @@
-"""The ``gnn-dist`` command line: ``datasets``, ``partition``, ``inspect``, ``train`` and ``predict``.
+"""The ``gnn-dist`` command line: ``datasets``, ``partition``, ``inspect``, ``train``, ``predict`` and ``report``.
 
 This module is torch-free: ``partition``/``inspect``/``datasets`` run on machines without torch,
 and ``train`` and ``predict`` hand over to ``torchrun`` in a child process. Everything human-readable goes to
@@ -25,12 +25,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from . import __version__
 from .errors import PartitionFormatError
 from .log_format import CliFormatter
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "build_parser", "main"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("partitioners.cli")  # not __name__: "__main__" under python -m
 
 EXIT_OK = 0
 """Success (and ``inspect --verify`` found no problem)."""
@@ -65,8 +66,9 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
-def _init_logger(verbose: bool) -> None:
-    """One stderr handler on the ``partitioners`` logger (the CLI and the library below it).
+def _init_logger(verbose: bool, quiet: bool = False) -> None:
+    """One stderr handler on the ``partitioners`` logger (the CLI and the library below it):
+    DEBUG with ``verbose``, WARNING with ``quiet``, else INFO.
 
     The root logger is left alone, so an embedding program (or pytest's caplog) keeps its own
     handlers; calling this again replaces the previous CLI handler instead of adding one.
@@ -79,7 +81,7 @@ def _init_logger(verbose: bool) -> None:
     handler.setFormatter(CliFormatter("%(message)s"))
     setattr(handler, _HANDLER_TAG, True)
     pkg.addHandler(handler)
-    pkg.setLevel(logging.DEBUG if verbose else logging.INFO)
+    pkg.setLevel(logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO)
 
 
 def _emit_json(obj: object) -> None:
@@ -132,7 +134,7 @@ def _memory_size(value: str) -> int:
 
 # ------------------------------------------------------------------------------------ parser
 def build_parser() -> argparse.ArgumentParser:
-    """The ``gnn-dist`` parser: verbs ``datasets``, ``partition``, ``inspect``, ``train``, ``predict``."""
+    """The ``gnn-dist`` parser: verbs ``datasets``, ``partition``, ``inspect``, ``train``, ``predict``, ``report``."""
     from .cli_input import add_input_arguments
     from .io import FORMATS
     from .methods import METHODS
@@ -142,8 +144,14 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog="Reference: docs/cli.md")
     verbose = argparse.ArgumentParser(add_help=False)
     verbose.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                         help="debug logging (also accepted before the verb)")
+                         help="debug logging (also accepted before the verb); train/predict: also the "
+                              "ranks' debug logging and torchrun's full output")
+    verbose.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                         help="warnings and errors only (also accepted before the verb); train: the ranks' too, "
+                              "and their final line")
     parser.add_argument("-v", "--verbose", action="store_true", default=False, help="debug logging")
+    parser.add_argument("-q", "--quiet", action="store_true", default=False, help="warnings and errors only")
+    parser.add_argument("--version", action="version", version=f"gnn-dist {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="VERB")
 
     ds = sub.add_parser("datasets", parents=[verbose], help="list the built-in dataset catalog with sizes")
@@ -202,9 +210,18 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Runs torchrun on this machine like `gnn-dist train`, with `--nproc-per-node "
                                     "P -m gnn_dist.predict --data DIR ...` (P: the folder's num_parts); every "
                                     "other argument is passed on to gnn_dist.predict: --model-file FILE "
-                                    "--out FILE.npz [--embeddings [--layer K]] [--no-verify] [--timeout S].",
+                                    "--out FILE.npz [--embeddings [--layer K]] [--no-verify] [--backend B] "
+                                    "[--timeout S].",
                         epilog="Prediction flags: see docs/cli.md or `python -m gnn_dist.predict -h`.")
     pr.add_argument("--data", required=True, metavar="DIR", help="partition folder (any number of parts)")
+
+    rp = sub.add_parser("report", parents=[verbose],
+                        help="an HTML or PNG report of a training run's metrics file (gnn_dist.train --metrics)")
+    rp.add_argument("metrics", metavar="METRICS.jsonl", help="the metrics file gnn_dist.train --metrics wrote")
+    rp.add_argument("--partition", metavar="DIR", default=None,
+                    help="the run's partition folder: adds per-part sizes, quality and the edge count")
+    rp.add_argument("--out", required=True, metavar="FILE",
+                    help="report.html (self-contained, inline SVG) or report.png (needs matplotlib)")
     return parser
 
 
@@ -360,6 +377,17 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ------------------------------------------------------------------------------------ report
+def cmd_report(args: argparse.Namespace) -> int:
+    from .run_report import write_report
+
+    report = write_report(args.metrics, args.out, partition=args.partition)
+    for note in report.notes:
+        log.warning(note)
+    log.info(f"wrote {args.out}")
+    return EXIT_OK
+
+
 # ------------------------------------------------------------------------------------- train
 LOOPBACK_RDZV_BACKEND = "gnn-dist-loopback"
 """``gnn_dist.distributed.local_run.LOOPBACK_BACKEND`` (not imported: it would import torch)."""
@@ -456,23 +484,38 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None,
     return args, rest, EXIT_OK
 
 
+COMMANDS: dict[str, Callable[..., int]] = {
+    "datasets": cmd_datasets, "partition": cmd_partition, "inspect": cmd_inspect, "train": cmd_train,
+    "predict": cmd_predict, "report": cmd_report,
+}
+"""Verb -> its function; those in :data:`_PASSES_ON` also get the flags for the ranks."""
+_PASSES_ON = ("train", "predict")
+
+
+def _rank_log_flags(args: argparse.Namespace) -> list[str]:
+    """``-v``/``-q`` of ``gnn-dist`` passed on to the ranks' entry point (``gnn_dist.train``
+    knows both; ``gnn_dist.predict`` knows ``-v``)."""
+    if args.verbose:
+        return ["--verbose"]
+    if args.quiet and args.command == "train":
+        return ["--quiet"]
+    return []
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``gnn-dist`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     parser = build_parser()
     args, rest, code = _parse(parser, argv)
     if args is None:
         return code
-    _init_logger(args.verbose)
+    if args.verbose and args.quiet:
+        log.error("gnn-dist: error: -v/--verbose and -q/--quiet exclude each other")
+        return EXIT_USAGE
+    _init_logger(args.verbose, args.quiet)
     try:
-        if args.command == "datasets":
-            return cmd_datasets(args)
-        if args.command == "partition":
-            return cmd_partition(args)
-        if args.command == "inspect":
-            return cmd_inspect(args)
-        if args.command == "predict":
-            return cmd_predict(args, rest)
-        return cmd_train(args, rest)
+        if args.command in _PASSES_ON:
+            return COMMANDS[args.command](args, [*_rank_log_flags(args), *rest])
+        return COMMANDS[args.command](args)
     except PartitionFormatError as exc:  # a bad partition folder (train --data)
         log.error(str(exc))
         return EXIT_FAILED

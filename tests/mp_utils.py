@@ -210,9 +210,10 @@ def _read_outcome(outcome: RankOutcome, work: Path, start_wall: float) -> None:
         outcome.log_tail = text[-_LOG_TAIL_CHARS:]
 
 
-_PRELOAD = ["torch", "torch.distributed", "numpy", "scipy.sparse", "numba", "gnn_dist", "gnn_dist.distributed",
+_PRELOAD = ["torch", "torch.distributed", "torch._dynamo", "numpy", "scipy.sparse", "numba", "gnn_dist", "gnn_dist.distributed",
             "gnn_dist.trainer", "gnn_dist.models", "gnn_dist.kernels.numba_cpu", "partitioners"]
-"""Imported once by the fork server (none of them starts a thread or touches a device at import)."""
+"""Imported once by the fork server (none of them starts a thread or touches a device at import;
+torch._dynamo is what the first optimizer imports: 1-2 s a rank otherwise)."""
 
 
 def _context() -> Any:

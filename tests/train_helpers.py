@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -33,9 +34,11 @@ def make_graph(num_nodes: int = 60, seed: int = 0) -> Graph:
 
 
 def run_tree(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
-    """Run ``cmd`` in its own session; on timeout kill its whole process tree (torchrun + ranks)."""
+    """Run ``cmd`` in its own session (this interpreter's ``bin`` first on the PATH, for
+    ``gnn-dist``); on timeout kill its whole process tree (torchrun + ranks)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
         [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(name, None)
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -18,6 +18,7 @@ from .collectives import (
     all_reduce_sum,
     barrier,
     broadcast_module,
+    gather_rows,
     raise_on_all_ranks,
 )
 from .env import LaunchEnv, read_launch_env
@@ -69,6 +70,7 @@ __all__ = [
     "all_reduce_sum",
     "barrier",
     "broadcast_module",
+    "gather_rows",
     "get_rank",
     "get_world_size",
     "init_distributed",

@@ -333,7 +333,8 @@ def broadcast_json(value: Any, src: int = 0, group: dist.ProcessGroup | None = N
     return json.loads(data)
 
 
-def gather_rows(tensor: torch.Tensor, dst: int = 0, group: dist.ProcessGroup | None = None) -> list[torch.Tensor] | None:
+def gather_rows(tensor: torch.Tensor, dst: int = 0,
+                group: dist.ProcessGroup | None = None) -> list[torch.Tensor] | None:
     """Every rank's ``tensor`` ``[n_r, ...]`` (same trailing shape and dtype, any ``n_r``) on rank
     ``dst``, in rank order; None on the other ranks (a collective: one gather of the row counts,
     one of the rows padded to the longest). ``[tensor]`` without a group."""

@@ -184,8 +184,12 @@ class RowDropout:
 
     def __call__(self, block: Any, x: torch.Tensor) -> torch.Tensor:
         k = self.key
-        return hash_dropout(x, self.p, seed=k.seed, step=k.step, layer=k.layer,
-                            row_ids=block.src_original_ids[:x.shape[0]], training=True)
+        ids = block.src_original_ids[:x.shape[0]]
+        if x.device.type == "cpu" and x.dim() == 2 and x.is_floating_point() and 0.0 < self.p < 1.0:
+            nonzero = x.nonzero(as_tuple=True)
+            if nonzero[0].numel() * _SPARSE_INPUT <= x.numel():
+                return x * _sparse_factor(x, nonzero, self.p, k, ids)
+        return hash_dropout(x, self.p, seed=k.seed, step=k.step, layer=k.layer, row_ids=ids, training=True)
 
     def frozen(self) -> "RowDropout":
         """The same masks with the step's current value copied (for work recomputed in backward,
@@ -194,6 +198,29 @@ class RowDropout:
         if not isinstance(step, torch.Tensor):
             return self
         return RowDropout(self.p, DropoutKey(self.key.seed, step.clone(), self.key.layer))
+
+
+_SPARSE_INPUT = 4
+"""An input with at most one nonzero in this many elements (bag-of-words features: Cora's are
+1.3% nonzero) has its masks hashed at its nonzeros only: a zero stays zero whatever its mask,
+so the result is the same, bit for bit, at a fraction of the ~12 int64 passes per element."""
+
+
+def _sparse_factor(x: torch.Tensor, nonzero: tuple[torch.Tensor, torch.Tensor], p: float, key: DropoutKey,
+                   row_ids: torch.Tensor) -> torch.Tensor:
+    """The factor ``mask / (1 - p)`` of :func:`hash_dropout` at ``x``'s nonzeros, 0 elsewhere."""
+    rows, cols = nonzero
+    base = hash_bits(_NODE_DOMAIN, key.seed, key.step, key.layer, device=x.device)
+    threshold = int(p * (1 << 32))
+    ids = row_ids.to(device=x.device, dtype=torch.long)
+    keep = torch.empty(rows.shape, dtype=torch.bool, device=x.device)
+    for lo in range(0, rows.numel(), _CHUNK_ELEMENTS):
+        hi = min(rows.numel(), lo + _CHUNK_ELEMENTS)
+        h = _absorb(base, ids[rows[lo:hi]]) + _mix(cols[lo:hi] + _GOLDEN)
+        keep[lo:hi] = _keep(_mix(h), threshold)
+    factor = torch.zeros_like(x)
+    factor[rows, cols] = keep.to(x.dtype) * (1.0 / (1.0 - p))
+    return factor
 
 
 def call_conv(conv: torch.nn.Module, block: Any, x_src: torch.Tensor, key: DropoutKey | None) -> torch.Tensor:

@@ -18,9 +18,9 @@ from .node_data import NodeDataFiles, attach_node_data
 from .ogb import is_ogb_dir, ogb_split_schemes, read_ogb
 from .planetoid import is_planetoid_dir, planetoid_names, read_planetoid
 from .read import FORMATS, infer_format, read_graph
-from .split import random_split, with_random_split
+from .split import with_random_split
 
 __all__ = ["FORMATS", "NodeDataFiles", "attach_node_data", "infer_format", "is_ogb_dir",
-           "is_planetoid_dir", "npz_kind", "ogb_split_schemes", "planetoid_names", "random_split",
+           "is_planetoid_dir", "npz_kind", "ogb_split_schemes", "planetoid_names",
            "read_edgelist", "read_graph", "read_npy", "read_npz", "read_ogb", "read_planetoid",
            "read_scipy_npz", "with_random_split"]

@@ -32,8 +32,8 @@ import numpy as np
 
 from ..errors import GraphError
 
-__all__ = ["DEFAULT_CHUNK_BYTES", "TableLayout", "TextChunk", "detect_layout", "iter_chunks",
-           "open_binary"]
+__all__ = ["DEFAULT_CHUNK_BYTES", "NotAnIntegerError", "TableLayout", "TextChunk", "detect_layout",
+           "iter_chunks", "open_binary"]
 
 DEFAULT_CHUNK_BYTES = 32 << 20
 """Bytes of text parsed at a time (about 2-3 million edge lines)."""
@@ -41,6 +41,10 @@ DEFAULT_CHUNK_BYTES = 32 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
 _COMMENT_CHARS = ("#", "%")
 _INT_RE = re.compile(r"[+-]?[0-9]+")
+
+
+class NotAnIntegerError(GraphError):
+    """A field read as an integer is not one (a relabelling reader then reads the ids as text)."""
 
 
 def open_binary(path: Path) -> BinaryIO:
@@ -210,8 +214,9 @@ def _parse_block(block: bytes, first_line: int, layout: TableLayout, dtype: np.d
             last = first_line + block.count(b"\n")
             raise GraphError(f"{layout.path}, lines {first_line}-{last}: cannot parse: {e}") from e
         line, text, reason = bad
-        hint = int_hint if reason.endswith("is not an integer") else ""
-        raise GraphError(f"{layout.where(line)}: {reason}: {text!r}{hint}") from e
+        if reason.endswith("is not an integer"):
+            raise NotAnIntegerError(f"{layout.where(line)}: {reason}: {text!r}{int_hint}") from e
+        raise GraphError(f"{layout.where(line)}: {reason}: {text!r}") from e
     if rows.size and dtype.names is None and rows.shape[1] != layout.ncols:
         bad = _find_bad_line(block, first_line, layout, _column_kinds(dtype, layout.ncols))
         assert bad is not None, "a column count mismatch has a line to show"

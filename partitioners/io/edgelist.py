@@ -8,7 +8,8 @@ blocks of ``chunk_bytes``; ids are kept as int32 while they fit, so the parsed e
 
 With ``relabel=True`` the ids may be any tokens (names, sparse or negative integers): they are
 mapped to ``0..N-1`` in sorted order (:mod:`partitioners.io.relabel_ids`) and kept as the
-graph's ``node_names``. That path tokenizes the text as strings, about 4x slower than integers.
+graph's ``node_names``. Integer ids are still parsed as integers; other ids are tokenized as
+strings (slower: see ``docs/cli.md``).
 
 This module is torch-free.
 """
@@ -24,7 +25,8 @@ import numpy as np
 from ..errors import GraphError
 from ..graph import Graph
 from ._common import build_graph, existing_path
-from ._text import DEFAULT_CHUNK_BYTES, TableLayout, TextChunk, detect_layout, iter_chunks
+from ._text import (DEFAULT_CHUNK_BYTES, NotAnIntegerError, TableLayout, TextChunk, _is_number,
+                    detect_layout, iter_chunks)
 from .relabel_ids import block_codes, merge_block_names
 
 __all__ = ["read_edgelist", "read_edge_arrays", "read_edge_names"]
@@ -63,7 +65,7 @@ def _edge_dtype(ncols: int) -> np.dtype:
 
 
 def _edge_layout(path: str | Path, delimiter: str | None, header: bool | None,
-                 weighted: bool) -> TableLayout:
+                 weighted: bool, *, warn: bool = True) -> TableLayout:
     """The table's layout, checked for 2 (3 when ``weighted``) fields; warns about unused fields."""
     path = existing_path(path)
     layout = detect_layout(path, delimiter=delimiter, header=header)
@@ -76,7 +78,7 @@ def _edge_layout(path: str | Path, delimiter: str | None, header: bool | None,
     if weighted and layout.ncols < 3:
         raise GraphError(f"{first}: weighted=True needs a third field (the edge weight), found "
                          f"{layout.ncols} fields: {layout.first_data_text!r}")
-    if layout.ncols > 3 or (layout.ncols == 3 and not weighted):
+    if warn and (layout.ncols > 3 or (layout.ncols == 3 and not weighted)):
         used = 3 if weighted else 2
         logger.warning("%s: lines have %d fields; only the first %d are used, the rest is ignored%s",
                        path, layout.ncols, used, "" if weighted else
@@ -146,6 +148,29 @@ def _float_column(chunk: TextChunk, column: np.ndarray) -> np.ndarray:
         raise
 
 
+def _read_int_codes(layout: TableLayout, weighted: bool, chunk_bytes: int,
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray, TableLayout] | None:
+    """:func:`read_edge_names` of a file whose ids are all integers, parsed as integers (fast);
+    None when an id is not an integer (then the file is read as text)."""
+    if layout.ncols == 0:
+        return None
+    blocks: list[tuple[np.ndarray, np.ndarray]] = []
+    weights: list[np.ndarray] = []
+    try:
+        for chunk in iter_chunks(layout, _edge_dtype(layout.ncols), chunk_bytes=chunk_bytes):
+            rows = chunk.rows
+            blocks.append(block_codes(np.stack([rows["src"], rows["dst"]], axis=1)))
+            if weighted:
+                weights.append(_weights(chunk, rows["col3"]))
+            del chunk, rows
+    except NotAnIntegerError:
+        return None
+    names, codes = merge_block_names(blocks)
+    codes = codes.reshape(-1, 2)
+    weight = (np.concatenate(weights) if weights else np.zeros(0, np.float32)) if weighted else None
+    return codes[:, 0].copy(), codes[:, 1].copy(), weight, names.astype(np.int64, copy=False), layout
+
+
 def read_edge_names(path: str | Path, *, delimiter: str | None = "auto", header: bool | None = None,
                     weighted: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray, TableLayout]:
@@ -153,14 +178,30 @@ def read_edge_names(path: str | Path, *, delimiter: str | None = "auto", header:
 
     ``src``/``dst`` are codes ``0..N-1`` into ``names``, the distinct ids in sorted order (int64
     when all are decimal integers, else unicode): see :mod:`partitioners.io.relabel_ids`.
+
+    ``header=None``: names are not numbers, so a first line without a numeric field is a
+    header only when no data line could be one: when its weight field is not a number
+    (``weighted``), or when neither of its two ids occurs on any other line (``source,target``).
+    A skipped header is logged.
     """
-    layout = _edge_layout(path, delimiter, header, weighted)
+    int_ids = _read_int_codes(_edge_layout(path, delimiter, header, weighted), weighted, chunk_bytes)
+    if int_ids is not None:
+        return int_ids
+    auto = header is None
+    layout = _edge_layout(path, delimiter, False if auto else header, weighted, warn=False)
     blocks: list[tuple[np.ndarray, np.ndarray]] = []
     weights: list[np.ndarray] = []
+    header_row = could_be_header = False
     for chunk in iter_chunks(layout, str, chunk_bytes=chunk_bytes) if layout.ncols else ():
         rows = chunk.rows
         if rows.size == 0:
             continue
+        if auto and not blocks:  # a header has no number (as without relabel)
+            could_be_header = not any(_is_number(str(t)) for t in rows[0])
+            if could_be_header and weighted:
+                header_row = True  # a data line's weight is a number
+                rows = rows.copy()
+                rows[0, 2] = "0"
         blocks.append(block_codes(rows[:, :2]))
         if weighted:
             weights.append(_weights(chunk, _float_column(chunk, rows[:, 2])))
@@ -171,6 +212,15 @@ def read_edge_names(path: str | Path, *, delimiter: str | None = "auto", header:
     weight = None
     if weighted:
         weight = np.concatenate(weights) if weights else np.zeros(0, np.float32)
+    if could_be_header and (header_row or not ((codes[1:] == codes[0, 0]) | (codes[1:] == codes[0, 1])).any()):
+        logger.info("%s: line %d (%r) is taken as a header and skipped (%s)", layout.path,
+                    layout.first_data_line, layout.first_data_text,
+                    "its weight field is not a number" if header_row else "neither id occurs elsewhere")
+        codes = codes[1:]
+        weight = None if weight is None else weight[1:]
+        used = np.unique(codes)
+        names = names[used]
+        codes = np.searchsorted(used, codes).astype(codes.dtype)
     return codes[:, 0].copy(), codes[:, 1].copy(), weight, names, layout
 
 

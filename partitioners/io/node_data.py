@@ -67,11 +67,14 @@ def open_node_array(what: str, path: str | Path) -> np.ndarray:
     if not p.is_file():
         raise FileNotFoundError(f"{what}: no such file")
     try:
-        a = np.load(p, mmap_mode="r", allow_pickle=False)
+        try:
+            a = np.load(p, mmap_mode="r", allow_pickle=False)
+        except ValueError:  # cannot be memory-mapped: read it (object arrays fail here too)
+            a = np.load(p, allow_pickle=False)
     except ValueError as exc:  # object arrays (pickle), bad headers
-        raise GraphError(f"{what}: not a plain .npy array ({exc}); save it with np.save from a "
-                         f"numeric array") from None
-    except OSError as exc:
+        raise GraphError(f"{what}: not a plain .npy array ({exc}); save a numeric array with "
+                         f"np.save (nothing is unpickled)") from None
+    except (OSError, EOFError) as exc:
         raise GraphError(f"{what}: not a readable .npy file ({exc})") from None
     if not isinstance(a, np.ndarray):
         raise GraphError(f"{what}: a .npz archive, not one .npy array; save each array with np.save")

@@ -15,12 +15,12 @@ The graph is the one the usual loaders (Kipf & Welling's, PyG's) build:
 
 - nodes: ``allx``'s rows are nodes ``0..len(allx)-1``; ``tx`` row ``k`` is node
   ``test.index[k]``; ``N = max(len(allx), max(test.index) + 1)``. Ids between that are not in
-  ``test.index`` (CiteSeer has 15) get zero features, label 0 and no split, as those loaders do.
+  ``test.index`` (CiteSeer has some) get zero features, label 0 and no split, as those loaders do.
 - labels: the argmax of the one-hot rows (an all-zero row gives 0).
 - split (the standard one): train = the first ``len(y)`` nodes (20 per class), val = the next
   500 (fewer when ``allx`` has fewer rows), test = the ids of ``test.index``.
 - edges: every ``u -> v`` of the dict, made undirected (``symmetrize``), self-loops and repeated
-  edges removed (as PyG does: Cora has 10,556 stored edges).
+  edges removed (as PyG's loader does).
 
 This module is torch-free.
 """
@@ -168,6 +168,7 @@ def read_planetoid(path: str | Path, *, planetoid_name: str | None = None, **gra
     ally = _matrix(folder, stem, "ally", np.float32)
     ty = _matrix(folder, stem, "ty", np.float32)
     y = _matrix(folder, stem, "y", np.float32)
+    x_train = _matrix(folder, stem, "x", np.float32)  # allx's first len(y) rows: read to be checked
     test = _test_index(folder / f"{stem}.test.index")
     where = folder / stem
     if allx.shape[0] != ally.shape[0] or tx.shape[0] != ty.shape[0] or tx.shape[0] != test.size:
@@ -176,8 +177,11 @@ def read_planetoid(path: str | Path, *, planetoid_name: str | None = None, **gra
     if allx.shape[1] != tx.shape[1] or ally.shape[1] != ty.shape[1] or y.shape[1] != ally.shape[1]:
         raise GraphError(f"{where}.*: column counts disagree: allx {allx.shape[1]}, tx {tx.shape[1]} "
                          f"features; ally {ally.shape[1]}, ty {ty.shape[1]}, y {y.shape[1]} classes")
-    if y.shape[0] > allx.shape[0]:
-        raise GraphError(f"{where}.y has {y.shape[0]} rows, more than allx's {allx.shape[0]}")
+    if y.shape[0] > allx.shape[0] or x_train.shape != (y.shape[0], allx.shape[1]):
+        raise GraphError(f"{where}.x/.y: {x_train.shape[0]} and {y.shape[0]} rows (the training nodes, "
+                         f"at most allx's {allx.shape[0]}), x with {x_train.shape[1]} columns (allx: "
+                         f"{allx.shape[1]})")
+    del x_train
     if int(test.min()) < allx.shape[0]:
         raise GraphError(f"{where}.test.index: test node {int(test.min())} is one of allx's rows "
                          f"(0..{allx.shape[0] - 1}); test nodes follow them")

@@ -1,7 +1,8 @@
 """Relabel arbitrary node ids (strings, or sparse / negative integers) to contiguous ``0..N-1``.
 
 The order is **sorted**: node ``i`` is the ``i``-th smallest id of the input, numerically when
-every id is a decimal integer, else by Unicode code point (``"10" < "9"``). Sorted, not first-seen,
+every id is an integer (the reader parses them as integers then), else by Unicode code point
+(``"10" < "9"``). Sorted, not first-seen,
 so the numbering does not depend on the order of the edges, and a user can lay out node data
 files in the same order with ``np.unique(ids)``. The ids themselves are returned as ``names``
 (int64, or a numpy unicode array: no pickle) with ``names[i]`` = the input's id of node ``i``.
@@ -29,34 +30,18 @@ def block_codes(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return names, _narrow(inverse.reshape(ids.shape), names.size)
 
 
-def _integer_names(names: np.ndarray) -> np.ndarray | None:
-    """``names`` (text) as int64 when every one is a decimal integer, else None."""
-    if names.size == 0 or not np.char.isdigit(np.char.lstrip(names, "+-")).all():
-        return None
-    try:
-        return names.astype(np.int64)
-    except (ValueError, OverflowError):
-        return None
-
-
 def merge_block_names(blocks: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     """Merge the ``(names, codes)`` of :func:`block_codes` into ``(names [N], codes)``.
 
-    ``codes`` is every block's codes, concatenated, into the sorted global ``names``. Text ids
-    that are all decimal integers become int64 names sorted numerically (``"007"`` and ``"7"``
-    are then the same node, as they are without relabelling).
+    ``codes`` is every block's codes, concatenated, into the sorted global ``names`` (text
+    names come back as a plain unicode array).
     """
     if not blocks:
         return np.zeros(0, np.int64), np.zeros(0, np.int32)
     names = np.unique(np.concatenate([b[0] for b in blocks]))
     codes = np.concatenate([np.searchsorted(names, b_names)[b_codes] for b_names, b_codes in blocks])
-    if names.dtype.kind in "US":
-        as_int = _integer_names(names)
-        if as_int is not None:
-            names, remap = np.unique(as_int, return_inverse=True)
-            codes = remap[codes]
-        else:
-            names = names.astype(str)
+    if names.dtype.kind == "S":
+        names = names.astype(str)
     return names, _narrow(codes, names.size)
 
 

@@ -26,7 +26,7 @@ import collections
 import io
 import pickle
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -118,16 +118,12 @@ class RestrictedUnpickler(pickle.Unpickler):
         raise UnsafePickleError(f"{self.source}: refused a persistent id: only plain data is allowed")
 
 
-def restricted_load(path: str | Path, *, encoding: str = "latin1",
-                    check: Callable[[Any], None] | None = None) -> Any:
+def restricted_load(path: str | Path, *, encoding: str = "latin1") -> Any:
     """The object pickled in ``path``, through :class:`RestrictedUnpickler` (``encoding`` for
     Python 2 strings). Raises :class:`UnsafePickleError` for a refused name, and
     :class:`pickle.UnpicklingError` (or ValueError, EOFError ...) for a damaged file."""
     data = Path(path).read_bytes()
-    obj = RestrictedUnpickler(io.BytesIO(data), source=str(path), encoding=encoding).load()
-    if check is not None:
-        check(obj)
-    return obj
+    return RestrictedUnpickler(io.BytesIO(data), source=str(path), encoding=encoding).load()
 
 
 def _state_array(state: dict[str, Any], key: str, what: str) -> np.ndarray:
@@ -155,6 +151,9 @@ def sparse_to_dense(obj: Any, what: str, dtype: Any = np.float32) -> np.ndarray:
             or not all(isinstance(s, (int, np.integer)) and s >= 0 for s in shape)):
         raise ValueError(f"{what}: its shape {shape!r} is not two non-negative integers")
     arrays = tuple(_state_array(state, k, what) for k in ("data", "indices", "indptr"))
-    m = type(obj)(arrays, shape=(int(shape[0]), int(shape[1])))
-    m.check_format(full_check=True)
+    try:
+        m = type(obj)(arrays, shape=(int(shape[0]), int(shape[1])))
+        m.check_format(full_check=True)
+    except (ValueError, TypeError, IndexError) as exc:
+        raise ValueError(f"{what}: not a valid sparse matrix ({exc})") from None
     return m.toarray().astype(dtype, copy=False)

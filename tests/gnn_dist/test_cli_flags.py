@@ -17,7 +17,7 @@ FLAGS = [
     "--feature-cache-policy", "--feature-storage", "--first-layer-chunk-rows", "--halo-dtype", "--heads", "--help",
     "--hidden", "--input-dropout", "--keep-checkpoints", "--kernels", "--layers", "--log-every", "--lr",
     "--max-memory", "--metrics", "--model", "--no-static-halo", "--no-verify", "--optimizer", "--out-heads",
-    "--overlap-chunks", "--patience", "--pipeline", "--precompute-first-layer", "--resume",
+    "--overlap-chunks", "--patience", "--pipeline", "--precompute-first-layer", "--quiet", "--resume",
     "--resume-any-partition", "--save-model", "--seed", "--select", "--simulate-link", "--stale-smoothing",
     "--timeout", "--validate", "--verbose", "--weight-decay",
 ]

@@ -42,6 +42,11 @@ def test_the_estimate_grows_with_the_model_and_the_storage(parts):
     assert wide.parts["activations"] > 30 * small.parts["activations"] and wide.parts["optimizer"] > 0
     assert gat.parts["activations"] > wide.parts["activations"]
     assert host.parts["features"] == 2 * small.parts["features"]
+    best = estimate_rank_memory(meta, 0, _config(parts, "--hidden", "512", "--layers", "4", "--select", "best-val"))
+    assert best.parts["optimizer"] * 16 == wide.parts["optimizer"] * 20, "best-val keeps a copy of the weights"
+    heads = estimate_rank_memory(meta, 0, _config(parts, "--hidden", "512", "--layers", "4", "--model", "gat",
+                                                  "--out-heads", "4"))
+    assert heads.parts["activations"] > gat.parts["activations"], "the output layer's heads"
 
 
 def test_a_tiny_limit_is_refused_naming_the_estimate(parts):

@@ -173,7 +173,8 @@ def test_a_tampered_foreign_or_missing_model_file_is_refused(run, tmp_path):
     (tmp_path / "flipped.pt").write_bytes(bytes(flipped))
     torch.save({"format": "gnn-dist-model", "version": 1, "header": Payload()}, tmp_path / "pickled.pt")
     expected = {"weights": "sha256 of its contents", "header": "sha256 of its contents",
-                "version": "model file version 2", "flipped": "not a readable model file|sha256 of its contents", "pickled": "not a readable model file",
+                "version": "model file version 2", "flipped": "not a readable model file|sha256 of its contents",
+                "pickled": "not a readable model file",
                 "missing": "no such model file"}
     for name, message in expected.items():
         with pytest.raises(ModelFileError, match=message) as exc:
@@ -214,11 +215,47 @@ def test_a_model_that_does_not_fit_the_folder_or_a_bad_path_is_refused(run, grap
         code = train_main(["--data", run["p1"], "--epochs", "1000000", "--hidden", "4", "--log-every", "0",
                            "--save-model", str(tmp_path / "nowhere" / "m.pt")])
     assert code == 2 and len(errors.lines) == 1 and "--save-model" in errors.lines[0] and "nowhere" in errors.lines[0]
+    from gnn_dist.config_cli import parse_run_config
+    from gnn_dist.validate import check_run
+
+    with pytest.raises(ValueError, match=r"--save-model .*nowhere.* does not exist"):   # what gnn-dist train runs first
+        check_run(parse_run_config(["--data", run["p1"], "--save-model", str(tmp_path / "nowhere" / "m.pt")])[0])
     # save_model_file refuses weights its ModelConfig does not describe
     model = load_model_file(run["model"]).build()
     with pytest.raises(ModelFileError, match="not those of the model"):
         save_model_file(tmp_path / "m.pt", model, ModelConfig(hidden=HIDDEN * 2, layers=LAYERS), _Meta(5, 3))
     assert not (tmp_path / "m.pt").exists()
+
+
+def test_a_folder_without_labels_is_predicted(graph, run, predictions, tmp_path):
+    unlabelled = dataclasses.replace(graph, y=None, num_classes=0, train_mask=None, val_mask=None, test_mask=None)
+    write_partition(unlabelled, np.zeros(NUM_NODES, np.int32), 1, tmp_path / "u", method="test", method_params={},
+                    seed=0)
+    check_prediction(tmp_path / "u", run["model"], str(tmp_path / "p.npz"))
+    got = predict(tmp_path / "u", run["model"])
+    assert got.embeddings is None and "embeddings" not in got.arrays()
+    np.testing.assert_allclose(got.probabilities, predictions[1]["default"]["probabilities"], rtol=1e-6, atol=1e-7)
+
+
+def test_a_multilabel_model_predicts_labels_as_training_evaluates_them(tmp_path):
+    from gnn_dist.train import main
+
+    base = make_graph(60, seed=5)
+    graph = dataclasses.replace(base, y=(base.x[:, :3] > 0).astype(np.uint8), num_classes=3)
+    data, model, metrics = str(tmp_path / "p1"), str(tmp_path / "m.pt"), tmp_path / "metrics.jsonl"
+    write_partition(graph, np.zeros(60, np.int32), 1, data, method="test", method_params={}, seed=0)
+    assert main(["--data", data, "--epochs", "4", "--hidden", "8", "--lr", "0.05", "--log-every", "0",
+                 "--metrics", str(metrics), "--save-model", model]) == 0
+    final = json.loads(metrics.read_text().splitlines()[-1])
+    got = predict(data, model)
+    assert load_model_file(model).label_kind == "multilabel"
+    assert got.predicted.dtype == np.uint8 and got.predicted.shape == got.probabilities.shape == (60, 3)
+    np.testing.assert_array_equal(got.predicted, (got.probabilities > 0.5).astype(np.uint8))
+    for name, mask in (("train", graph.train_mask), ("val", graph.val_mask)):
+        pred, true = got.predicted[mask].astype(float), graph.y[mask].astype(float)
+        tp = (pred * true).sum()
+        micro_f1 = 2 * tp / (2 * tp + (pred * (1 - true)).sum() + ((1 - pred) * true).sum())
+        assert micro_f1 == pytest.approx(final[f"{name}_acc"], abs=1e-12), name
 
 
 @dataclasses.dataclass

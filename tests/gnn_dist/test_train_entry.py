@@ -9,6 +9,7 @@ Under torchrun: ``gnn-dist train --nproc 2`` (the console script, which runs
 from __future__ import annotations
 
 import json
+import re
 import runpy
 import shutil
 import sys
@@ -154,7 +155,7 @@ def test_gnn_dist_train_under_torchrun(folders, tmp_path):
     metrics, ckpt = tmp_path / "metrics.jsonl", tmp_path / "ckpt"
     res = run_tree([*cli, "train", "--data", folders["p2"], "--nproc", "2", "--model", "gcn", "--hidden", "8",
                     "--epochs", "4", "--lr", "0.05", "--dropout", "0.5", "--seed", "1", "--eval-every", "2",
-                    "--metrics", str(metrics), "--checkpoint-dir", str(ckpt), "--log-every", "0",
+                    "--metrics", str(metrics), "--checkpoint-dir", str(ckpt), "--log-every", "2",
                     "--timeout", "60"], timeout=150)
     assert res.returncode == 0, res.stdout[-4000:]
     recs = read_metrics(metrics)
@@ -164,6 +165,8 @@ def test_gnn_dist_train_under_torchrun(folders, tmp_path):
     assert recs[1]["val_acc"] is not None and recs[0]["val_acc"] is None
     assert (ckpt / "checkpoint-000004.pt").is_file() and (ckpt / "latest").is_file()
     assert '"epochs": 4' in res.stdout  # rank 0's final line
+    assert re.search(r"summary: 4 epochs, .*; peak memory per rank \(cpu rss\): [\d.]+ MiB, [\d.]+ MiB$",
+                     res.stdout, re.M), res.stdout[-2000:]   # both ranks' peaks
 
 
 def test_kernels_flag_chooses_the_backend(folders, tmp_path, monkeypatch, caplog):
@@ -197,3 +200,35 @@ def test_gnn_dist_train_refuses_a_bad_option_before_torchrun(folders, flags, mes
     assert res.returncode == 2, res.stdout[-3000:]
     lines = [line for line in res.stdout.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0], lines
+
+
+def test_quiet_keeps_warnings_errors_and_the_final_line(folders, capsys):
+    from gnn_dist.train import main
+
+    flags = ["--data", folders["p1"], "--hidden", "8", "--epochs", "2", "--log-every", "1"]
+    assert main([*flags, "--quiet"]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("[rank0] final: {"), lines
+    assert main(flags) == 0
+    loud = capsys.readouterr().err
+    assert "epoch    1" in loud and "summary:" in loud and "final:" in loud   # what --quiet dropped
+    assert main(["--validate", *flags, "--quiet"]) == 0 and capsys.readouterr().err == ""
+    assert main([*flags, "-q", "-v"]) == 2
+    assert "-v/--verbose and -q/--quiet exclude each other" in capsys.readouterr().err
+
+
+def test_the_summary_names_each_ranks_peak_memory():
+    import resource
+
+    from gnn_dist.metrics import summary_line
+    from gnn_dist.peak_memory import peak_memory_bytes, peak_memory_kind
+
+    history = [{"epoch": 0, "epoch_time_s": 0.5, "val_acc": None},
+               {"epoch": 1, "epoch_time_s": 1.5, "val_acc": 0.5, "test_acc": 0.25}]
+    line = summary_line(history, 1000, [3 * 2**20, None], "cpu rss")
+    assert line == ("2 epochs, mean epoch 1000.0 ms, 1e+03 edges/s, best val 0.5000 at epoch 1 (test 0.2500); "
+                    "peak memory per rank (cpu rss): 3.00 MiB, ?")
+    assert summary_line(history, 1000).endswith("(test 0.2500)")   # no peaks: no memory part
+    peak = peak_memory_bytes("cpu")
+    assert peak == resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 and peak > 50 * 2**20
+    assert peak_memory_kind("cpu") == "cpu rss"

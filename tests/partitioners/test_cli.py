@@ -307,7 +307,8 @@ def test_train_balance_needs_a_train_mask(capsys, tmp_path):
     path = write_input(tmp_path, "edgelist")
     code, _, err = run(capsys, "partition", "--input", path, "--parts", "2", "--balance", "train",
                        "--out", tmp_path / "x", "--no-progress")
-    assert code == EXIT_USAGE and "balance criterion 'train' needs a train_mask" in err
+    assert code == EXIT_USAGE and "--balance train needs training nodes" in err
+    assert "add --train-mask M.npy or --split 0.6,0.2,0.2" in err
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -486,6 +487,29 @@ def test_train_runs_torchrun_with_the_folder_part_count(capsys, monkeypatch, goo
     assert not verbose
     assert "OMP_NUM_THREADS" in env
     assert env["THP_MEM_ALLOC_ENABLE"] == "1"  # torch's huge-page CPU allocations for the ranks
+
+
+def test_version(capsys):
+    from partitioners import __version__
+
+    assert main(["--version"]) == 0 and capsys.readouterr().out == f"gnn-dist {__version__}\n"
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_verbose_and_quiet_reach_the_ranks(capsys, monkeypatch, good_dir, where):
+    calls = _fake_launcher(monkeypatch)
+
+    def argv(flag: str, verb: str = "train") -> list:
+        return [flag, verb, "--data", good_dir] if where == "before" else [verb, "--data", good_dir, flag]
+
+    for flag, passed in (("-v", "--verbose"), ("-q", "--quiet")):
+        assert run(capsys, *argv(flag))[0] == EXIT_OK
+        assert calls[-1][0][-1] == passed, calls[-1][0]   # gnn_dist.train's own flag, last
+    assert run(capsys, *argv("-q", "predict"), "--model-file", "m.pt", "--out", "p.npz")[0] == EXIT_OK
+    assert "--quiet" not in calls[-1][0]   # gnn_dist.predict has no --quiet
+    assert run(capsys, "-q", "train", "--data", good_dir, "-v")[0] == EXIT_USAGE
+    code, _, err = run(capsys, "-q", "datasets")
+    assert code == EXIT_OK and err == ""   # quiet: warnings and errors only
 
 
 def test_train_verbose_shows_torchruns_own_report(capsys, monkeypatch, good_dir):

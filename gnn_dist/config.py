@@ -255,6 +255,9 @@ class ReportConfig:
     metrics_path: str | None = flag("--metrics", metavar="FILE.jsonl")
     """JSON-lines file rank 0 writes: the resolved config, then one object per epoch (started afresh
     unless resuming, which keeps the records of the epochs before the checkpoint)."""
+    tensorboard: str | None = flag("--tensorboard", metavar="DIR")
+    """Also write each epoch's figures (loss, accuracies, times, bytes per layer) as TensorBoard scalars
+    into DIR, on rank 0 (needs the tensorboard package: pip install 'gnn-dist[tensorboard]')."""
 
     def __post_init__(self) -> None:
         _int_at_least("eval_every", self.eval_every, 0)

@@ -41,6 +41,7 @@ from .distributed import (all_gather_json, all_ranks_agree, all_reduce_grads, al
 from .metrics import MetricsFile, StepStats, progress_line, summary_line
 from .peak_memory import peak_memory_bytes, peak_memory_kind
 from .pipeline import Pipeline, build_schedule
+from .tensorboard_log import TensorBoardLog
 from .selection import ModelSelection
 
 __all__ = ["Trainer", "TrainerConfig"]
@@ -93,6 +94,11 @@ class Trainer:
         self.selection = ModelSelection(c.selection)
         """The best epoch so far and the weights it had (``select``), the early stop (``patience``)."""
         self.metrics = None if c.report.metrics_path is None else MetricsFile(c.report.metrics_path)
+        self.tensorboard: TensorBoardLog | None = None
+        if c.report.tensorboard is not None:
+            with all_ranks_agree(f"opening the TensorBoard log {c.report.tensorboard}"):
+                if self.rank == 0:
+                    self.tensorboard = TensorBoardLog(c.report.tensorboard)
         self._run_config = run_config if run_config is not None else {"trainer": to_dict(self.config)}
         self._metrics_started = False
 
@@ -270,6 +276,8 @@ class Trainer:
         if self.rank == 0:
             if self.metrics is not None:
                 self.metrics.append(rec)
+            if self.tensorboard is not None:
+                self.tensorboard.write(rec)
             if c.report.log_every and (rec["epoch"] % c.report.log_every == 0 or last):
                 log.info(progress_line(rec, feature_store=self.inputs is not None
                                        and self.inputs.store.storage != "device"))

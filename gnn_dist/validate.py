@@ -53,6 +53,10 @@ def check_run(config: RunConfig) -> str:
         from .model_file import check_output_file
 
         check_output_file(config.save_model, "--save-model")
+    if config.trainer.report.tensorboard is not None:
+        from .tensorboard_log import require_tensorboard
+
+        require_tensorboard()
     return (f"{path}: {meta.num_parts} parts, {meta.num_nodes} nodes, {meta.feature_dim} features, "
             f"{meta.num_classes} classes; model {config.model.model}, pipeline {config.trainer.schedule.pipeline}")
 

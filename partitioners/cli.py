@@ -306,7 +306,10 @@ def _partition(args: argparse.Namespace) -> int:
     read_s = time.perf_counter() - t0
     log.info(f"read {graph!r} in {read_s:.2f}s")
     if graph.preprocessing:
-        log.info("preprocessing: " + ", ".join(f"{k} {v}" for k, v in graph.preprocessing.items()))
+        counts = ", ".join(f"{k} {v}" for k, v in graph.preprocessing.items())
+        who = ("the generator's cleaning (every draw stored both ways, self-loops and repeats dropped)"
+               if args.dataset else "--symmetrize/--remove-* and the reader")
+        log.info(f"preprocessing, by {who}: {counts}")
     if (untrainable := untrainable_warning(graph)) is not None:
         log.warning(untrainable)
     _check_parts(args.parts, graph.num_nodes, args.dataset or args.input)

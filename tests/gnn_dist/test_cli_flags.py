@@ -18,7 +18,7 @@ FLAGS = [
     "--hidden", "--input-dropout", "--keep-checkpoints", "--kernels", "--layers", "--log-every", "--lr",
     "--max-memory", "--metrics", "--model", "--no-static-halo", "--no-verify", "--optimizer", "--out-heads",
     "--overlap-chunks", "--patience", "--pipeline", "--precompute-first-layer", "--quiet", "--resume",
-    "--resume-any-partition", "--save-model", "--seed", "--select", "--simulate-link", "--stale-smoothing",
+    "--resume-any-partition", "--save-model", "--seed", "--select", "--simulate-link", "--stale-smoothing", "--tensorboard",
     "--timeout", "--validate", "--verbose", "--weight-decay",
 ]
 

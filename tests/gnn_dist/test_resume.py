@@ -170,6 +170,8 @@ def test_checkpoint_every_and_after_the_last_epoch(part1, tmp_path):
         "checkpoint-000002.pt", "checkpoint-000002.pt.sha256", "checkpoint-000004.pt", "checkpoint-000004.pt.sha256",
         "checkpoint-000005.pt", "checkpoint-000005.pt.sha256", "latest"]  # no temp files
     assert latest_checkpoint(tmp_path) == tmp_path / "checkpoint-000005.pt"
+    from gnn_dist.checkpoint import load_checkpoint   # the pointer and the folder name the newest file
+    assert load_checkpoint(tmp_path / "latest")["epoch"] == load_checkpoint(tmp_path)["epoch"] == 5
 
 
 def test_checkpoint_holds_the_whole_state(part1, tmp_path):

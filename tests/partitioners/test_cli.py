@@ -270,6 +270,17 @@ def test_remove_options_are_applied(capsys, tmp_path):
 
 
 # -------------------------------------------------------------------------------- bad input
+def test_the_preprocessing_line_says_who_cleaned_the_graph(capsys, tmp_path):
+    code, report, err = partition(capsys, tmp_path / "p", "--dataset", "sbm-tiny", "--parts", "2")
+    assert code == EXIT_OK
+    line = next(l for l in err.splitlines() if "preprocessing" in l)
+    assert "by the generator's cleaning" in line and "symmetrize_added" in line, line
+    edges = tmp_path / "e.tsv"
+    edges.write_text("0\t1\n1\t1\n2\t0\n")
+    code, _, err = partition(capsys, tmp_path / "q", "--input", edges, "--parts", "2", "--remove-self-loops")
+    assert code == EXIT_OK and "preprocessing, by --symmetrize/--remove-* and the reader: self_loops_removed 1" in err
+
+
 def test_unknown_dataset(capsys, tmp_path):
     code, out, err = run(capsys, "partition", "--dataset", "nope", "--parts", "2", "--out", tmp_path / "x")
     assert code == EXIT_USAGE and out == ""

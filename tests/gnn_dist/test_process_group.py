@@ -392,7 +392,10 @@ def test_torchrun_jobs_exit_cleanly(tmp_path: Path) -> None:
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     env["OMP_NUM_THREADS"] = "1"
     failures = []
-    runs = 6   # without the shutdown sequence about half abort: 6 runs miss it with p < 2%
+    # Without the shutdown sequence about half abort: 3 runs miss it with p = 1/8, and about ten more
+    # real torchrun jobs elsewhere in the suite (test_train_launch, test_train_entry, the elastic and
+    # example tests) assert exit code 0 too, so together they miss it with p < 1e-3.
+    runs = 3
     for i in range(runs):
         proc = subprocess.run(
             [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",

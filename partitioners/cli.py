@@ -19,17 +19,21 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 from . import __version__
+from .cli_args import BALANCE_CRITERIA, UsageError, balance_list, memory_size, nonneg_int, positive_int
+from .cli_train import (LOOPBACK_ENV, LOOPBACK_RDZV_BACKEND, add_launch_verbs, cmd_predict, cmd_train, train_command,
+                        train_env)
 from .errors import PartitionFormatError
 from .log_format import CliFormatter
 
-__all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "build_parser", "main"]
+__all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "build_parser", "main",
+           # defined in cli_args / cli_train, importable from here as before:
+           "BALANCE_CRITERIA", "LOOPBACK_ENV", "LOOPBACK_RDZV_BACKEND", "UsageError", "train_command", "train_env"]
 
 log = logging.getLogger("partitioners.cli")  # not __name__: "__main__" under python -m
 
@@ -42,13 +46,8 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 """Ctrl-C (128 + SIGINT)."""
 
-BALANCE_CRITERIA = ("nodes", "edges", "train")
 _HANDLER_TAG = "_gnn_dist_cli_handler"
 """Attribute marking the handler :func:`_init_logger` added (so a second call replaces it)."""
-
-
-class UsageError(ValueError):
-    """A request the CLI refuses before doing the work (exit code 2)."""
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -90,48 +89,6 @@ def _emit_json(obj: object) -> None:
     sys.stdout.flush()
 
 
-# ------------------------------------------------------------------------------ argument types
-def _balance(value: str) -> tuple[str, ...]:
-    items = tuple(v.strip() for v in value.split(",") if v.strip())
-    if not items:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} names no criterion; give one or more of {', '.join(BALANCE_CRITERIA)}, "
-            f"comma-separated (e.g. nodes,edges)")
-    bad = [v for v in items if v not in BALANCE_CRITERIA]
-    if bad:
-        raise argparse.ArgumentTypeError(
-            f"unknown criterion {bad[0]!r} in {value!r}; choose from {', '.join(BALANCE_CRITERIA)}, "
-            f"comma-separated (e.g. nodes,edges)")
-    return tuple(dict.fromkeys(items))
-
-
-def _int_at_least(minimum: int, what: str) -> Callable[[str], int]:
-    def parse(value: str) -> int:
-        try:
-            n = int(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}") from None
-        if n < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {n}")
-        return n
-
-    parse.__name__ = what  # argparse names the type in some messages
-    return parse
-
-
-_positive_int = _int_at_least(1, "a positive integer")
-_nonneg_int = _int_at_least(0, "a non-negative integer")
-
-
-def _memory_size(value: str) -> int:
-    from .memory import parse_size
-
-    try:
-        return parse_size(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 # ------------------------------------------------------------------------------------ parser
 def build_parser() -> argparse.ArgumentParser:
     """The ``gnn-dist`` parser: verbs ``datasets``, ``partition``, ``inspect``, ``train``, ``predict``, ``report``."""
@@ -164,18 +121,18 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--input", metavar="PATH", help="a graph file, or an OGB or Planetoid dataset folder")
     p.add_argument("--input-format", choices=FORMATS, default=None, metavar="FMT",
                    help=f"format of --input, one of {', '.join(FORMATS)} (default: inferred from the path)")
-    p.add_argument("--parts", type=_positive_int, required=True, metavar="P", help="number of parts")
+    p.add_argument("--parts", type=positive_int, required=True, metavar="P", help="number of parts")
     p.add_argument("--method", choices=METHODS, default="metis",
                    help="partitioning method (default: metis)")
     p.add_argument("--refine", action="store_true",
                    help="then move boundary nodes to lower the communication volume, keeping balance")
-    p.add_argument("--balance", type=_balance, default=("nodes",), metavar="LIST",
+    p.add_argument("--balance", type=balance_list, default=("nodes",), metavar="LIST",
                    help="what to balance: comma-separated of nodes,edges,train (default: nodes)")
     p.add_argument("--symmetrize", action="store_true", help="add the reverse of every edge (--input only)")
     p.add_argument("--remove-self-loops", action="store_true", help="drop self-loop edges (--input only)")
     p.add_argument("--remove-duplicates", action="store_true", help="drop repeated edges (--input only)")
-    p.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default: 0)")
-    p.add_argument("--max-memory", type=_memory_size, default=None, metavar="SIZE",
+    p.add_argument("--seed", type=nonneg_int, default=0, help="random seed (default: 0)")
+    p.add_argument("--max-memory", type=memory_size, default=None, metavar="SIZE",
                    help="refuse to start when the estimated peak memory is larger, e.g. 8GB, "
                         "512MiB or bytes (default: the available memory)")
     p.add_argument("--out", required=True, metavar="DIR", help="the partition folder to write")
@@ -189,31 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--verify", action="store_true",
                    help="check sha256 checksums, shapes, id ranges and cross-part consistency")
     i.add_argument("--json", action="store_true", help="print the metadata and problems as JSON on stdout")
-
-    t = sub.add_parser("train", parents=[verbose], allow_abbrev=False,
-                       help="train on a partition folder with torchrun on this machine",
-                       description="Runs torchrun on this machine (`python -m "
-                                   "gnn_dist.distributed.local_run`: torchrun --standalone with "
-                                   "every socket on 127.0.0.1) with `--nproc-per-node P -m "
-                                   "gnn_dist.train --data DIR ...`; every other argument is passed "
-                                   "on to gnn_dist.train. -v shows torchrun's full output.",
-                       epilog="Training flags: see docs/cli.md or `python -m gnn_dist.train -h`.")
-    t.add_argument("--data", required=True, metavar="DIR", help="partition folder")
-    t.add_argument("--nproc", type=_positive_int, default=None, metavar="P",
-                   help="processes (ranks) (default: the folder's num_parts)")
-    t.add_argument("--max-restarts", type=_nonneg_int, default=0, metavar="N",
-                   help="restart the ranks up to N times when one fails (torchrun's elastic restart); with "
-                        "--checkpoint-dir and --resume auto they continue from the newest checkpoint (default: 0)")
-
-    pr = sub.add_parser("predict", parents=[verbose], allow_abbrev=False,
-                        help="predict every node of a partition folder with a model file, one rank per part",
-                        description="Runs torchrun on this machine like `gnn-dist train`, with `--nproc-per-node "
-                                    "P -m gnn_dist.predict --data DIR ...` (P: the folder's num_parts); every "
-                                    "other argument is passed on to gnn_dist.predict: --model-file FILE "
-                                    "--out FILE.npz [--embeddings [--layer K]] [--no-verify] [--backend B] "
-                                    "[--timeout S].",
-                        epilog="Prediction flags: see docs/cli.md or `python -m gnn_dist.predict -h`.")
-    pr.add_argument("--data", required=True, metavar="DIR", help="partition folder (any number of parts)")
+    add_launch_verbs(sub, verbose)
 
     rp = sub.add_parser("report", parents=[verbose],
                         help="an HTML or PNG report of a training run's metrics file (gnn_dist.train --metrics)")
@@ -389,88 +322,6 @@ def cmd_report(args: argparse.Namespace) -> int:
         log.warning(note)
     log.info(f"wrote {args.out}")
     return EXIT_OK
-
-
-# ------------------------------------------------------------------------------------- train
-LOOPBACK_RDZV_BACKEND = "gnn-dist-loopback"
-"""``gnn_dist.distributed.local_run.LOOPBACK_BACKEND`` (not imported: it would import torch)."""
-
-
-def train_command(data: str, nproc: int, rest: Sequence[str], *, verbose: bool = False,
-                  watch_pid: int | None = None, max_restarts: int = 0, entry: str = "gnn_dist.train") -> list[str]:
-    """The agent command ``gnn-dist train`` runs (``rest``: flags for ``gnn_dist.train``);
-    ``gnn-dist predict``'s with ``entry="gnn_dist.predict"``.
-
-    torchrun (``gnn_dist.distributed.local_run`` runs it in-process) on one node, as
-    ``--standalone`` would, but with every store on 127.0.0.1: the loopback rendezvous backend,
-    an ephemeral port, and ``--local-addr`` (the ranks' ``MASTER_ADDR``). ``watch_pid``: the
-    agent stops the ranks when that process (``gnn-dist``) is gone. Unless ``verbose`` the agent
-    reports a failure as one line per rank (``--summarize``). The agent first checks the
-    configuration against the folder (``--validate``: ``gnn_dist.train --validate`` in the agent's
-    process; a refusal is one line and exit code 2, before any rank starts).
-    """
-    agent = [sys.executable, "-m", "gnn_dist.distributed.local_run", "--validate"]
-    if watch_pid is not None:
-        agent += ["--watch-pid", str(watch_pid)]
-    if not verbose:
-        agent.append("--summarize")
-    return [*agent, "--", "--nnodes=1", f"--nproc-per-node={nproc}", f"--max-restarts={max_restarts}",
-            f"--rdzv-backend={LOOPBACK_RDZV_BACKEND}", "--rdzv-endpoint=127.0.0.1:0",
-            f"--rdzv-id=gnn-dist-{entry.rsplit('.', 1)[-1]}", "--local-addr=127.0.0.1",
-            "-m", entry, "--data", data, *rest]
-
-
-def cmd_train(args: argparse.Namespace, rest: Sequence[str]) -> int:
-    from .format import load_partition_meta
-
-    num_parts = load_partition_meta(args.data).num_parts
-    nproc = args.nproc or num_parts
-    if nproc != num_parts:
-        raise UsageError(f"--nproc {nproc} differs from the {num_parts} parts of {args.data}: "
-                         f"gnn_dist.train runs one rank per part; drop --nproc or re-partition "
-                         f"with --parts {nproc}")
-    return _run_agent(args, rest, nproc, "gnn_dist.train", max_restarts=args.max_restarts)
-
-
-def cmd_predict(args: argparse.Namespace, rest: Sequence[str]) -> int:
-    from .format import load_partition_meta
-
-    return _run_agent(args, rest, load_partition_meta(args.data).num_parts, "gnn_dist.predict")
-
-
-def _run_agent(args: argparse.Namespace, rest: Sequence[str], nproc: int, entry: str, *,
-               max_restarts: int = 0) -> int:
-    """Supervise the agent (:func:`train_command`) of rank entry point ``entry`` on ``nproc`` ranks."""
-    from .launch import run_torchrun
-
-    env = train_env(os.environ, nproc)
-    cmd = train_command(args.data, nproc, rest, verbose=args.verbose, watch_pid=os.getpid(),
-                        max_restarts=max_restarts, entry=entry)
-    log.debug("running: " + " ".join(cmd))
-    return run_torchrun(cmd, env, verbose=args.verbose)
-
-
-LOOPBACK_ENV = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
-"""Where the ranks' gloo and NCCL sockets listen on Linux unless the user says otherwise."""
-
-
-def train_env(environ: Mapping[str, str], nproc: int) -> dict[str, str]:
-    """The environment of the torchrun child: ``environ`` plus defaults the user did not set.
-
-    ``OMP_NUM_THREADS``: this machine's CPUs / ``nproc``. ``THP_MEM_ALLOC_ENABLE=1``: torch's CPU
-    allocator asks for 2 MiB pages for blocks of 2 MiB and more (fewer page faults), and with it
-    each rank fixes glibc's malloc thresholds (``gnn_dist/distributed/allocator.py``).
-    On Linux, :data:`LOOPBACK_ENV`: the ranks' gloo/NCCL listeners bind the loopback interface
-    instead of the address the hostname resolves to (the agent's stores are on 127.0.0.1 too:
-    :func:`train_command`); nothing of a one-machine job listens on the network.
-    """
-    env = dict(environ)
-    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
-    env.setdefault("THP_MEM_ALLOC_ENABLE", "1")
-    if sys.platform.startswith("linux"):
-        for name, value in LOOPBACK_ENV.items():
-            env.setdefault(name, value)
-    return env
 
 
 # -------------------------------------------------------------------------------------- main

@@ -88,7 +88,7 @@ def input_format(args: argparse.Namespace) -> str:
 
 def check_input_request(args: argparse.Namespace) -> None:
     """Refuse (ValueError, exit 2) flags that do not fit, before the graph is read."""
-    from .cli import UsageError
+    from .cli_args import UsageError
     from .io.node_data import open_node_array
 
     flags = _input_flags(args)
@@ -122,7 +122,7 @@ def read_input(args: argparse.Namespace) -> tuple[Graph, dict[str, Any]]:
     The reader gets only the options that are on (each reader keeps its defaults: Planetoid
     graphs are cleaned as the usual loaders do). Then node data files, then ``--split``.
     """
-    from .cli import UsageError
+    from .cli_args import UsageError
     from .io import read_graph
     from .io.node_data import attach_node_data
 

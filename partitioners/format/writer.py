@@ -278,6 +278,23 @@ def write_memory(size: GraphSize, num_parts: int) -> int:
     return max(relabel_bytes, part_bytes)
 
 
+def _checked_request(graph: Graph, assignment: Any, num_parts: int, method: str,
+                     extra_meta: dict[str, Any] | None) -> tuple[np.ndarray, int, dict[str, Any]]:
+    """:func:`write_partition`'s arguments checked: the assignment as int32/int64, ``num_parts``
+    as an int, the extra partition.json keys (none of the reserved ones)."""
+    if not isinstance(graph, Graph):
+        raise TypeError(f"write_partition expects a partitioners.Graph, got {type(graph).__name__}")
+    a = check_assignment(assignment, graph.num_nodes, num_parts)
+    a = a.astype(np.int32 if num_parts < 2**31 else np.int64, copy=False)
+    if not isinstance(method, str) or not method:
+        raise ValueError(f"method must be a non-empty string naming how the assignment was made, got {method!r}")
+    extra = dict(extra_meta or {})
+    clash = sorted(set(extra) & _RESERVED_KEYS)
+    if clash:
+        raise ValueError(f"extra_meta may not set {clash}: the writer records those from the data")
+    return a, int(num_parts), extra
+
+
 def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str | os.PathLike[str], *,
                     method: str, method_params: dict[str, Any] | None, seed: int | None,
                     quality: dict[str, Any] | None = None, overwrite: bool = False,
@@ -305,17 +322,7 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
         ValueError: bad ``assignment``/``num_parts``/``extra_meta``.
     """
     t0 = time.perf_counter()
-    if not isinstance(graph, Graph):
-        raise TypeError(f"write_partition expects a partitioners.Graph, got {type(graph).__name__}")
-    a = check_assignment(assignment, graph.num_nodes, num_parts)
-    a = a.astype(np.int32 if num_parts < 2**31 else np.int64, copy=False)
-    num_parts = int(num_parts)
-    if not isinstance(method, str) or not method:
-        raise ValueError(f"method must be a non-empty string naming how the assignment was made, got {method!r}")
-    extra = dict(extra_meta or {})
-    clash = sorted(set(extra) & _RESERVED_KEYS)
-    if clash:
-        raise ValueError(f"extra_meta may not set {clash}: the writer records those from the data")
+    a, num_parts, extra = _checked_request(graph, assignment, num_parts, method, extra_meta)
     out = check_out_dir(out_dir, overwrite)
     if quality is None:
         quality = _default_quality(graph, a, num_parts)

@@ -1,0 +1,127 @@
+"""The ``gnn-dist`` verbs that launch ranks, ``train`` and ``predict``: their parsers and the
+agent command (torchrun on this machine, every socket on 127.0.0.1). Torch-free: the agent is
+a child process (``partitioners/launch.py`` supervises it)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Mapping, Sequence
+
+from .cli_args import UsageError, nonneg_int, positive_int
+
+__all__ = ["LOOPBACK_ENV", "LOOPBACK_RDZV_BACKEND", "add_launch_verbs", "cmd_predict", "cmd_train", "train_command",
+           "train_env"]
+
+log = logging.getLogger("partitioners.cli")
+
+
+def add_launch_verbs(sub: argparse._SubParsersAction, verbose: argparse.ArgumentParser) -> None:
+    """Add the ``train`` and ``predict`` parsers to ``sub`` (``verbose``: the shared -v/-q parent)."""
+    t = sub.add_parser("train", parents=[verbose], allow_abbrev=False,
+                       help="train on a partition folder with torchrun on this machine",
+                       description="Runs torchrun on this machine (`python -m "
+                                   "gnn_dist.distributed.local_run`: torchrun --standalone with "
+                                   "every socket on 127.0.0.1) with `--nproc-per-node P -m "
+                                   "gnn_dist.train --data DIR ...`; every other argument is passed "
+                                   "on to gnn_dist.train. -v shows torchrun's full output.",
+                       epilog="Training flags: see docs/cli.md or `python -m gnn_dist.train -h`.")
+    t.add_argument("--data", required=True, metavar="DIR", help="partition folder")
+    t.add_argument("--nproc", type=positive_int, default=None, metavar="P",
+                   help="processes (ranks) (default: the folder's num_parts)")
+    t.add_argument("--max-restarts", type=nonneg_int, default=0, metavar="N",
+                   help="restart the ranks up to N times when one fails (torchrun's elastic restart); with "
+                        "--checkpoint-dir and --resume auto they continue from the newest checkpoint (default: 0)")
+
+    pr = sub.add_parser("predict", parents=[verbose], allow_abbrev=False,
+                        help="predict every node of a partition folder with a model file, one rank per part",
+                        description="Runs torchrun on this machine like `gnn-dist train`, with `--nproc-per-node "
+                                    "P -m gnn_dist.predict --data DIR ...` (P: the folder's num_parts); every "
+                                    "other argument is passed on to gnn_dist.predict: --model-file FILE "
+                                    "--out FILE.npz [--embeddings [--layer K]] [--no-verify] [--backend B] "
+                                    "[--timeout S].",
+                        epilog="Prediction flags: see docs/cli.md or `python -m gnn_dist.predict -h`.")
+    pr.add_argument("--data", required=True, metavar="DIR", help="partition folder (any number of parts)")
+
+
+LOOPBACK_RDZV_BACKEND = "gnn-dist-loopback"
+"""``gnn_dist.distributed.local_run.LOOPBACK_BACKEND`` (not imported: it would import torch)."""
+
+
+def train_command(data: str, nproc: int, rest: Sequence[str], *, verbose: bool = False,
+                  watch_pid: int | None = None, max_restarts: int = 0, entry: str = "gnn_dist.train") -> list[str]:
+    """The agent command ``gnn-dist train`` runs (``rest``: flags for ``gnn_dist.train``);
+    ``gnn-dist predict``'s with ``entry="gnn_dist.predict"``.
+
+    torchrun (``gnn_dist.distributed.local_run`` runs it in-process) on one node, as
+    ``--standalone`` would, but with every store on 127.0.0.1: the loopback rendezvous backend,
+    an ephemeral port, and ``--local-addr`` (the ranks' ``MASTER_ADDR``). ``watch_pid``: the
+    agent stops the ranks when that process (``gnn-dist``) is gone. Unless ``verbose`` the agent
+    reports a failure as one line per rank (``--summarize``). The agent first checks the
+    configuration against the folder (``--validate``: ``gnn_dist.train --validate`` in the agent's
+    process; a refusal is one line and exit code 2, before any rank starts).
+    """
+    agent = [sys.executable, "-m", "gnn_dist.distributed.local_run", "--validate"]
+    if watch_pid is not None:
+        agent += ["--watch-pid", str(watch_pid)]
+    if not verbose:
+        agent.append("--summarize")
+    return [*agent, "--", "--nnodes=1", f"--nproc-per-node={nproc}", f"--max-restarts={max_restarts}",
+            f"--rdzv-backend={LOOPBACK_RDZV_BACKEND}", "--rdzv-endpoint=127.0.0.1:0",
+            f"--rdzv-id=gnn-dist-{entry.rsplit('.', 1)[-1]}", "--local-addr=127.0.0.1",
+            "-m", entry, "--data", data, *rest]
+
+
+def cmd_train(args: argparse.Namespace, rest: Sequence[str]) -> int:
+    from .format import load_partition_meta
+
+    num_parts = load_partition_meta(args.data).num_parts
+    nproc = args.nproc or num_parts
+    if nproc != num_parts:
+        raise UsageError(f"--nproc {nproc} differs from the {num_parts} parts of {args.data}: "
+                         f"gnn_dist.train runs one rank per part; drop --nproc or re-partition "
+                         f"with --parts {nproc}")
+    return _run_agent(args, rest, nproc, "gnn_dist.train", max_restarts=args.max_restarts)
+
+
+def cmd_predict(args: argparse.Namespace, rest: Sequence[str]) -> int:
+    from .format import load_partition_meta
+
+    return _run_agent(args, rest, load_partition_meta(args.data).num_parts, "gnn_dist.predict")
+
+
+def _run_agent(args: argparse.Namespace, rest: Sequence[str], nproc: int, entry: str, *,
+               max_restarts: int = 0) -> int:
+    """Supervise the agent (:func:`train_command`) of rank entry point ``entry`` on ``nproc`` ranks."""
+    from .launch import run_torchrun
+
+    env = train_env(os.environ, nproc)
+    cmd = train_command(args.data, nproc, rest, verbose=args.verbose, watch_pid=os.getpid(),
+                        max_restarts=max_restarts, entry=entry)
+    log.debug("running: " + " ".join(cmd))
+    return run_torchrun(cmd, env, verbose=args.verbose)
+
+
+LOOPBACK_ENV = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
+"""Where the ranks' gloo and NCCL sockets listen on Linux unless the user says otherwise."""
+
+
+def train_env(environ: Mapping[str, str], nproc: int) -> dict[str, str]:
+    """The environment of the torchrun child: ``environ`` plus defaults the user did not set.
+
+    ``OMP_NUM_THREADS``: this machine's CPUs / ``nproc``. ``THP_MEM_ALLOC_ENABLE=1``: torch's CPU
+    allocator asks for 2 MiB pages for blocks of 2 MiB and more (fewer page faults), and with it
+    each rank fixes glibc's malloc thresholds (``gnn_dist/distributed/allocator.py``).
+    On Linux, :data:`LOOPBACK_ENV`: the ranks' gloo/NCCL listeners bind the loopback interface
+    instead of the address the hostname resolves to (the agent's stores are on 127.0.0.1 too:
+    :func:`train_command`); nothing of a one-machine job listens on the network.
+    """
+    env = dict(environ)
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    env.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+    if sys.platform.startswith("linux"):
+        for name, value in LOOPBACK_ENV.items():
+            env.setdefault(name, value)
+    return env

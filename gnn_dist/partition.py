@@ -214,5 +214,17 @@ def load_partition(path: str | Path, rank: int | None = None, device: torch.devi
         train_mask=mask(data.train_mask), val_mask=mask(data.val_mask), test_mask=mask(data.test_mask),
         global_ids=_tensor(data.global_ids, device), original_ids=_tensor(data.original_ids, device),
         block=block, exchanger=exchanger, device=device)
+    _warm_up_kernels(block)
     log.debug("loaded %r", part)
     return part
+
+
+def _warm_up_kernels(block: Block) -> None:
+    """Choose the block's kernel backend for its device and run one aggregation of a 1-wide input,
+    at load: numba's import and its first load of a cached kernel (1-3 s together, the kernels
+    themselves are compiled once and cached on disk) then happen here, not in the first training
+    step, so the first epoch's time is the step's own. The result is discarded."""
+    from .nn.sparse import spmm
+
+    with torch.no_grad():
+        spmm(block, torch.zeros(block.num_src, 1, dtype=torch.float32, device=block.device))

@@ -67,8 +67,6 @@ import io
 import os
 import random
 import re
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -76,6 +74,8 @@ import numpy as np
 import torch
 
 from partitioners.format.npyio import HashingWriter
+
+from .atomic_file import atomic_write
 
 __all__ = ["CheckpointError", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "REQUIRED_KEYS", "checkpoint_path",
            "save_checkpoint", "load_checkpoint", "latest_checkpoint", "rng_state", "set_rng_state",
@@ -139,35 +139,6 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename in ``directory`` durable (best effort: not every OS/filesystem allows it)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
 def checkpoint_path(directory: str | os.PathLike, epoch: int) -> Path:
     """``DIR/checkpoint-EEEEEE.pt``: where the checkpoint after ``epoch`` epochs lives."""
     return Path(directory) / f"checkpoint-{int(epoch):06d}.pt"
@@ -184,9 +155,9 @@ def save_checkpoint(directory: str | os.PathLike, epoch: int, state: dict[str, A
     d = _make_folder(directory)
     path = checkpoint_path(d, epoch)
     entry = _write_hashed(path, {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, **state})
-    _atomic_write(path.with_name(path.name + _SUFFIX),
+    atomic_write(path.with_name(path.name + _SUFFIX),
                   lambda f: f.write(f"{entry['sha256']}  {entry['size']}  {path.name}\n".encode()))
-    _atomic_write(d / LATEST, lambda f: f.write(path.name.encode() + b"\n"))
+    atomic_write(d / LATEST, lambda f: f.write(path.name.encode() + b"\n"))
     return path
 
 
@@ -207,7 +178,7 @@ def _write_hashed(path: Path, payload: dict[str, Any]) -> dict[str, Any]:
         writers.append(HashingWriter(f))
         torch.save(payload, writers[-1])  # type: ignore[arg-type]
 
-    _atomic_write(path, write)
+    atomic_write(path, write)
     return {"name": path.name, "size": writers[-1].size, "sha256": writers[-1].h.hexdigest()}
 
 

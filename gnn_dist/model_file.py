@@ -193,7 +193,7 @@ def save_model_file(path: str | os.PathLike, model: torch.nn.Module, model_confi
     run's whole configuration). Returns the path. Raises :class:`ModelFileError` when the model
     cannot be rebuilt from ``model_config`` with these weights.
     """
-    from .checkpoint import _atomic_write
+    from .atomic_file import atomic_write
 
     config = model_config if isinstance(model_config, ModelConfig) else ModelConfig(**model_config)
     p = Path(path)
@@ -212,7 +212,7 @@ def save_model_file(path: str | os.PathLike, model: torch.nn.Module, model_confi
     header_text = json.dumps(header, sort_keys=True, allow_nan=False)
     payload = {"format": MODEL_FORMAT, "version": MODEL_VERSION, "header": header_text,
                "sha256": _digest(MODEL_VERSION, header_text, state, sorted(state)), "state_dict": state}
-    _atomic_write(p, lambda f: torch.save(payload, f))
+    atomic_write(p, lambda f: torch.save(payload, f))
     return p
 
 

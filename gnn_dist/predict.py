@@ -71,10 +71,10 @@ class Predictions:
     def save(self, path: str | os.PathLike) -> Path:
         """Write :meth:`arrays` as an ``.npz`` at ``path`` exactly (temp file in its folder, fsync,
         rename); returns the path."""
-        from .checkpoint import _atomic_write
+        from .atomic_file import atomic_write
 
         p = Path(path)
-        _atomic_write(p, lambda f: np.savez(f, **self.arrays()))
+        atomic_write(p, lambda f: np.savez(f, **self.arrays()))
         return p
 
 

@@ -1,4 +1,4 @@
-"""The ``gnn-dist`` command line: ``datasets``, ``partition``, ``inspect``, ``train``, ``predict`` and ``report``.
+"""The ``gnn-dist`` command line: ``datasets``, ``partition``, ``convert``, ``inspect``, ``train``, ``predict`` and ``report``.
 
 This module is torch-free: ``partition``/``inspect``/``datasets`` run on machines without torch,
 and ``train`` and ``predict`` hand over to ``torchrun`` in a child process. Everything human-readable goes to
@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 
 from . import __version__
 from .cli_args import BALANCE_CRITERIA, UsageError, balance_list, memory_size, nonneg_int, positive_int
+from .cli_convert import add_convert_verb, cmd_convert
 from .cli_train import (LOOPBACK_ENV, LOOPBACK_RDZV_BACKEND, add_launch_verbs, cmd_predict, cmd_train, train_command,
                         train_env)
 from .errors import PartitionFormatError
@@ -91,7 +92,7 @@ def _emit_json(obj: object) -> None:
 
 # ------------------------------------------------------------------------------------ parser
 def build_parser() -> argparse.ArgumentParser:
-    """The ``gnn-dist`` parser: verbs ``datasets``, ``partition``, ``inspect``, ``train``, ``predict``, ``report``."""
+    """The ``gnn-dist`` parser: verbs ``datasets``, ``partition``, ``convert``, ``inspect``, ``train``, ``predict``, ``report``."""
     from .cli_input import add_input_arguments
     from .io import FORMATS
     from .methods import METHODS
@@ -140,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print the quality report as JSON on stdout")
     add_input_arguments(p)
+    add_convert_verb(sub, verbose)
 
     i = sub.add_parser("inspect", parents=[verbose], help="describe and check a partition folder")
     i.add_argument("dir", metavar="DIR", help="partition folder")
@@ -161,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------------- partition
 def _check_request(args: argparse.Namespace) -> None:
     """Checks that need no graph: refuse a bad request before a long read."""
-    from .cli_input import check_input_request
+    from .cli_input import check_input_request, input_format
     from .format import check_out_dir
 
     if args.dataset is not None:
@@ -177,6 +179,13 @@ def _check_request(args: argparse.Namespace) -> None:
         raise FileNotFoundError(f"--input {args.input}: no such file or directory")
     check_input_request(args)
     check_out_dir(args.out, args.overwrite)
+    if args.input is not None and input_format(args) == "npy-dir":  # sized from its headers
+        from .outofcore.npy_dir import open_npy_dir
+
+        args.npy_dir = open_npy_dir(args.input)
+        size = args.npy_dir.sizes(args.npy_dir.num_nodes(), symmetric=args.symmetrize)
+        _check_parts(args.parts, size.num_nodes, args.input)
+        _check_memory(args, size)  # before the on-disk build
 
 
 def _check_parts(num_parts: int, num_nodes: int, what: str) -> None:
@@ -208,9 +217,12 @@ def _load_graph(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
 
 
 def _read_stage(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
-    """:func:`_load_graph` under a one-step ``read`` bar (the readers report no finer progress)."""
+    """:func:`_load_graph` under a one-step ``read`` bar (the readers report no finer progress;
+    the out-of-core reader shows its own bars)."""
     from tqdm.auto import tqdm
 
+    if getattr(args, "npy_dir", None) is not None:
+        return _load_graph(args)
     with tqdm(total=1, desc="read", disable=args.no_progress, file=sys.stderr,
               bar_format="{l_bar}{bar}| {elapsed}") as bar:
         loaded = _load_graph(args)
@@ -246,7 +258,7 @@ def _partition(args: argparse.Namespace) -> int:
     if (untrainable := untrainable_warning(graph)) is not None:
         log.warning(untrainable)
     _check_parts(args.parts, graph.num_nodes, args.dataset or args.input)
-    _check_memory(args, graph)
+    _check_memory(args, graph, log_estimate=getattr(args, "npy_dir", None) is None)
     report = partition_graph(graph, args.parts, args.method, args.out, seed=args.seed,
                              refine=args.refine, balance=args.balance, overwrite=args.overwrite,
                              progress=not args.no_progress, read_time_s=read_s, extra_meta=extra_meta)
@@ -339,8 +351,8 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None,
 
 
 COMMANDS: dict[str, Callable[..., int]] = {
-    "datasets": cmd_datasets, "partition": cmd_partition, "inspect": cmd_inspect, "train": cmd_train,
-    "predict": cmd_predict, "report": cmd_report,
+    "datasets": cmd_datasets, "partition": cmd_partition, "convert": cmd_convert, "inspect": cmd_inspect,
+    "train": cmd_train, "predict": cmd_predict, "report": cmd_report,
 }
 """Verb -> its function; those in :data:`_PASSES_ON` also get the flags for the ranks."""
 _PASSES_ON = ("train", "predict")

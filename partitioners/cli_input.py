@@ -60,6 +60,9 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--relabel", action="store_true",
                    help="edge lists, .npy: the ids are any names or integers, numbered 0..N-1 in sorted "
                         "order; the names are kept in the folder (original_names.npy)")
+    g.add_argument("--scratch-dir", metavar="DIR", default=None,
+                   help="npy-dir input: where the on-disk CSR is built (about 8 bytes per edge, 16 "
+                        "with --symmetrize; removed as it goes; default: the folder --out is in)")
     g.add_argument("--planetoid-name", metavar="NAME", default=None,
                    help="which Planetoid set of the folder (cora, citeseer, pubmed; default: the only one)")
 
@@ -111,6 +114,17 @@ def check_input_request(args: argparse.Namespace) -> None:
     if args.relabel and fmt not in _RELABEL_FORMATS:
         raise UsageError(f"--relabel applies to edge lists and .npy edge arrays, not to --input-format "
                          f"{fmt} (its node data is indexed by its own ids)")
+    if fmt == "npy-dir":
+        given = [flag for f, flag in NODE_DATA_FLAGS.items() if getattr(args, f) is not None]
+        if given:
+            raise UsageError(f"{given[0]}: an npy-dir brings its node data as files in the folder "
+                             f"(features.npy, labels.npy, train_mask.npy, ...; docs/format.md): "
+                             f"put the array there instead")
+    elif args.scratch_dir is not None:
+        raise UsageError(f"--scratch-dir applies to --input-format npy-dir (read out of core), not to {fmt}")
+    if args.scratch_dir is not None and not Path(args.scratch_dir).is_dir():
+        raise UsageError(f"--scratch-dir {args.scratch_dir}: no such folder; create it or choose "
+                         f"another with room for the graph's edges")
     if args.planetoid_name is not None and fmt != "planetoid":
         raise UsageError(f"--planetoid-name applies to --input-format planetoid (a folder of ind.NAME.* "
                          f"files), not to {fmt}")
@@ -133,7 +147,16 @@ def read_input(args: argparse.Namespace) -> tuple[Graph, dict[str, Any]]:
             options[key] = True
     if args.planetoid_name is not None:
         options["planetoid_name"] = args.planetoid_name
-    graph = read_graph(args.input, fmt, **options)
+    if fmt == "npy-dir":
+        from .outofcore.npy_dir import open_npy_dir, read_npy_dir
+
+        out_parent = Path(args.out).absolute().parent
+        out_parent.mkdir(parents=True, exist_ok=True)
+        graph = read_npy_dir(getattr(args, "npy_dir", None) or open_npy_dir(args.input),
+                             scratch_dir=args.scratch_dir or out_parent,
+                             progress=not args.no_progress, **options)
+    else:
+        graph = read_graph(args.input, fmt, **options)
     graph = attach_node_data(graph, _node_files(args), extend=fmt in _EXTENDABLE_FORMATS and not args.relabel)
     extra: dict[str, Any] = {}
     has_masks = [m for m in ("train_mask", "val_mask", "test_mask") if getattr(graph, m) is not None]
@@ -155,14 +178,19 @@ def read_input(args: argparse.Namespace) -> tuple[Graph, dict[str, Any]]:
 
 
 def untrainable_warning(graph: Graph) -> str | None:
-    """One line naming what a folder of ``graph`` lacks for training and the flag that adds it."""
+    """One line naming what a folder of ``graph`` lacks for training and the flag (for an
+    npy-dir: the file) that adds it."""
+    on_disk = graph.scratch_dir is not None
+    features, labels, train = (("features.npy", "labels.npy", "train_mask.npy") if on_disk
+                               else ("--features F.npy", "--labels L.npy", "--train-mask M.npy"))
+    where = " to the npy-dir" if on_disk else ""
     missing = []
     if graph.x is None:
-        missing.append("no features (add --features F.npy, float [N, F])")
+        missing.append(f"no features (add {features}{where}, float [N, F])")
     if graph.y is None:
-        missing.append("no labels (add --labels L.npy, int [N])")
+        missing.append(f"no labels (add {labels}{where}, int [N])")
     if graph.train_mask is None or not graph.train_mask.any():
-        missing.append(f"no training nodes (add --train-mask M.npy, or --split {SPLIT_EXAMPLE})")
+        missing.append(f"no training nodes (add {train}{where}, or --split {SPLIT_EXAMPLE})")
     if not missing:
         return None
     return "the partition folder cannot be trained (gnn-dist train refuses it): " + "; ".join(missing)

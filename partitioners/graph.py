@@ -21,6 +21,7 @@ The checks of each array are in :mod:`partitioners.graph_checks`, the CSR builde
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
@@ -34,6 +35,16 @@ from .graph_csr import MAX_NODES, build_csr, index_dtype
 __all__ = ["Graph", "index_dtype"]
 
 _MASK_NAMES = ("train_mask", "val_mask", "test_mask")
+
+
+def _non_decreasing(a: np.ndarray) -> bool:
+    """True when ``a[i] <= a[i+1]`` everywhere, checked in chunks (``a`` may be a memory map)."""
+    step = graph_csr.CHUNK
+    for lo in range(0, a.size - 1, step):
+        part = np.asarray(a[lo:lo + step + 1])
+        if np.any(part[1:] < part[:-1]):
+            return False
+    return True
 
 
 @dataclass(eq=False)
@@ -66,6 +77,10 @@ class Graph:
     """What the build options changed: ``symmetrize_added``, ``self_loops_removed``, ``duplicates_removed``."""
     node_names: np.ndarray | None = None
     """int64 or unicode ``[N]``: the input's id of node ``i`` (after relabelling), or None."""
+    scratch_dir: Path | None = None
+    """Set for a graph read out of core (:mod:`partitioners.outofcore`), whose arrays are memory
+    maps: the folder where later stages put their own scratch files (METIS's adjacency). None:
+    the arrays are in memory."""
 
     def __post_init__(self) -> None:
         self.indptr = np.asarray(self.indptr, dtype=np.int64)
@@ -74,7 +89,7 @@ class Graph:
         n = self.indptr.size - 1
         if n == 0:
             raise GraphError("the graph is empty: num_nodes is 0")
-        if self.indptr[0] != 0 or np.any(np.diff(self.indptr) < 0):
+        if self.indptr[0] != 0 or not _non_decreasing(self.indptr):
             raise GraphError("indptr must start at 0 and be non-decreasing")
         self.indices = np.asarray(self.indices)
         if self.indices.shape != (int(self.indptr[-1]),):

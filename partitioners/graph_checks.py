@@ -17,6 +17,29 @@ __all__ = ["as_int_array", "check_edge_weight", "check_features", "check_ids", "
            "check_node_names", "first_bad"]
 
 
+CHECK_BYTES = 64 << 20
+"""Bytes of an array checked per step: the checks of a memory-mapped array (an out-of-core
+graph) never make a temporary of the whole array."""
+
+
+def _row_steps(a: np.ndarray) -> range:
+    """Start rows of the steps over ``a``'s first axis, :data:`CHECK_BYTES` at a time."""
+    row = max(1, int(np.prod(a.shape[1:], dtype=np.int64)) * a.dtype.itemsize)
+    return range(0, a.shape[0], max(1, CHECK_BYTES // row))
+
+
+def _first_where(a: np.ndarray, test: Any) -> tuple[int, ...] | None:
+    """Index of the first element of ``a`` where ``test(chunk)`` (a bool array) is True."""
+    steps = _row_steps(a)
+    for lo in steps:
+        chunk = np.asarray(a[lo:lo + steps.step])
+        bad = test(chunk)
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            return (idx[0] + lo, *idx[1:])
+    return None
+
+
 def first_bad(mask: np.ndarray) -> int:
     """Index of the first True of the bool array ``mask`` (which has one)."""
     return int(np.flatnonzero(mask)[0])
@@ -67,9 +90,9 @@ def check_features(x: Any, num_nodes: int) -> np.ndarray:
                 or x.dtype == np.bool_):
             raise GraphError(f"features must be numeric (float32 or float16), got dtype {x.dtype}")
         x = x.astype(np.float32)
-    finite = np.isfinite(x)
-    if not finite.all():
-        r, c = np.argwhere(~finite)[0]
+    bad = _first_where(x, lambda c: ~np.isfinite(c))
+    if bad is not None:
+        r, c = bad
         raise GraphError(f"features[{r}, {c}] = {x[r, c]} is not finite (NaN or inf)")
     return np.ascontiguousarray(x)
 
@@ -80,12 +103,13 @@ def check_labels(y: Any, num_nodes: int, num_classes: int | None) -> tuple[np.nd
     if y.shape[:1] != (num_nodes,):
         raise GraphError(f"labels has {y.shape[0] if y.ndim else 0} rows but the graph has {num_nodes} nodes")
     if y.ndim == 2:  # multi-label 0/1 matrix
-        if y.size and not np.isin(y, (0, 1)).all():
-            r, c = np.argwhere(~np.isin(y, (0, 1)))[0]
+        bad = _first_where(y, lambda c: ~np.isin(c, (0, 1)))
+        if bad is not None:
+            r, c = bad
             raise GraphError(f"multi-label labels[{r}, {c}] = {y[r, c]}; a multi-label matrix holds only 0 and 1")
         if num_classes is not None and num_classes != y.shape[1]:
             raise GraphError(f"num_classes={num_classes} but the multi-label matrix has {y.shape[1]} columns")
-        return y.astype(np.uint8), int(y.shape[1])
+        return y.astype(np.uint8, copy=False), int(y.shape[1])
     if y.ndim != 1:
         raise GraphError(f"labels must be 1-D class ids or a 2-D 0/1 matrix, got shape {y.shape}")
     if y.size and not np.issubdtype(y.dtype, np.integer):
@@ -113,8 +137,9 @@ def check_mask(name: str, m: Any, num_nodes: int) -> np.ndarray:
         raise GraphError(f"{name} has shape {m.shape} but the graph has {num_nodes} nodes; "
                          f"masks are bool [num_nodes] (use Graph.mask_from_index for id lists)")
     if m.dtype != np.bool_:
-        if m.size and not np.isin(m, (0, 1)).all():
-            i = first_bad(~np.isin(m, (0, 1)))
+        bad = _first_where(m, lambda c: ~np.isin(c, (0, 1)))
+        if bad is not None:
+            i = bad[0]
             raise GraphError(f"{name}[{i}] = {m[i]}; a mask holds only 0/1 or True/False")
         m = m.astype(bool)
     return m
@@ -126,8 +151,9 @@ def check_edge_weight(w: Any, num_edges: int, where: str) -> np.ndarray:
     w = np.asarray(w, dtype=np.float32)
     if w.shape != (num_edges,):
         raise GraphError(f"edge_weight has {w.size} entries but {where} {num_edges} edges")
-    if not np.isfinite(w).all():
-        i = first_bad(~np.isfinite(w))
+    bad = _first_where(w, lambda c: ~np.isfinite(c))
+    if bad is not None:
+        i = bad[0]
         raise GraphError(f"edge_weight[{i}] = {w[i]} is not finite")
     return w
 

@@ -7,12 +7,15 @@ The stages run one after the other and free their work arrays, so the peak is
 
 ``baseline`` is the interpreter with numpy, scipy, pymetis and tqdm loaded (:data:`BASELINE_BYTES`);
 ``graph`` the arrays of the in-memory :class:`~partitioners.graph.Graph` (:meth:`GraphSize.graph_bytes`);
-``assignment`` int32 ``[N]``; ``method`` the working memory of the partition method (each
+``assignment`` int32 ``[N]``; ``build``, for a graph read out of core
+(``--input-format npy-dir``), that of the on-disk CSR build; ``method`` the working memory of the partition method (each
 registered method brings its own estimate, see :mod:`partitioners.methods.registry`; a method
 registered without one gets :func:`generic_method_memory`); ``refine`` that of
 :func:`~partitioners.methods.refine.refine_volume` when asked for; ``quality`` that of
 :func:`~partitioners.quality.partition_quality`; ``write`` that of the partition-folder writer.
-Each term is counted from what the code allocates and is documented next to that code. Reading
+Each term is counted from what the code allocates and is documented next to that code. For an
+out-of-core graph the graph term is 0: its arrays are memory maps, whose pages are the page
+cache's, not the process's anonymous memory, and the estimate is of the latter. Reading
 the input (parsing, generating a catalog dataset) is not counted: its peak is the reader's, and
 happens before this estimate is made for ``--input``.
 
@@ -65,6 +68,9 @@ class GraphSize:
     """The graph has ``edge_weight`` (float32 ``[E]``)."""
     index_bytes: int = 4
     """Bytes of one entry of ``indices`` (4 while ``N < 2**31 - 1``, else 8)."""
+    on_disk: bool = False
+    """The graph is read out of core (:mod:`partitioners.outofcore`): its arrays are memory maps,
+    file-backed pages that the kernel writes out under pressure, not the process's memory."""
 
     @classmethod
     def of(cls, graph: Any) -> "GraphSize":
@@ -76,10 +82,14 @@ class GraphSize:
                    feature_bytes=0 if graph.x is None else graph.x.shape[1] * graph.x.itemsize,
                    label_bytes=0 if y is None else (y.shape[1] if y.ndim == 2 else 1) * y.itemsize,
                    num_masks=int(masks), weighted=graph.edge_weight is not None,
-                   index_bytes=graph.indices.itemsize)
+                   index_bytes=graph.indices.itemsize,
+                   on_disk=getattr(graph, "scratch_dir", None) is not None)
 
     def graph_bytes(self) -> int:
-        """The Graph's arrays: ``indptr`` int64 ``[N+1]``, ``indices``, weights, node data."""
+        """The Graph's arrays: ``indptr`` int64 ``[N+1]``, ``indices``, weights, node data; 0 for
+        a graph read out of core (its arrays are memory maps)."""
+        if self.on_disk:
+            return 0
         n, e = self.num_nodes, self.num_edges
         per_node = self.feature_bytes + self.label_bytes + self.num_masks
         return 8 * (n + 1) + e * (self.index_bytes + (4 if self.weighted else 0)) + n * per_node
@@ -140,6 +150,10 @@ def estimate_partition_memory(graph: Any, method: str, num_parts: int, *,
               "quality": quality_memory(size, num_parts), "write": write_memory(size, num_parts)}
     if refine and num_parts > 1:
         stages["refine"] = refine_memory(size, num_parts)
+    if size.on_disk:
+        from .outofcore.csr_build import build_memory
+
+        stages["build"] = build_memory(size)
     parts = {"baseline": BASELINE_BYTES, "graph": size.graph_bytes(),
              "assignment": 4 * size.num_nodes, **stages}
     total = BASELINE_BYTES + parts["graph"] + parts["assignment"] + max(stages.values())

@@ -39,7 +39,7 @@ __all__ = ["partition_quality", "check_assignment", "halo_counts", "DENSE_MARK_B
 DENSE_MARK_BYTES = 1 << 28
 """Largest ``N * P`` for which the halo is marked in a dense bool table (else sort-based)."""
 
-_CHUNK_EDGES = 1 << 23
+_CHUNK_EDGES = 1 << 21
 
 
 def check_assignment(assignment: Any, num_nodes: int, num_parts: int) -> np.ndarray:

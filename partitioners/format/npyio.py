@@ -12,15 +12,16 @@ import hashlib
 import math
 import os
 import tokenize
+from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, Iterator
 
 import numpy as np
 
 from ..errors import PartitionFormatError
 from .meta import FileEntry
 
-__all__ = ["save_array", "load_array", "read_npy_header", "sha256_file", "check_entry_file",
+__all__ = ["save_array", "ArrayStream", "deferred_fsync", "load_array", "read_npy_header", "sha256_file", "check_entry_file",
            "HashingWriter", "FSYNC"]
 
 FSYNC = True
@@ -28,6 +29,66 @@ FSYNC = True
 whose files are not on disk yet."""
 
 _CHUNK = 1 << 22
+
+
+class _Syncer:
+    """fsyncs files on a background thread while the writer goes on computing (the disk and
+    the CPU work at once); :func:`deferred_fsync` waits for all of them."""
+
+    def __init__(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fsync")
+        self.pending: list[Any] = []
+
+    def submit(self, fd: int) -> None:
+        dup = os.dup(fd)  # the caller closes its file; this copy stays open until synced
+
+        def sync() -> None:
+            try:
+                os.fsync(dup)
+            finally:
+                os.close(dup)
+        self.pending.append(self.pool.submit(sync))
+
+    def wait(self) -> None:
+        try:
+            for future in self.pending:
+                future.result()  # the first failure (disk full, I/O error) is raised here
+        finally:
+            self.pool.shutdown(wait=True)
+
+
+_SYNCER: _Syncer | None = None
+
+
+@contextmanager
+def deferred_fsync() -> Iterator[None]:
+    """Within the block, the fsync of every file :func:`save_array` and :class:`ArrayStream`
+    write runs on a background thread; leaving the block waits for all of them (and raises
+    the first error), so what comes after (the rename that publishes a folder) finds every file
+    on disk."""
+    global _SYNCER
+    if _SYNCER is not None or not FSYNC:
+        yield
+        return
+    _SYNCER = _Syncer()
+    syncer = _SYNCER
+    try:
+        yield
+    finally:
+        _SYNCER = None
+        syncer.wait()
+
+
+def _fsync(f: BinaryIO) -> None:
+    f.flush()
+    if not FSYNC:
+        return
+    if _SYNCER is not None:
+        _SYNCER.submit(f.fileno())
+    else:
+        os.fsync(f.fileno())
 
 
 class HashingWriter:
@@ -39,7 +100,7 @@ class HashingWriter:
         self.h = hashlib.sha256()
         self.size = 0
 
-    def write(self, data: bytes) -> int:
+    def write(self, data: bytes | memoryview) -> int:
         self.h.update(data)
         self.size += len(data)
         return self.f.write(data)
@@ -55,11 +116,66 @@ def save_array(root: Path, rel_path: str, arr: np.ndarray) -> FileEntry:
     with open(path, "wb") as f:
         w = HashingWriter(f)
         np.lib.format.write_array(w, arr, allow_pickle=False)
-        f.flush()
-        if FSYNC:
-            os.fsync(f.fileno())
+        _fsync(f)
     return FileEntry(path=rel_path, size=w.size, sha256=w.h.hexdigest(), dtype=arr.dtype.name,
                      shape=tuple(int(s) for s in arr.shape))
+
+
+class ArrayStream:
+    """Write one ``.npy`` of a known dtype and shape chunk by chunk, hashing it as it goes: the
+    bytes are those :func:`save_array` writes for the whole array, which never exists.
+
+    ::
+
+        with ArrayStream(root, "part-00000/features.npy", np.float32, (n, f)) as out:
+            for rows in chunks:
+                out.write(rows)
+        entry = out.entry
+
+    Leaving the block early (an exception) leaves a partial file for the caller's temporary
+    folder to remove; leaving it normally with rows missing raises ValueError.
+    """
+
+    def __init__(self, root: Path, rel_path: str, dtype: np.dtype | type, shape: tuple[int, ...]) -> None:
+        self.root, self.rel_path = root, rel_path
+        self.dtype, self.shape = np.dtype(dtype), tuple(int(s) for s in shape)
+        self.rows = 0
+        self.entry: FileEntry | None = None
+        self._f: BinaryIO | None = None
+        self._w: HashingWriter | None = None
+
+    def __enter__(self) -> "ArrayStream":
+        self._f = open(self.root / self.rel_path, "wb")
+        self._w = HashingWriter(self._f)
+        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
+                  "shape": self.shape}
+        np.lib.format.write_array_header_1_0(self._w, header)
+        return self
+
+    def write(self, rows: np.ndarray) -> None:
+        """Append ``rows`` (``[k, *shape[1:]]``, cast to the stream's dtype)."""
+        rows = np.ascontiguousarray(rows, dtype=self.dtype)
+        if rows.shape[1:] != self.shape[1:]:
+            raise ValueError(f"{self.rel_path}: rows of shape {rows.shape[1:]}, expected {self.shape[1:]}")
+        self.rows += rows.shape[0] if rows.ndim else 1
+        if self.shape and self.rows > self.shape[0]:
+            raise ValueError(f"{self.rel_path}: more than the {self.shape[0]} rows of the header")
+        assert self._w is not None
+        self._w.write(memoryview(rows.reshape(-1)).cast("B"))  # no copy of the rows
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        assert self._f is not None and self._w is not None
+        try:
+            if exc_type is None:
+                expected = self.shape[0] if self.shape else 1
+                if self.rows != expected:
+                    raise ValueError(f"{self.rel_path}: {self.rows} rows written, the header says {expected}")
+                _fsync(self._f)
+                self.entry = FileEntry(path=self.rel_path, size=self._w.size,
+                                       sha256=self._w.h.hexdigest(), dtype=self.dtype.name,
+                                       shape=self.shape)
+        finally:
+            self._f.close()
 
 
 def sha256_file(path: Path) -> str:

@@ -1,7 +1,8 @@
 """New node ids for a partition: contiguous per part, inner rows in hotness order; halo sets.
 
-All passes are vectorised numpy and go one part at a time over that part's in-edges, so the
-temporary memory is O(N + edges of the largest part) on top of the graph itself.
+All passes are vectorised numpy and go one part at a time over that part's in-edges, in node
+chunks of about :data:`CHUNK_EDGES` edges, so the temporary memory is O(N) plus one chunk on top
+of the graph itself (whose arrays may be memory maps: an out-of-core graph is read, never copied).
 
 Legend: ``N`` nodes, ``E`` edges, ``P`` parts, ``E_q`` in-edges of part q's nodes.
 """
@@ -16,9 +17,47 @@ from tqdm.auto import tqdm
 
 from ..graph import Graph, index_dtype
 
-__all__ = ["Relabeling", "relabel", "edge_positions", "out_degree"]
+__all__ = ["Relabeling", "relabel", "edge_positions", "out_degree", "node_chunks", "count_dtype",
+           "CHUNK_EDGES"]
 
 log = logging.getLogger(__name__)
+
+CHUNK_EDGES = 1 << 21
+"""In-edges per node chunk of the per-part passes (bounds their temporaries; changes no result)."""
+
+
+def count_dtype(num_edges: int) -> np.dtype:
+    """The narrowest dtype for per-node edge counts (degrees, hotness): int32 when ``E`` fits."""
+    return np.dtype(np.int32) if num_edges < 2**31 - 1 else np.dtype(np.int64)
+
+
+def node_chunks(indptr: np.ndarray, nodes: np.ndarray, chunk_edges: int = CHUNK_EDGES,
+                ) -> list[tuple[int, int]]:
+    """``[lo, hi)`` ranges of ``nodes`` whose in-edges total about ``chunk_edges`` (at least one
+    node each): the steps of a pass over the in-edges of ``nodes``."""
+    if nodes.size == 0:
+        return []
+    deg = np.asarray(indptr[nodes + 1]) - np.asarray(indptr[nodes])
+    ends = np.cumsum(deg)
+    bounds = [0]
+    while bounds[-1] < nodes.size:
+        lo = bounds[-1]
+        base = int(ends[lo - 1]) if lo else 0
+        hi = int(np.searchsorted(ends, base + chunk_edges, side="right"))
+        bounds.append(min(nodes.size, max(hi, lo + 1)))
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def _add_counts(target: np.ndarray, ids: np.ndarray) -> None:
+    """``target[i] += (occurrences of i in ids)``: bincount for a short target, else via sort
+    (a bincount over ``N`` per chunk would cost ``8 N`` bytes and time per chunk)."""
+    if ids.size == 0:
+        return
+    if target.size <= 8 * ids.size:
+        target += np.bincount(ids, minlength=target.size).astype(target.dtype, copy=False)
+    else:
+        u, c = np.unique(ids, return_counts=True)
+        target[u] += c.astype(target.dtype, copy=False)
 
 
 @dataclass(kw_only=True, slots=True, eq=False)
@@ -37,9 +76,10 @@ class Relabeling:
     """Per part, int32/int64 ``[num_halo_p]``: new global ids of its halo rows, ascending (which
     groups them by owner part, ascending)."""
     hotness: np.ndarray
-    """int64 ``[N]`` by original id: local out-edges + number of parts holding the node as halo."""
+    """``[N]`` by original id (:func:`count_dtype`; the folder stores int64): local out-edges +
+    number of parts holding the node as halo."""
     self_loops: np.ndarray
-    """int64 ``[N]`` by original id: self-loop edges ``v -> v``."""
+    """``[N]`` by original id (:func:`count_dtype`; the folder stores int64): self-loop edges ``v -> v``."""
 
 
 def edge_positions(indptr: np.ndarray, nodes: np.ndarray) -> np.ndarray:
@@ -55,12 +95,12 @@ def edge_positions(indptr: np.ndarray, nodes: np.ndarray) -> np.ndarray:
 
 
 def out_degree(graph: Graph, chunk_edges: int = 1 << 22) -> np.ndarray:
-    """int64 ``[N]``: out-degree of every node, counted over chunks of ``indices`` (``np.bincount``
-    would otherwise make an int64 copy of the whole int32 ``indices``)."""
+    """``[N]`` (:func:`count_dtype`): out-degree of every node, counted over chunks of
+    ``indices`` (``np.bincount`` would otherwise make an int64 copy of the whole ``indices``)."""
     n = graph.num_nodes
-    deg = np.zeros(n, dtype=np.int64)
+    deg = np.zeros(n, dtype=count_dtype(graph.num_edges))
     for lo in range(0, graph.num_edges, chunk_edges):
-        deg += np.bincount(graph.indices[lo:lo + chunk_edges], minlength=n)
+        _add_counts(deg, np.asarray(graph.indices[lo:lo + chunk_edges]))
     return deg
 
 
@@ -76,33 +116,33 @@ def relabel(graph: Graph, assignment: np.ndarray, num_parts: int, *, progress: b
     np.cumsum(counts, out=starts[1:])
     # original ids grouped by part, ascending inside a part; becomes `order` in place below
     order = np.argsort(assignment, kind="stable")
-    hotness = np.zeros(n, dtype=np.int64)
-    self_loops = np.zeros(n, dtype=np.int64)
+    counts_dtype = count_dtype(graph.num_edges)
+    hotness = np.zeros(n, dtype=counts_dtype)
+    self_loops = np.zeros(n, dtype=counts_dtype)
     mark = np.zeros(n, dtype=bool)
-    in_degree = np.diff(indptr)
     idx = index_dtype(n)
     halos_orig: list[np.ndarray] = []
     for q in tqdm(range(num_parts), desc="halos", unit="part", disable=not progress):
-        nodes = order[starts[q]:starts[q + 1]]
-        pos = edge_positions(indptr, nodes)
-        src = indices[pos]
-        del pos
-        own = assignment[src] == q
-        local_src = src[own]
-        hotness += np.bincount(local_src, minlength=n)
-        dst_own = np.repeat(nodes, in_degree[nodes])[own]
-        loop_nodes = dst_own[local_src == dst_own]
-        del dst_own, local_src
-        if loop_nodes.size:
-            u, c = np.unique(loop_nodes, return_counts=True)
-            self_loops[u] += c
-        mark[src[~own]] = True
-        del src, own
+        part_nodes = order[starts[q]:starts[q + 1]]
+        for lo, hi in node_chunks(indptr, part_nodes):
+            nodes = part_nodes[lo:hi]
+            pos = edge_positions(indptr, nodes)
+            src = np.asarray(indices[pos])
+            del pos
+            own = assignment[src] == q
+            local_src = src[own]
+            _add_counts(hotness, local_src)
+            in_degree = np.asarray(indptr[nodes + 1]) - np.asarray(indptr[nodes])
+            dst_own = np.repeat(nodes, in_degree)[own]
+            _add_counts(self_loops, dst_own[local_src == dst_own])
+            del dst_own, local_src
+            mark[src[~own]] = True
+            del src, own
         halo = np.flatnonzero(mark).astype(idx)
         mark[halo] = False
         hotness[halo] += 1
         halos_orig.append(halo)
-        log.debug("part %d: %d inner, %d halo", q, nodes.size, halo.size)
+        log.debug("part %d: %d inner, %d halo", q, part_nodes.size, halo.size)
     for q in range(num_parts):
         s, e = starts[q], starts[q + 1]
         # stable sort on -hotness keeps ascending original id among ties

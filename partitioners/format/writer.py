@@ -16,7 +16,9 @@ Everything is built in a sibling temporary folder ``.OUT.tmp-<pid>-<random>`` th
 into place at the end, so a crash leaves no ``OUT/partition.json`` describing partial data (and
 the temporary folder is removed on any exception).
 
-Memory: the graph, O(N) id arrays, the halo lists, and the arrays of one part at a time.
+Memory: the graph (memory maps, for an out-of-core graph), O(N) id arrays, the halo lists, the
+O(nodes) arrays of one part at a time, and chunks: a part's edge arrays and node data are
+gathered and written a chunk at a time (:func:`write_memory`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import resource
 import secrets
 import shutil
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +46,7 @@ from .layout import (EDGE_WEIGHT, FEATURES, FORMAT_NAME, FORMAT_VERSION, GLOBAL_
                      SEND_OFFSETS, TOOL_NAME, local_index_dtype, part_dir_name)
 from .meta import FileEntry
 from ..quality import check_assignment
-from .relabel import Relabeling, edge_positions, out_degree, relabel
+from .relabel import Relabeling, edge_positions, node_chunks, out_degree, relabel
 
 if TYPE_CHECKING:
     from ..memory import GraphSize
@@ -151,11 +154,13 @@ def _default_quality(graph: Graph, assignment: np.ndarray, num_parts: int) -> di
 
 
 def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_all: np.ndarray,
-                in_degree: np.ndarray, out_degree: np.ndarray, local_of: np.ndarray) -> dict[str, Any]:
+                out_degree: np.ndarray, local_of: np.ndarray) -> dict[str, Any]:
     """Write ``part-XXXXX/`` for part ``p``; return its ``parts[p]`` entry of partition.json.
 
     ``halo_offsets_all[q]`` is part q's halo_offsets; ``local_of`` is an all ``-1`` scratch
-    ``[N]`` array, left all ``-1`` again.
+    ``[N]`` array, left all ``-1`` again. The part's edge arrays and node data are gathered and
+    written in chunks (:class:`~.npyio.ArrayStream`): nothing of size ``E_p`` or ``N_p * F``
+    exists in memory.
     """
     num_parts = rl.num_parts
     s, e = int(rl.starts[p]), int(rl.starts[p + 1])
@@ -171,22 +176,32 @@ def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_al
     def save(name: str, arr: np.ndarray) -> None:
         files[name] = npyio.save_array(tmp, f"{pdir}/{name}", arr)
 
+    def stream(name: str, dtype: Any, shape: tuple[int, ...]) -> npyio.ArrayStream:
+        return npyio.ArrayStream(tmp, f"{pdir}/{name}", dtype, shape)
+
+    in_degree = np.asarray(graph.indptr[rows + 1]) - np.asarray(graph.indptr[rows])
     indptr = np.zeros(ni + 1, dtype=np.int64)
-    np.cumsum(in_degree[inner], out=indptr[1:])
+    np.cumsum(in_degree[:ni], out=indptr[1:])
     save(INDPTR, indptr)
     num_local_edges = int(indptr[-1])
     del indptr
 
     local_of[rows] = np.arange(ni + nh, dtype=local_of.dtype)
-    pos = edge_positions(graph.indptr, inner)
-    indices = local_of[graph.indices[pos]]
+    weighted = graph.edge_weight is not None
+    with ExitStack() as stack:
+        out_idx = stack.enter_context(stream(INDICES, local_index_dtype(ni + nh), (num_local_edges,)))
+        out_w = stack.enter_context(stream(EDGE_WEIGHT, np.float32, (num_local_edges,))) if weighted else None
+        for lo, hi in node_chunks(graph.indptr, inner):
+            pos = edge_positions(graph.indptr, inner[lo:hi])
+            indices = local_of[np.asarray(graph.indices[pos])]
+            assert indices.size == 0 or int(indices.min()) >= 0, "an edge source is neither inner nor halo"
+            out_idx.write(indices)
+            if out_w is not None:
+                out_w.write(np.asarray(graph.edge_weight[pos]))  # type: ignore[index]
     local_of[rows] = -1
-    assert indices.size == 0 or int(indices.min()) >= 0, "an edge source is neither inner nor halo"
-    save(INDICES, indices.astype(local_index_dtype(ni + nh), copy=False))
-    del indices
-    if graph.edge_weight is not None:
-        save(EDGE_WEIGHT, graph.edge_weight[pos])
-    del pos
+    files[INDICES] = out_idx.entry  # type: ignore[assignment]
+    if out_w is not None:
+        files[EDGE_WEIGHT] = out_w.entry  # type: ignore[assignment]
 
     save(HALO_OFFSETS, halo_offsets_all[p])
     # rows part q holds from p, in q's halo order (ascending global id); local id = gid - s
@@ -200,24 +215,36 @@ def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_al
 
     save(GLOBAL_IDS, np.concatenate([np.arange(s, e, dtype=np.int64), halo_gid.astype(np.int64)]))
     save(ORIGINAL_IDS, rows.astype(np.int64, copy=False))
-    save(IN_DEGREE, in_degree[rows])
-    save(OUT_DEGREE, out_degree[rows])
-    save(SELF_LOOPS, rl.self_loops[rows])
-    save(HOTNESS, rl.hotness[inner])
-    if graph.x is not None:
-        save(FEATURES, graph.x[inner])
-    if graph.y is not None:
-        save(LABELS, graph.y[inner])
+    save(IN_DEGREE, in_degree.astype(np.int64, copy=False))
+    save(OUT_DEGREE, out_degree[rows].astype(np.int64, copy=False))
+    save(SELF_LOOPS, rl.self_loops[rows].astype(np.int64, copy=False))
+    save(HOTNESS, rl.hotness[inner].astype(np.int64, copy=False))
+    del in_degree
+    node_data = [(FEATURES, graph.x), (LABELS, graph.y)]
+    node_data += [(name, getattr(graph, name.removesuffix(".npy"))) for name in MASKS]
     num_train = 0
-    for name in MASKS:
-        mask = getattr(graph, name.removesuffix(".npy"))
-        if mask is not None:
-            save(name, mask[inner])
-            if name == MASKS[0]:
-                num_train = int(np.count_nonzero(mask[inner]))
+    for name, data in node_data:
+        if data is None:
+            continue
+        with stream(name, data.dtype, (ni, *data.shape[1:])) as out:
+            for lo in range(0, ni, _rows_per_step(data)):
+                chunk = np.asarray(data[inner[lo:lo + _rows_per_step(data)]])
+                out.write(chunk)
+                if name == MASKS[0]:
+                    num_train += int(np.count_nonzero(chunk))
+        files[name] = out.entry  # type: ignore[assignment]
     return {"part_id": p, "num_inner": ni, "num_halo": nh, "num_local_edges": num_local_edges,
             "global_id_range": [s, e], "num_train": num_train,
             "files": {name: entry.to_json() for name, entry in files.items()}}
+
+
+NODE_DATA_STEP_BYTES = 32 << 20
+"""Bytes of node data gathered per step of the writer."""
+
+
+def _rows_per_step(data: np.ndarray) -> int:
+    row = max(1, int(np.prod(data.shape[1:], dtype=np.int64)) * data.dtype.itemsize)
+    return max(1, NODE_DATA_STEP_BYTES // row)
 
 
 def _meta_document(graph: Graph, num_parts: int, *, method: str, method_params: dict[str, Any],
@@ -257,25 +284,33 @@ def _write_meta_file(tmp: Path, meta: dict[str, Any]) -> None:
 def write_memory(size: GraphSize, num_parts: int) -> int:
     """Bytes :func:`write_partition` needs besides the graph and the assignment.
 
-    The largest part is counted at twice the mean (``n_p`` nodes, ``e_p`` edges; at most the
-    whole graph) and the halo ids of all parts at ``min(E, N (P - 1))``. :func:`relabel`
-    holds ``41 N`` (order, hotness, self-loops, in-degrees, marks) plus the halos, and builds
-    one part's edge arrays at a time (``33 e_p``: positions, sources, masks, destinations).
-    The part loop then holds ``44 N`` (the relabeling, both degrees, ``local_of``) plus the
-    halos, and per part its rows (``16`` B per local row), edge arrays (``16 e_p``, ``20 e_p``
-    weighted), node data ``n_p * row`` and the 16 MiB block that ``write_array`` copies.
+    ``c`` is the width of the per-node counts (4 while ``E < 2**31``, else 8), ``k`` the edges
+    of one node chunk (:data:`~.relabel.CHUNK_EDGES`, at most ``E``), and the halo ids of all
+    parts are counted at ``min(E, N (P - 1))``. :func:`relabel` holds ``(17 + 2c) N`` (order,
+    new ids, marks, hotness, self-loops) plus the halos, and ``33 k`` per node chunk
+    (positions, sources, masks, destinations). The part loop holds ``(12 + 3c) N`` (the
+    relabeling, out-degrees, ``local_of``) plus the halos, and per part ``24`` B per local row
+    (its ids, in-degrees and one array being saved; the largest part counted at twice the
+    mean and its halo at ``min(N - n_p, e_p)``), ``20 k`` per edge chunk, two node-data steps
+    (:data:`NODE_DATA_STEP_BYTES`) and the 16 MiB block ``write_array`` copies.
     """
     from ..memory import WRITE_BUFFER_BYTES
+    from .relabel import CHUNK_EDGES, count_dtype
 
     n, e, p = size.num_nodes, size.num_edges, num_parts
+    c = count_dtype(e).itemsize
     n_p, e_p = min(n, -(-2 * n // p)), min(e, -(-2 * e // p))
+    k = min(e, CHUNK_EDGES)
     halos = 4 * min(e, n * (p - 1))
     n_local = n_p + min(n - n_p, e_p)
-    row = size.feature_bytes + size.label_bytes + size.num_masks
-    relabel_bytes = 41 * n + halos + 33 * e_p
-    part_bytes = (44 * n + halos + 16 * n_local + (20 if size.weighted else 16) * e_p + n_p * row
-                  + WRITE_BUFFER_BYTES)
+    relabel_bytes = (17 + 2 * c) * n + halos + 33 * k
+    part_bytes = ((12 + 3 * c) * n + halos + 24 * n_local + 20 * k
+                  + 2 * min(NODE_DATA_STEP_BYTES, n_p * _row_bytes(size)) + WRITE_BUFFER_BYTES)
     return max(relabel_bytes, part_bytes)
+
+
+def _row_bytes(size: GraphSize) -> int:
+    return max(size.feature_bytes, size.label_bytes, size.num_masks and 1)
 
 
 def _checked_request(graph: Graph, assignment: Any, num_parts: int, method: str,
@@ -342,13 +377,13 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
             top_files[ORIGINAL_NAMES_FILE] = npyio.save_array(tmp, ORIGINAL_NAMES_FILE,
                                                               graph.node_names).to_json()
         halo_offsets_all = np.stack([np.searchsorted(h, rl.starts) for h in rl.halos]).astype(np.int64)
-        in_degree = graph.in_degree()
         out_deg = out_degree(graph)
         local_of = np.full(graph.num_nodes, -1, dtype=local_index_dtype(graph.num_nodes))
         parts = []
-        for p in tqdm(range(num_parts), desc="write parts", unit="part", disable=not progress):
-            parts.append(_write_part(graph, rl, p, tmp, halo_offsets_all, in_degree, out_deg, local_of))
-        del rl, local_of, in_degree, out_deg
+        with npyio.deferred_fsync():  # files reach the disk while the next part is gathered
+            for p in tqdm(range(num_parts), desc="write parts", unit="part", disable=not progress):
+                parts.append(_write_part(graph, rl, p, tmp, halo_offsets_all, out_deg, local_of))
+        del rl, local_of, out_deg
         _fsync_dir(tmp)
 
         time_s = dict(quality.get("time_s") or {})

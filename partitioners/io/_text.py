@@ -245,8 +245,10 @@ def iter_chunks(layout: TableLayout, dtype: np.dtype | type, *,
         pending = b""
         while True:
             data = f.read(chunk_bytes)
+            eof = not data
             buf = pending + data
-            if data:
+            del data  # not held while its block is parsed
+            if not eof:
                 cut = buf.rfind(b"\n")
                 if cut < 0:
                     pending = buf
@@ -259,5 +261,7 @@ def iter_chunks(layout: TableLayout, dtype: np.dtype | type, *,
                 rows = _parse_block(block, line, layout, dtype, int_hint)
                 yield TextChunk(layout=layout, block=block, first_line=line, rows=rows)
                 line += block.count(b"\n")
-            if not data:
+                del rows  # not held while the next block is read and parsed
+            del block
+            if eof:
                 return

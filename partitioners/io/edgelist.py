@@ -17,8 +17,9 @@ This module is torch-free.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -29,7 +30,8 @@ from ._text import (DEFAULT_CHUNK_BYTES, NotAnIntegerError, TableLayout, TextChu
                     detect_layout, iter_chunks)
 from .relabel_ids import block_codes, merge_block_names
 
-__all__ = ["read_edgelist", "read_edge_arrays", "read_edge_names"]
+__all__ = ["EdgeBlock", "edge_layout", "iter_edge_blocks", "read_edgelist", "read_edge_arrays",
+           "read_edge_names"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +66,8 @@ def _edge_dtype(ncols: int) -> np.dtype:
                     + [(f"col{j + 1}", np.float64) for j in range(2, ncols)])
 
 
-def _edge_layout(path: str | Path, delimiter: str | None, header: bool | None,
-                 weighted: bool, *, warn: bool = True) -> TableLayout:
+def edge_layout(path: str | Path, delimiter: str | None, header: bool | None,
+                weighted: bool, *, warn: bool = True) -> TableLayout:
     """The table's layout, checked for 2 (3 when ``weighted``) fields; warns about unused fields."""
     path = existing_path(path)
     layout = detect_layout(path, delimiter=delimiter, header=header)
@@ -96,6 +98,43 @@ def _weights(chunk: TextChunk, column: np.ndarray) -> np.ndarray:
     return w
 
 
+@dataclass(frozen=True, slots=True)
+class EdgeBlock:
+    """One parsed block of an edge list, its ids checked (see :func:`iter_edge_blocks`)."""
+
+    src: np.ndarray
+    """Source ids of the block's lines, int32 when the block's ids fit, else int64."""
+    dst: np.ndarray
+    """Destination ids, as ``src``."""
+    weight: np.ndarray | None
+    """Field 3 as finite float32 weights when read ``weighted``, else None."""
+    chunk: TextChunk
+    """The parsed block (to name a line in an error)."""
+
+
+def iter_edge_blocks(layout: TableLayout, *, weighted: bool = False, num_nodes: int | None = None,
+                     chunk_bytes: int = DEFAULT_CHUNK_BYTES, int_hint: str = "") -> Iterator[EdgeBlock]:
+    """The edges of ``layout`` (from :func:`edge_layout`) block by block, in file order.
+
+    Ids are checked per block (negative, or ``>= num_nodes`` when given) so an error names the
+    file and line; ``weighted`` reads field 3 as the edge weight (finite float32). ``int_hint``
+    ends the error about an id that is not an integer. A consumer that keeps memory flat drops
+    its reference to a block before asking for the next.
+    """
+    if layout.ncols == 0:
+        return
+    for chunk in iter_chunks(layout, _edge_dtype(layout.ncols), chunk_bytes=chunk_bytes,
+                             int_hint=int_hint):
+        rows = chunk.rows
+        _check_chunk_ids(chunk, rows["src"], "source", num_nodes, int_hint)
+        _check_chunk_ids(chunk, rows["dst"], "destination", num_nodes, int_hint)
+        block = EdgeBlock(src=_narrow(rows["src"]), dst=_narrow(rows["dst"]),
+                          weight=_weights(chunk, rows["col3"]) if weighted else None, chunk=chunk)
+        del chunk, rows
+        yield block
+        del block
+
+
 def read_edge_arrays(path: str | Path, *, delimiter: str | None = "auto", header: bool | None = None,
                      weighted: bool = False, num_nodes: int | None = None,
                      chunk_bytes: int = DEFAULT_CHUNK_BYTES, int_hint: str = "",
@@ -108,23 +147,17 @@ def read_edge_arrays(path: str | Path, *, delimiter: str | None = "auto", header
     file and line. ``weighted`` reads column 3 as the edge weight (finite float32).
     ``int_hint`` ends the error about an id that is not an integer.
     """
-    layout = _edge_layout(path, delimiter, header, weighted)
-    if layout.ncols == 0:
-        empty = np.zeros(0, np.int32)
-        return empty, empty.copy(), (np.zeros(0, np.float32) if weighted else None), layout
+    layout = edge_layout(path, delimiter, header, weighted)
     srcs: list[np.ndarray] = []
     dsts: list[np.ndarray] = []
     weights: list[np.ndarray] = []
-    for chunk in iter_chunks(layout, _edge_dtype(layout.ncols), chunk_bytes=chunk_bytes,
-                             int_hint=int_hint):
-        rows = chunk.rows
-        _check_chunk_ids(chunk, rows["src"], "source", num_nodes, int_hint)
-        _check_chunk_ids(chunk, rows["dst"], "destination", num_nodes, int_hint)
-        srcs.append(_narrow(rows["src"]))
-        dsts.append(_narrow(rows["dst"]))
-        if weighted:
-            weights.append(_weights(chunk, rows["col3"]))
-        del chunk, rows
+    for block in iter_edge_blocks(layout, weighted=weighted, num_nodes=num_nodes,
+                                  chunk_bytes=chunk_bytes, int_hint=int_hint):
+        srcs.append(block.src)
+        dsts.append(block.dst)
+        if block.weight is not None:
+            weights.append(block.weight)
+        del block
     src = np.concatenate(srcs) if srcs else np.zeros(0, np.int32)
     srcs.clear()
     dst = np.concatenate(dsts) if dsts else np.zeros(0, np.int32)
@@ -184,11 +217,11 @@ def read_edge_names(path: str | Path, *, delimiter: str | None = "auto", header:
     (``weighted``), or when neither of its two ids occurs on any other line (``source,target``).
     A skipped header is logged.
     """
-    int_ids = _read_int_codes(_edge_layout(path, delimiter, header, weighted), weighted, chunk_bytes)
+    int_ids = _read_int_codes(edge_layout(path, delimiter, header, weighted), weighted, chunk_bytes)
     if int_ids is not None:
         return int_ids
     auto = header is None
-    layout = _edge_layout(path, delimiter, False if auto else header, weighted, warn=False)
+    layout = edge_layout(path, delimiter, False if auto else header, weighted, warn=False)
     blocks: list[tuple[np.ndarray, np.ndarray]] = []
     weights: list[np.ndarray] = []
     header_row = could_be_header = False

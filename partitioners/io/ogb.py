@@ -36,14 +36,16 @@ from ._common import build_graph, existing_path
 from ._text import DEFAULT_CHUNK_BYTES, TextChunk, detect_layout, iter_chunks
 from .edgelist import read_edge_arrays
 
-__all__ = ["is_ogb_dir", "ogb_split_schemes", "read_ogb"]
+__all__ = ["check_unlabelled", "decode_labels", "find_csv", "first_non_finite", "is_ogb_dir",
+           "iter_feature_blocks", "iter_label_blocks", "ogb_split_schemes", "read_num_nodes",
+           "read_ogb", "read_split_masks"]
 
 logger = logging.getLogger(__name__)
 
 _SPLIT_FILES = (("train", "train_mask"), ("valid", "val_mask"), ("test", "test_mask"))
 
 
-def _csv(folder: Path, stem: str) -> Path | None:
+def find_csv(folder: Path, stem: str) -> Path | None:
     """``folder/stem.csv.gz`` or ``folder/stem.csv``, whichever exists."""
     for suffix in (".csv.gz", ".csv"):
         p = folder / f"{stem}{suffix}"
@@ -55,7 +57,7 @@ def _csv(folder: Path, stem: str) -> Path | None:
 def is_ogb_dir(path: str | Path) -> bool:
     """True when ``path`` is a folder holding ``raw/edge.csv.gz`` (or ``raw/edge.csv``)."""
     p = Path(path)
-    return p.is_dir() and _csv(p / "raw", "edge") is not None
+    return p.is_dir() and find_csv(p / "raw", "edge") is not None
 
 
 def ogb_split_schemes(path: str | Path) -> list[str]:
@@ -93,7 +95,7 @@ def _assemble(path: Path, chunks: Iterator[np.ndarray], num_rows: int | None, wh
     return out
 
 
-def _read_num_nodes(path: Path) -> int:
+def read_num_nodes(path: Path) -> int:
     values = [int(v) for c in _table_chunks(path, np.int64, DEFAULT_CHUNK_BYTES, "node count")
               for v in c.rows.reshape(-1)]
     if len(values) != 1 or values[0] <= 0:
@@ -101,15 +103,60 @@ def _read_num_nodes(path: Path) -> int:
     return values[0]
 
 
+def first_non_finite(rows: np.ndarray) -> tuple[int, int] | None:
+    """``(row, column)`` of the first value of ``rows`` that is not finite, or None."""
+    bad = ~np.isfinite(rows)
+    if not bad.any():
+        return None
+    r, c = np.argwhere(bad)[0]
+    return int(r), int(c)
+
+
+def iter_feature_blocks(path: Path, chunk_bytes: int) -> Iterator[np.ndarray]:
+    """The rows of a node feature CSV, block by block: float32 ``[n, F]``, every value finite."""
+    for chunk in _table_chunks(path, np.float32, chunk_bytes, "node feature"):
+        bad = first_non_finite(chunk.rows)
+        if bad is not None:
+            r, c = bad
+            raise chunk.fail(r, f"feature {c + 1} is {chunk.rows[r, c]} (not finite)")
+        yield chunk.rows
+
+
 def _read_features(path: Path, num_nodes: int | None, chunk_bytes: int) -> np.ndarray:
-    def rows() -> Iterator[np.ndarray]:
-        for chunk in _table_chunks(path, np.float32, chunk_bytes, "node feature"):
-            bad = ~np.isfinite(chunk.rows)
-            if bad.any():
-                r, c = np.argwhere(bad)[0]
-                raise chunk.fail(int(r), f"feature {c + 1} is {chunk.rows[r, c]} (not finite)")
-            yield chunk.rows
-    return _assemble(path, rows(), num_nodes, "node feature")
+    return _assemble(path, iter_feature_blocks(path, chunk_bytes), num_nodes, "node feature")
+
+
+def decode_labels(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[int, int, str] | None]:
+    """OGB label rows (float ``[n, C]``, NaN = no label) as ``(labels, unlabelled, problem)``.
+
+    ``labels``: int64 ``[n]`` class ids (C = 1) or uint8 ``[n, C]`` 0/1 (multi-label), with 0
+    where the label is NaN; ``unlabelled``: bool ``[n]``, a NaN in the row; ``problem``: None,
+    or ``(row, column, message)`` of the first value that is neither a label nor NaN.
+    """
+    v = values
+    nan = np.isnan(v)
+    known = np.where(nan, 0.0, v)
+    if v.shape[1] == 1:
+        bad = (known != np.round(known)) | (known < 0) | np.isinf(known)
+        why = "is not a class id (a non-negative integer, or NaN for no label)"
+    else:
+        bad = (known != 0) & (known != 1)
+        why = "is not 0 or 1 (multi-label columns), or NaN for no label"
+    problem = None
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        problem = (int(r), int(c), f"label field {c + 1} = {v[r, c]} {why}")
+    labels = known[:, 0].astype(np.int64) if v.shape[1] == 1 else known.astype(np.uint8)
+    return labels, nan.any(axis=1), problem
+
+
+def iter_label_blocks(path: Path, chunk_bytes: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The rows of a node label CSV, block by block: ``(labels, unlabelled)`` of :func:`decode_labels`."""
+    for chunk in _table_chunks(path, np.float64, chunk_bytes, "node label"):
+        labels, unlabelled, problem = decode_labels(chunk.rows)
+        if problem is not None:
+            raise chunk.fail(problem[0], problem[2])
+        yield labels, unlabelled
 
 
 def _read_labels(path: Path, num_nodes: int | None, chunk_bytes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -117,21 +164,9 @@ def _read_labels(path: Path, num_nodes: int | None, chunk_bytes: int) -> tuple[n
     unlabelled: list[np.ndarray] = []
 
     def rows() -> Iterator[np.ndarray]:
-        for chunk in _table_chunks(path, np.float64, chunk_bytes, "node label"):
-            v = chunk.rows
-            nan = np.isnan(v)
-            known = np.where(nan, 0.0, v)
-            if v.shape[1] == 1:
-                bad = (known != np.round(known)) | (known < 0) | np.isinf(known)
-                why = "is not a class id (a non-negative integer, or NaN for no label)"
-            else:
-                bad = (known != 0) & (known != 1)
-                why = "is not 0 or 1 (multi-label columns), or NaN for no label"
-            if bad.any():
-                r, c = np.argwhere(bad)[0]
-                raise chunk.fail(int(r), f"label field {c + 1} = {v[r, c]} {why}")
-            unlabelled.append(nan.any(axis=1))
-            yield known[:, 0].astype(np.int64) if v.shape[1] == 1 else known.astype(np.uint8)
+        for labels, nan in iter_label_blocks(path, chunk_bytes):
+            unlabelled.append(nan)
+            yield labels
 
     labels = _assemble(path, rows(), num_nodes, "node label")
     return labels, np.concatenate(unlabelled)
@@ -151,7 +186,7 @@ def _read_ids(path: Path, num_nodes: int, chunk_bytes: int) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def _read_split(root: Path, split: str | None, num_nodes: int,
+def read_split_masks(root: Path, split: str | None, num_nodes: int,
                 chunk_bytes: int) -> tuple[dict[str, np.ndarray], dict[str, Path]]:
     schemes = ogb_split_schemes(root)
     if split is None:
@@ -167,7 +202,7 @@ def _read_split(root: Path, split: str | None, num_nodes: int,
     masks: dict[str, np.ndarray] = {}
     files: dict[str, Path] = {}
     for stem, mask_name in _SPLIT_FILES:
-        f = _csv(folder, stem)
+        f = find_csv(folder, stem)
         if f is None:
             raise FileNotFoundError(f"{folder / (stem + '.csv.gz')}: no such file (every split has "
                                     f"train, valid and test)")
@@ -200,20 +235,20 @@ def read_ogb(path: str | Path, *, split: str | None = None, chunk_bytes: int = D
     """
     root = existing_path(path)
     raw = root / "raw"
-    edge_file = _csv(raw, "edge")
+    edge_file = find_csv(raw, "edge")
     if edge_file is None:
         raise FileNotFoundError(f"{raw / 'edge.csv.gz'}: no such file; {root} is not an OGB "
                                 f"node-property dataset folder (expected raw/edge.csv.gz)")
     num_nodes = graph_options.pop("num_nodes", None)
-    count_file = _csv(raw, "num-node-list")
+    count_file = find_csv(raw, "num-node-list")
     if count_file is not None:
-        stored = _read_num_nodes(count_file)
+        stored = read_num_nodes(count_file)
         if num_nodes is not None and num_nodes != stored:
             raise GraphError(f"{count_file}: the dataset has {stored} nodes but num_nodes={num_nodes} was passed")
         num_nodes = stored
     src, dst, _, _ = read_edge_arrays(edge_file, delimiter=",", header=False, num_nodes=num_nodes,
                                       chunk_bytes=chunk_bytes)
-    feat_file, label_file = _csv(raw, "node-feat"), _csv(raw, "node-label")
+    feat_file, label_file = find_csv(raw, "node-feat"), find_csv(raw, "node-label")
     features = None if feat_file is None else _read_features(feat_file, num_nodes, chunk_bytes)
     labels, unlabelled = (None, None) if label_file is None else _read_labels(label_file, num_nodes, chunk_bytes)
     if num_nodes is None:
@@ -222,18 +257,18 @@ def read_ogb(path: str | Path, *, split: str | None = None, chunk_bytes: int = D
         num_nodes = max(sizes)
         if num_nodes == 0:
             raise GraphError(f"{edge_file}: no edges, and no node count in raw/num-node-list.csv.gz")
-    if _csv(raw, "edge-feat") is not None:
+    if find_csv(raw, "edge-feat") is not None:
         logger.info("%s: raw/edge-feat is ignored (edge features are not used)", root)
-    masks, split_files = _read_split(root, split, num_nodes, chunk_bytes)
+    masks, split_files = read_split_masks(root, split, num_nodes, chunk_bytes)
     if labels is not None and unlabelled is not None and unlabelled.any():
-        _check_unlabelled(unlabelled, masks, split_files, label_file)  # type: ignore[arg-type]
+        check_unlabelled(unlabelled, masks, split_files, label_file)  # type: ignore[arg-type]
         logger.info("%s: %d nodes have no label (NaN); they get label 0 and are in no split",
                     root, int(unlabelled.sum()))
     return build_graph(root, src, dst, num_nodes=num_nodes, features=features, labels=labels,
                        **masks, **graph_options)
 
 
-def _check_unlabelled(unlabelled: np.ndarray, masks: dict[str, np.ndarray],
+def check_unlabelled(unlabelled: np.ndarray, masks: dict[str, np.ndarray],
                       split_files: dict[str, Path], label_file: Path) -> None:
     for name, mask in masks.items():
         bad = mask & unlabelled

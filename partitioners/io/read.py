@@ -14,6 +14,7 @@ from .arrays import npz_kind, read_npy, read_npz, read_scipy_npz
 from .edgelist import read_edgelist
 from .ogb import is_ogb_dir, read_ogb
 from .planetoid import is_planetoid_dir, read_planetoid
+from ..outofcore.npy_dir import is_npy_dir, read_npy_dir
 
 __all__ = ["FORMATS", "infer_format", "read_graph"]
 
@@ -25,6 +26,7 @@ _READERS: dict[str, tuple[Callable[..., Graph], frozenset[str]]] = {
     "scipy": (read_scipy_npz, frozenset({"weighted"}) | NODE_DATA_OPTIONS),
     "ogb": (read_ogb, frozenset({"split", "chunk_bytes"})),
     "planetoid": (read_planetoid, frozenset({"planetoid_name"})),
+    "npy-dir": (read_npy_dir, frozenset({"scratch_dir", "progress"})),
 }
 FORMATS: tuple[str, ...] = tuple(_READERS)
 """The formats :func:`read_graph` reads."""
@@ -33,19 +35,22 @@ _EDGELIST_SUFFIXES = (".csv", ".tsv", ".txt", ".edgelist", ".edges", ".el")
 
 
 def infer_format(path: str | Path) -> str:
-    """The format of ``path``: ``ogb`` for a folder with ``raw/edge.csv.gz``; ``planetoid`` for a
+    """The format of ``path``: ``npy-dir`` for a folder with ``src.npy`` and ``dst.npy``;
+    ``ogb`` for a folder with ``raw/edge.csv.gz``; ``planetoid`` for a
     folder with ``ind.NAME.graph`` (or ``raw/ind.NAME.graph``); ``npz`` or ``scipy`` for ``.npz``
     (from its keys); ``npy``; ``edgelist`` for ``.csv/.tsv/.txt/.edgelist/.edges/.el``,
     optionally followed by ``.gz``. A ValueError says when it cannot tell.
     """
     p = existing_path(path)
     if p.is_dir():
+        if is_npy_dir(p):
+            return "npy-dir"
         if is_ogb_dir(p):
             return "ogb"
         if is_planetoid_dir(p):
             return "planetoid"
-        raise ValueError(f"{p}: a folder is read as an OGB dataset (raw/edge.csv.gz) or a Planetoid set "
-                         f"(ind.NAME.graph, ...), but it has neither; pass fmt= one of {list(FORMATS)}")
+        raise ValueError(f"{p}: a folder is read as an npy-dir (src.npy, dst.npy), an OGB dataset "
+                         f"(raw/edge.csv.gz) or a Planetoid set (ind.NAME.graph, ...), but it has none; pass fmt= one of {list(FORMATS)}")
     name = p.name.lower()
     if name.endswith(".npz"):
         return npz_kind(p)
@@ -64,10 +69,10 @@ def read_graph(path: str | Path, fmt: str | None = None, **options: Any) -> Grap
     Args:
         path: the file or folder.
         fmt: one of :data:`FORMATS` (``edgelist``, ``npz``, ``npy``, ``scipy``, ``ogb``,
-            ``planetoid``); None infers it with :func:`infer_format`. (default: None)
+            ``planetoid``, ``npy-dir``: read out of core, memory-mapped); None infers it with :func:`infer_format`. (default: None)
         **options: the reader's own options (edgelist: ``delimiter``, ``header``, ``weighted``,
             ``relabel``, ``chunk_bytes``; npy: ``relabel``; scipy: ``weighted``; ogb: ``split``,
-            ``chunk_bytes``; planetoid: ``planetoid_name``) and the
+            ``chunk_bytes``; planetoid: ``planetoid_name``; npy-dir: ``scratch_dir``, ``progress``) and the
             :meth:`Graph.from_edges` options ``num_nodes``, ``symmetrize``,
             ``remove_self_loops``, ``remove_duplicates``, ``num_classes``, ``name``. Formats with
             no node data (edgelist, npy, scipy) also take ``features``, ``labels`` and masks.

@@ -1,0 +1,52 @@
+"""Convert an OGB node-property dataset folder in its CSV layout (what ``--input-format ogb``
+reads, :mod:`partitioners.io.ogb`) into an npy-dir, block by block.
+
+``raw/edge.csv.gz`` goes to ``src.npy``/``dst.npy`` in its order (OGB's edges as stored, not
+symmetrised), ``raw/node-feat.csv.gz`` to ``features.npy`` (float32) and
+``raw/node-label.csv.gz`` to ``labels.npy``, each parsed by the OGB reader's own block parsers
+(same checks, same messages); the split files become the three masks. ``raw/edge-feat`` is
+not converted. Memory: one block of text and its rows, plus one byte per node (masks, "no
+label" flags).
+
+This module is torch-free.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from ..io.edgelist import edge_layout, iter_edge_blocks
+from ..io.ogb import find_csv
+from .ogb_nodes import csv_features, csv_labels, finish_ogb, stored_num_nodes
+from .sinks import EdgeWriter, progress_bar
+
+__all__ = ["convert_ogb_csv"]
+
+log = logging.getLogger(__name__)
+
+
+def convert_ogb_csv(root: Path, folder: Path, *, split: str | None = None, chunk_bytes: int,
+                    progress: bool) -> dict[str, Any]:
+    """Write the OGB dataset ``root`` into ``folder``; return its ``graph.json`` (without the tool keys)."""
+    raw = root / "raw"
+    edge_file = find_csv(raw, "edge")
+    if edge_file is None:
+        raise FileNotFoundError(f"{raw / 'edge.csv.gz'}: no such file; {root} is not an OGB "
+                                f"node-property dataset folder in the CSV layout (expected raw/edge.csv.gz)")
+    num_nodes = stored_num_nodes(raw)
+    layout = edge_layout(edge_file, ",", False, False)
+    with EdgeWriter(folder, weighted=False, bar=progress_bar(progress, "edges", "edge")) as edges:
+        for block in iter_edge_blocks(layout, num_nodes=num_nodes, chunk_bytes=chunk_bytes):
+            edges.add(block.src, block.dst)
+            del block
+        summary = edges.close()
+    features = csv_features(folder, raw, num_nodes, chunk_bytes, progress)
+    labels = csv_labels(folder, raw, num_nodes, chunk_bytes, progress)
+    if find_csv(raw, "edge-feat") is not None:
+        log.info("%s: raw/edge-feat is not converted (edge features are not used)", root)
+    files = {"edges": edge_file, "features": features and features.source, "labels": labels and labels.summary.source}
+    return finish_ogb(folder, root, num_nodes=num_nodes, edges=summary, features=features, labels=labels,
+                      split=split, chunk_bytes=chunk_bytes,
+                      files={k: str(v.relative_to(root)) for k, v in files.items() if v is not None})

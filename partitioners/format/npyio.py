@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections import deque
 import os
 import tokenize
 from contextlib import contextmanager
@@ -21,7 +22,7 @@ import numpy as np
 from ..errors import PartitionFormatError
 from .meta import FileEntry
 
-__all__ = ["save_array", "ArrayStream", "deferred_fsync", "load_array", "read_npy_header", "sha256_file", "check_entry_file",
+__all__ = ["save_array", "ArrayStream", "background_io", "load_array", "read_npy_header", "sha256_file", "check_entry_file",
            "HashingWriter", "FSYNC"]
 
 FSYNC = True
@@ -31,17 +32,31 @@ whose files are not on disk yet."""
 _CHUNK = 1 << 22
 
 
-class _Syncer:
-    """fsyncs files on a background thread while the writer goes on computing (the disk and
-    the CPU work at once); :func:`deferred_fsync` waits for all of them."""
+class _Background:
+    """Two worker threads for the writer (see :func:`background_io`): one hashes and writes the
+    chunks of :class:`ArrayStream` files in order, one fsyncs finished files. Both release the
+    GIL in their system calls and in sha256, so they overlap the main thread's gathering."""
+
+    MAX_PENDING = 2
+    """Chunks queued for writing at most: the main thread waits beyond (bounds the memory)."""
 
     def __init__(self) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fsync")
-        self.pending: list[Any] = []
+        self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="npy-write")
+        self.syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="npy-fsync")
+        self.writes: deque[Any] = deque()
+        self.syncs: list[Any] = []
 
-    def submit(self, fd: int) -> None:
+    def write(self, fn: Any) -> Any:
+        """Queue ``fn`` (one chunk's hash and write); returns its future."""
+        while len(self.writes) >= self.MAX_PENDING:
+            self.writes.popleft().result()
+        future = self.writer.submit(fn)
+        self.writes.append(future)
+        return future
+
+    def fsync(self, fd: int) -> None:
         dup = os.dup(fd)  # the caller closes its file; this copy stays open until synced
 
         def sync() -> None:
@@ -49,44 +64,46 @@ class _Syncer:
                 os.fsync(dup)
             finally:
                 os.close(dup)
-        self.pending.append(self.pool.submit(sync))
+        self.syncs.append(self.syncer.submit(sync))
 
     def wait(self) -> None:
         try:
-            for future in self.pending:
+            for future in [*self.writes, *self.syncs]:
                 future.result()  # the first failure (disk full, I/O error) is raised here
         finally:
-            self.pool.shutdown(wait=True)
+            self.writer.shutdown(wait=True)
+            self.syncer.shutdown(wait=True)
 
 
-_SYNCER: _Syncer | None = None
+_BACKGROUND: _Background | None = None
 
 
 @contextmanager
-def deferred_fsync() -> Iterator[None]:
-    """Within the block, the fsync of every file :func:`save_array` and :class:`ArrayStream`
-    write runs on a background thread; leaving the block waits for all of them (and raises
-    the first error), so what comes after (the rename that publishes a folder) finds every file
-    on disk."""
-    global _SYNCER
-    if _SYNCER is not None or not FSYNC:
+def background_io() -> Iterator[None]:
+    """Within the block, :class:`ArrayStream` hashes and writes its chunks on a background
+    thread, and the fsync of every file :func:`save_array` and :class:`ArrayStream` write runs
+    on another; leaving the block waits for all of them (and raises the first error), so what
+    comes after (the rename that publishes a folder) finds every file on disk. The arrays given
+    to :meth:`ArrayStream.write` inside the block must not be changed afterwards."""
+    global _BACKGROUND
+    if _BACKGROUND is not None:
         yield
         return
-    _SYNCER = _Syncer()
-    syncer = _SYNCER
+    _BACKGROUND = _Background()
+    background = _BACKGROUND
     try:
         yield
     finally:
-        _SYNCER = None
-        syncer.wait()
+        _BACKGROUND = None
+        background.wait()
 
 
 def _fsync(f: BinaryIO) -> None:
     f.flush()
     if not FSYNC:
         return
-    if _SYNCER is not None:
-        _SYNCER.submit(f.fileno())
+    if _BACKGROUND is not None:
+        _BACKGROUND.fsync(f.fileno())
     else:
         os.fsync(f.fileno())
 
@@ -110,8 +127,16 @@ class HashingWriter:
 
 
 def save_array(root: Path, rel_path: str, arr: np.ndarray) -> FileEntry:
-    """Write ``arr`` to ``root / rel_path`` as ``.npy`` (no pickle) and return its entry."""
+    """Write ``arr`` to ``root / rel_path`` as ``.npy`` (no pickle) and return its entry.
+
+    Inside :func:`background_io` the hashing and writing run on its thread (``arr`` must not be
+    changed afterwards); the bytes are the same."""
     arr = np.ascontiguousarray(arr)
+    if _BACKGROUND is not None and arr.ndim >= 1:
+        with ArrayStream(root, rel_path, arr.dtype, arr.shape) as out:
+            out.write(arr)
+        assert out.entry is not None
+        return out.entry
     path = root / rel_path
     with open(path, "wb") as f:
         w = HashingWriter(f)
@@ -143,6 +168,8 @@ class ArrayStream:
         self.entry: FileEntry | None = None
         self._f: BinaryIO | None = None
         self._w: HashingWriter | None = None
+        self._bg: _Background | None = None
+        self._pending: list[Any] = []
 
     def __enter__(self) -> "ArrayStream":
         self._f = open(self.root / self.rel_path, "wb")
@@ -150,6 +177,7 @@ class ArrayStream:
         header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
                   "shape": self.shape}
         np.lib.format.write_array_header_1_0(self._w, header)
+        self._bg = _BACKGROUND
         return self
 
     def write(self, rows: np.ndarray) -> None:
@@ -161,11 +189,22 @@ class ArrayStream:
         if self.shape and self.rows > self.shape[0]:
             raise ValueError(f"{self.rel_path}: more than the {self.shape[0]} rows of the header")
         assert self._w is not None
-        self._w.write(memoryview(rows.reshape(-1)).cast("B"))  # no copy of the rows
+        data = memoryview(rows.reshape(-1)).cast("B")  # no copy of the rows
+        if self._bg is None:
+            self._w.write(data)
+        else:
+            self._pending = [f for f in self._pending if not (f.done() and f.exception() is None)]
+            self._pending.append(self._bg.write(lambda w=self._w, d=data: w.write(d)))
 
     def __exit__(self, exc_type: object, *rest: object) -> None:
         assert self._f is not None and self._w is not None
         try:
+            failed = None
+            for future in self._pending:  # this file's chunks are written before it closes
+                if future.exception() is not None and failed is None:
+                    failed = future.exception()
+            if failed is not None and exc_type is None:
+                raise failed
             if exc_type is None:
                 expected = self.shape[0] if self.shape else 1
                 if self.rows != expected:

@@ -1,8 +1,9 @@
 """New node ids for a partition: contiguous per part, inner rows in hotness order; halo sets.
 
-All passes are vectorised numpy and go one part at a time over that part's in-edges, in node
-chunks of about :data:`CHUNK_EDGES` edges, so the temporary memory is O(N) plus one chunk on top
-of the graph itself (whose arrays may be memory maps: an out-of-core graph is read, never copied).
+The passes go one part at a time over that part's in-edges (:func:`~._kernels.count_part_edges`:
+one loop, no per-edge temporaries), so the memory is O(N) on top of the graph itself (whose
+arrays may be memory maps: an out-of-core graph is read, never copied); the writer gathers a
+part's edges in node chunks of about :data:`CHUNK_EDGES` edges.
 
 Legend: ``N`` nodes, ``E`` edges, ``P`` parts, ``E_q`` in-edges of part q's nodes.
 """
@@ -16,13 +17,13 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..graph import Graph, index_dtype
+from ._kernels import count_part_edges
 
-__all__ = ["Relabeling", "relabel", "edge_positions", "out_degree", "node_chunks", "count_dtype",
-           "CHUNK_EDGES"]
+__all__ = ["Relabeling", "relabel", "out_degree", "node_chunks", "count_dtype", "CHUNK_EDGES"]
 
 log = logging.getLogger(__name__)
 
-CHUNK_EDGES = 1 << 21
+CHUNK_EDGES = 1 << 20
 """In-edges per node chunk of the per-part passes (bounds their temporaries; changes no result)."""
 
 
@@ -68,7 +69,7 @@ class Relabeling:
     starts: np.ndarray
     """int64 ``[P + 1]``: part p owns new global ids ``[starts[p], starts[p+1])``."""
     order: np.ndarray
-    """int64 ``[N]``: new global id -> original id (part p's inner rows, in local order, are
+    """``[N]`` (:func:`~partitioners.graph.index_dtype`): new global id -> original id (part p's inner rows, in local order, are
     ``order[starts[p]:starts[p+1]]``)."""
     node_map: np.ndarray
     """int64 ``[N]``: original id -> new global id (the inverse of ``order``)."""
@@ -82,18 +83,6 @@ class Relabeling:
     """``[N]`` by original id (:func:`count_dtype`; the folder stores int64): self-loop edges ``v -> v``."""
 
 
-def edge_positions(indptr: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-    """int64 ``[sum of in-degrees]``: CSR positions of the in-edges of ``nodes``, node by node in
-    the given order, each node's edges in CSR order."""
-    starts = indptr[nodes]
-    lens = indptr[nodes + 1] - starts
-    total = int(lens.sum())
-    pos = np.arange(total, dtype=np.int64)
-    if total:
-        pos += np.repeat(starts - (np.cumsum(lens) - lens), lens)
-    return pos
-
-
 def out_degree(graph: Graph, chunk_edges: int = 1 << 22) -> np.ndarray:
     """``[N]`` (:func:`count_dtype`): out-degree of every node, counted over chunks of
     ``indices`` (``np.bincount`` would otherwise make an int64 copy of the whole ``indices``)."""
@@ -102,6 +91,11 @@ def out_degree(graph: Graph, chunk_edges: int = 1 << 22) -> np.ndarray:
     for lo in range(0, graph.num_edges, chunk_edges):
         _add_counts(deg, np.asarray(graph.indices[lo:lo + chunk_edges]))
     return deg
+
+
+def _plain(a: np.ndarray) -> np.ndarray:
+    """A memory map as a base ndarray (what numba's kernels take)."""
+    return a.view(np.ndarray) if isinstance(a, np.memmap) else np.asarray(a)
 
 
 def relabel(graph: Graph, assignment: np.ndarray, num_parts: int, *, progress: bool = False) -> Relabeling:
@@ -115,7 +109,7 @@ def relabel(graph: Graph, assignment: np.ndarray, num_parts: int, *, progress: b
     starts = np.zeros(num_parts + 1, dtype=np.int64)
     np.cumsum(counts, out=starts[1:])
     # original ids grouped by part, ascending inside a part; becomes `order` in place below
-    order = np.argsort(assignment, kind="stable")
+    order = np.argsort(assignment, kind="stable").astype(index_dtype(n))
     counts_dtype = count_dtype(graph.num_edges)
     hotness = np.zeros(n, dtype=counts_dtype)
     self_loops = np.zeros(n, dtype=counts_dtype)
@@ -124,20 +118,8 @@ def relabel(graph: Graph, assignment: np.ndarray, num_parts: int, *, progress: b
     halos_orig: list[np.ndarray] = []
     for q in tqdm(range(num_parts), desc="halos", unit="part", disable=not progress):
         part_nodes = order[starts[q]:starts[q + 1]]
-        for lo, hi in node_chunks(indptr, part_nodes):
-            nodes = part_nodes[lo:hi]
-            pos = edge_positions(indptr, nodes)
-            src = np.asarray(indices[pos])
-            del pos
-            own = assignment[src] == q
-            local_src = src[own]
-            _add_counts(hotness, local_src)
-            in_degree = np.asarray(indptr[nodes + 1]) - np.asarray(indptr[nodes])
-            dst_own = np.repeat(nodes, in_degree)[own]
-            _add_counts(self_loops, dst_own[local_src == dst_own])
-            del dst_own, local_src
-            mark[src[~own]] = True
-            del src, own
+        count_part_edges(_plain(indptr), _plain(indices), part_nodes, assignment, q, hotness,
+                         self_loops, mark)
         halo = np.flatnonzero(mark).astype(idx)
         mark[halo] = False
         hotness[halo] += 1

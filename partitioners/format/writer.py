@@ -46,7 +46,8 @@ from .layout import (EDGE_WEIGHT, FEATURES, FORMAT_NAME, FORMAT_VERSION, GLOBAL_
                      SEND_OFFSETS, TOOL_NAME, local_index_dtype, part_dir_name)
 from .meta import FileEntry
 from ..quality import check_assignment
-from .relabel import Relabeling, edge_positions, node_chunks, out_degree, relabel
+from ._kernels import gather_part_edges
+from .relabel import Relabeling, _plain, node_chunks, out_degree, relabel
 
 if TYPE_CHECKING:
     from ..memory import GraphSize
@@ -191,13 +192,19 @@ def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_al
     with ExitStack() as stack:
         out_idx = stack.enter_context(stream(INDICES, local_index_dtype(ni + nh), (num_local_edges,)))
         out_w = stack.enter_context(stream(EDGE_WEIGHT, np.float32, (num_local_edges,))) if weighted else None
+        indptr_all, indices_all = _plain(graph.indptr), _plain(graph.indices)
+        weights_all = _plain(graph.edge_weight) if weighted else np.zeros(0, np.float32)
         for lo, hi in node_chunks(graph.indptr, inner):
-            pos = edge_positions(graph.indptr, inner[lo:hi])
-            indices = local_of[np.asarray(graph.indices[pos])]
-            assert indices.size == 0 or int(indices.min()) >= 0, "an edge source is neither inner nor halo"
+            nodes = inner[lo:hi]
+            count = int(np.sum(indptr_all[nodes + 1] - indptr_all[nodes]))
+            indices = np.empty(count, dtype=local_index_dtype(ni + nh))
+            weights = np.empty(count if weighted else 0, dtype=np.float32)
+            done = gather_part_edges(indptr_all, indices_all, nodes, local_of, indices,
+                                     weights_all, weights, weighted)
+            assert done == count, "an edge source is neither inner nor halo"
             out_idx.write(indices)
             if out_w is not None:
-                out_w.write(np.asarray(graph.edge_weight[pos]))  # type: ignore[index]
+                out_w.write(weights)
     local_of[rows] = -1
     files[INDICES] = out_idx.entry  # type: ignore[assignment]
     if out_w is not None:
@@ -228,7 +235,7 @@ def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_al
             continue
         with stream(name, data.dtype, (ni, *data.shape[1:])) as out:
             for lo in range(0, ni, _rows_per_step(data)):
-                chunk = np.asarray(data[inner[lo:lo + _rows_per_step(data)]])
+                chunk = np.take(data, inner[lo:lo + _rows_per_step(data)], axis=0)  # 3x data[idx]
                 out.write(chunk)
                 if name == MASKS[0]:
                     num_train += int(np.count_nonzero(chunk))
@@ -238,7 +245,7 @@ def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_al
             "files": {name: entry.to_json() for name, entry in files.items()}}
 
 
-NODE_DATA_STEP_BYTES = 32 << 20
+NODE_DATA_STEP_BYTES = 16 << 20
 """Bytes of node data gathered per step of the writer."""
 
 
@@ -286,13 +293,16 @@ def write_memory(size: GraphSize, num_parts: int) -> int:
 
     ``c`` is the width of the per-node counts (4 while ``E < 2**31``, else 8), ``k`` the edges
     of one node chunk (:data:`~.relabel.CHUNK_EDGES`, at most ``E``), and the halo ids of all
-    parts are counted at ``min(E, N (P - 1))``. :func:`relabel` holds ``(17 + 2c) N`` (order,
-    new ids, marks, hotness, self-loops) plus the halos, and ``33 k`` per node chunk
-    (positions, sources, masks, destinations). The part loop holds ``(12 + 3c) N`` (the
-    relabeling, out-degrees, ``local_of``) plus the halos, and per part ``24`` B per local row
-    (its ids, in-degrees and one array being saved; the largest part counted at twice the
-    mean and its halo at ``min(N - n_p, e_p)``), ``20 k`` per edge chunk, two node-data steps
-    (:data:`NODE_DATA_STEP_BYTES`) and the 16 MiB block ``write_array`` copies.
+    parts are counted at ``min(E, N (P - 1))``. :func:`relabel` holds ``(13 + 2c) N`` (the
+    argsort and its narrow copy; then order, new ids, marks, hotness, self-loops) plus the
+    halos and a part's halo list as int64 and narrow (``12`` B per node of the largest part's
+    halo, counted at ``min(N, e_p)``). The part loop holds ``(8 + 3c) N`` (order, hotness,
+    self-loops, out-degrees, ``local_of``) plus the halos, and per part ``28`` B per local row
+    (its ids, in-degrees and one array being saved with its int64 copy; the largest part
+    counted at twice the mean and its halo at ``min(N - n_p, e_p)``), ``24 k`` for an edge
+    chunk being gathered and two queued for the background writer, three node-data steps
+    (:data:`NODE_DATA_STEP_BYTES`: one gathered, two queued) and the 16 MiB block
+    ``write_array`` copies.
     """
     from ..memory import WRITE_BUFFER_BYTES
     from .relabel import CHUNK_EDGES, count_dtype
@@ -303,9 +313,9 @@ def write_memory(size: GraphSize, num_parts: int) -> int:
     k = min(e, CHUNK_EDGES)
     halos = 4 * min(e, n * (p - 1))
     n_local = n_p + min(n - n_p, e_p)
-    relabel_bytes = (17 + 2 * c) * n + halos + 33 * k
-    part_bytes = ((12 + 3 * c) * n + halos + 24 * n_local + 20 * k
-                  + 2 * min(NODE_DATA_STEP_BYTES, n_p * _row_bytes(size)) + WRITE_BUFFER_BYTES)
+    relabel_bytes = (13 + 2 * c) * n + halos + 12 * min(n, e_p)
+    part_bytes = ((8 + 3 * c) * n + halos + 28 * n_local + 24 * k
+                  + 3 * min(NODE_DATA_STEP_BYTES, n_p * _row_bytes(size)) + WRITE_BUFFER_BYTES)
     return max(relabel_bytes, part_bytes)
 
 
@@ -380,7 +390,7 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
         out_deg = out_degree(graph)
         local_of = np.full(graph.num_nodes, -1, dtype=local_index_dtype(graph.num_nodes))
         parts = []
-        with npyio.deferred_fsync():  # files reach the disk while the next part is gathered
+        with npyio.background_io():  # hashing, writing and fsync overlap the next gathers
             for p in tqdm(range(num_parts), desc="write parts", unit="part", disable=not progress):
                 parts.append(_write_part(graph, rl, p, tmp, halo_offsets_all, out_deg, local_of))
         del rl, local_of, out_deg

@@ -281,3 +281,23 @@ def test_max_memory_refuses_before_the_build(tmp_path, capsys, monkeypatch):
     assert code == EXIT_USAGE and built == []
     assert "with metis needs ~" in err and "graph 0 B" in err and "--method fennel needs ~" in err
     assert _scratch_left(tmp_path) == []
+
+
+def test_convert_then_partition_equals_partitioning_the_edge_list(tmp_path, small_chunks):
+    """``gnn-dist convert`` + the out-of-core path give the folder the in-memory edge-list
+    reader gives: the whole pipeline of a user whose graph is too large for memory."""
+    rng = np.random.default_rng(3)
+    lines = [f"{s}\t{d}\t{w:.3f}" for s, d, w in zip(rng.integers(0, 200, 900), rng.integers(0, 200, 900),
+                                                    rng.random(900))]
+    edges = tmp_path / "edges.tsv"
+    edges.write_text("# src dst weight\n" + "\n".join(lines) + "\n")
+    assert main(["-q", "convert", "--input", str(edges), "--weighted", "--out", str(tmp_path / "g"),
+                 "--no-progress"]) == EXIT_OK
+    common = ["--parts", "3", "--method", "fennel", "--symmetrize", "--split", "0.5,0.25,0.25",
+              "--no-progress"]
+    assert main(["-q", "partition", "--input", str(tmp_path / "g"), "--out", str(tmp_path / "disk"),
+                 *common]) == EXIT_OK
+    assert main(["-q", "partition", "--input", str(edges), "--weighted", "--out", str(tmp_path / "memory"),
+                 *common]) == EXIT_OK
+    assert _folder_bytes(tmp_path / "disk") == _folder_bytes(tmp_path / "memory")
+    assert _scratch_left(tmp_path) == []

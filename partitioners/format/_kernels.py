@@ -1,0 +1,50 @@
+"""The writer's two loops over a part's in-edges, compiled by numba: one pass each, no
+temporaries of the part's size (the numpy versions built positions, sources and masks per edge).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+__all__ = ["count_part_edges", "gather_part_edges"]
+
+
+@numba.njit(cache=True, nogil=True)
+def count_part_edges(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray,
+                     assignment: np.ndarray, q: int, hotness: np.ndarray,
+                     self_loops: np.ndarray, mark: np.ndarray) -> None:
+    """Over the in-edges ``u -> v`` of part ``q``'s ``nodes``: ``hotness[u] += 1`` when ``u`` is
+    in ``q`` too (a local out-edge of ``u``), ``self_loops[v] += 1`` for ``u == v``, and
+    ``mark[u] = True`` when ``u`` is in another part (a halo row of ``q``)."""
+    for i in range(nodes.size):
+        v = nodes[i]
+        for e in range(indptr[v], indptr[v + 1]):
+            u = indices[e]
+            if assignment[u] == q:
+                hotness[u] += 1
+                if u == v:
+                    self_loops[v] += 1
+            else:
+                mark[u] = True
+
+
+@numba.njit(cache=True, nogil=True)
+def gather_part_edges(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray,
+                      local_of: np.ndarray, out: np.ndarray, weight: np.ndarray,
+                      out_weight: np.ndarray, weighted: bool) -> int:
+    """The in-edges of ``nodes``, node by node in CSR order: ``out`` gets the local id of each
+    source (``local_of``), ``out_weight`` its weight. Returns the number written, or ``-1 - k``
+    when the ``k``-th source has no local id (neither inner nor halo: a bug)."""
+    k = 0
+    for i in range(nodes.size):
+        v = nodes[i]
+        for e in range(indptr[v], indptr[v + 1]):
+            local = local_of[indices[e]]
+            if local < 0:
+                return -1 - k
+            out[k] = local
+            if weighted:
+                out_weight[k] = weight[e]
+            k += 1
+    return k

@@ -137,7 +137,16 @@ def metis_assign(graph: Graph, num_parts: int, *, seed: int = 0,
     connected = np.diff(xadj) > 0
     num_isolated = n - int(np.count_nonzero(connected))
     if num_isolated:
-        xadj, adjncy = induced_subgraph(xadj, adjncy, connected)
+        out = None
+        if on_disk:
+            from ..outofcore.scratch import Scratch
+
+            with Scratch(graph.scratch_dir) as scratch:  # type: ignore[arg-type]
+                out = scratch.array("adjncy-connected", adjncy.dtype, adjncy.shape)
+                xadj, adjncy = induced_subgraph(xadj, adjncy, connected, out)
+                adjncy = scratch.freeze(adjncy)
+        else:
+            xadj, adjncy = induced_subgraph(xadj, adjncy, connected)
         if vweights is not None:
             vweights = vweights[connected]
     options = pymetis.Options(seed=int(seed), ufactor=max(1, int(round(1000 * imbalance))))
@@ -176,13 +185,18 @@ def _as_int32(parts: object) -> np.ndarray:
 
 
 def induced_subgraph(xadj: np.ndarray, adjncy: np.ndarray, keep: np.ndarray,
-                     ) -> tuple[np.ndarray, np.ndarray]:
+                     out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """CSR ``(xadj, adjncy)`` of the subgraph on the nodes where bool ``keep`` is True, renumbered
     ``0..K-1`` in id order. The dropped nodes must be isolated (empty rows, listed in no row), so
-    the kept rows are the whole of ``adjncy``, renumbered."""
+    the kept rows are the whole of ``adjncy``, renumbered: into ``out`` (e.g. a memory map, for
+    an out-of-core graph) chunk by chunk when given, else into a new array."""
     new_id = np.cumsum(keep, dtype=adjncy.dtype) - 1
     sub_xadj = np.concatenate([xadj[:1], xadj[1:][keep]])
-    return sub_xadj, new_id[adjncy]
+    if out is None:
+        return sub_xadj, new_id[adjncy]
+    for lo in range(0, adjncy.size, 1 << 22):
+        out[lo:lo + (1 << 22)] = new_id[adjncy[lo:lo + (1 << 22)]]
+    return sub_xadj, out
 
 
 def place_isolated(assignment: np.ndarray, isolated: np.ndarray, W_CN: np.ndarray,

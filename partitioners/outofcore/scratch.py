@@ -27,6 +27,22 @@ __all__ = ["Scratch"]
 log = logging.getLogger(__name__)
 
 
+def _reserve(fd: int, size: int, path: Path) -> None:
+    """Allocate ``size`` bytes of disk for the file now: a memory map that cannot write a page
+    when the disk is full gets SIGBUS (the process dies without a word), so a full disk must be
+    found here, as an OSError naming the folder and the fix."""
+    try:
+        if hasattr(os, "posix_fallocate"):
+            os.posix_fallocate(fd, 0, size)
+        else:  # no fallocate (macOS): a sparse file; a full disk shows later
+            os.ftruncate(fd, size)
+    except OSError as exc:
+        raise OSError(exc.errno, f"scratch folder {path.parent.parent}: no room for a work array "
+                                 f"of {size:,} bytes ({exc.strerror}); free space there or pass "
+                                 f"--scratch-dir on a disk with room (about 8 bytes per edge, 16 "
+                                 f"with --symmetrize)") from None
+
+
 class Scratch:
     """A private temporary folder for memory-mapped work arrays (module docstring)."""
 
@@ -41,14 +57,18 @@ class Scratch:
         self._kept: list[Path] = []
 
     def array(self, name: str, dtype: Any, shape: int | tuple[int, ...]) -> np.memmap:
-        """A new zero-filled writable memory map ``dtype[shape]`` (a sparse file: unwritten pages
-        take no disk). A zero-length array is an in-memory empty array."""
+        """A new zero-filled writable memory map ``dtype[shape]``, its disk allocated up front
+        (a full disk is an OSError here, not a crash later). A zero-length array is an in-memory
+        empty array."""
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         if int(np.prod(shape)) == 0:
             return np.zeros(shape, dtype=dtype)  # type: ignore[return-value]
         self._count += 1
         path = self.path / f"{self._count:03d}-{name}.raw"
-        return np.memmap(path, dtype=dtype, mode="w+", shape=shape)
+        size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        with open(path, "wb") as f:
+            _reserve(f.fileno(), size, path)
+        return np.memmap(path, dtype=dtype, mode="r+", shape=shape)
 
     def freeze(self, arr: np.ndarray, length: int | None = None) -> np.ndarray:
         """``arr`` (from :meth:`array`) read-only, its first ``length`` entries (default: all);

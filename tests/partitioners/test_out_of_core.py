@@ -301,3 +301,40 @@ def test_convert_then_partition_equals_partitioning_the_edge_list(tmp_path, smal
                  *common]) == EXIT_OK
     assert _folder_bytes(tmp_path / "disk") == _folder_bytes(tmp_path / "memory")
     assert _scratch_left(tmp_path) == []
+
+
+def test_metis_with_isolated_nodes_out_of_core_equals_in_memory(tmp_path):
+    """Isolated nodes skip METIS: the renumbered adjacency is a memory map too, same result."""
+    rng = np.random.default_rng(5)
+    g = tmp_path / "g"
+    g.mkdir()
+    np.save(g / "src.npy", rng.integers(0, 150, 600))
+    np.save(g / "dst.npy", rng.integers(0, 150, 600))
+    (g / "graph.json").write_text('{"num_nodes": 190}')  # ids 150..189 have no edge
+    np.savez(tmp_path / "g.npz", src=np.load(g / "src.npy"), dst=np.load(g / "dst.npy"), num_nodes=190)
+    for source in ("g", "g.npz"):
+        assert main(["-q", "partition", "--input", str(tmp_path / source), "--parts", "3", "--method",
+                     "metis", "--out", str(tmp_path / f"out-{source}"), "--no-progress"]) == EXIT_OK
+    assert _folder_bytes(tmp_path / "out-g") == _folder_bytes(tmp_path / "out-g.npz")
+    assert _scratch_left(tmp_path) == []
+
+
+def test_a_full_scratch_disk_is_one_line_before_any_map(tmp_path, capsys, monkeypatch):
+    """A memory map that cannot get a page from a full disk dies of SIGBUS: the scratch files
+    are allocated up front, so a full disk is an error line naming the folder and the fix."""
+    import errno
+    import os
+
+    _write_npy_dir(tmp_path / "g")
+
+    def no_room(fd, offset, size):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "posix_fallocate", no_room, raising=False)
+    code = main(["partition", "--input", str(tmp_path / "g"), "--parts", "2", "--method", "random",
+                 "--out", str(tmp_path / "o"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code != EXIT_OK and "Traceback" not in err
+    assert f"scratch folder {tmp_path}: no room for a work array" in err
+    assert "pass --scratch-dir on a disk with room" in err
+    assert not (tmp_path / "o").exists() and _scratch_left(tmp_path) == []

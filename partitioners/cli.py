@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from . import __version__
-from .cli_args import BALANCE_CRITERIA, UsageError, balance_list, memory_size, nonneg_int, positive_int
+from .cli_args import (BALANCE_CRITERIA, UsageError, balance_list, memory_size, nonneg_int, positive_int,
+                       with_progress_bars)
 from .cli_convert import add_convert_verb, cmd_convert
 from .cli_train import (LOOPBACK_ENV, LOOPBACK_RDZV_BACKEND, add_launch_verbs, cmd_predict, cmd_train, train_command,
                         train_env)
@@ -231,12 +232,7 @@ def _read_stage(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
-    if args.no_progress:
-        return _partition(args)
-    from tqdm.contrib.logging import logging_redirect_tqdm
-
-    with logging_redirect_tqdm(loggers=[logging.getLogger("partitioners")]):  # log lines above bars
-        return _partition(args)
+    return with_progress_bars(_partition, args)
 
 
 def _partition(args: argparse.Namespace) -> int:

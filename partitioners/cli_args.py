@@ -54,3 +54,15 @@ def memory_size(value: str) -> int:
         return parse_size(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def with_progress_bars(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """``run(args)`` with log lines printed above the tqdm bars (none with ``--no-progress``)."""
+    if args.no_progress:
+        return run(args)
+    import logging
+
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    with logging_redirect_tqdm(loggers=[logging.getLogger("partitioners")]):
+        return run(args)

@@ -90,12 +90,9 @@ def _options(args: argparse.Namespace, fmt: str) -> dict[str, object]:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    if args.no_progress:
-        return _convert(args)
-    from tqdm.contrib.logging import logging_redirect_tqdm
+    from .cli_args import with_progress_bars
 
-    with logging_redirect_tqdm(loggers=[logging.getLogger("partitioners")]):  # log lines above bars
-        return _convert(args)
+    return with_progress_bars(_convert, args)
 
 
 def _convert(args: argparse.Namespace) -> int:

@@ -19,6 +19,8 @@ import shutil
 from pathlib import Path
 from typing import Iterator
 
+from ..atomic_dir import fsync_dir, replace_dir
+
 __all__ = ["check_convert_out", "is_npy_dir", "staged_npy_dir"]
 
 
@@ -53,30 +55,9 @@ def check_convert_out(out: str | os.PathLike[str], overwrite: bool, source: Path
     return out
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _install(tmp: Path, out: Path, overwrite: bool, source: Path | None) -> None:
     check_convert_out(out, overwrite, source)  # again: the folder may have changed meanwhile
-    if out.exists() and any(out.iterdir()):
-        aside = out.parent / f".{out.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
-        os.rename(out, aside)
-        try:
-            os.rename(tmp, out)
-        except BaseException:
-            os.rename(aside, out)
-            raise
-        shutil.rmtree(aside, ignore_errors=True)
-    else:
-        if out.exists():
-            out.rmdir()
-        os.rename(tmp, out)
-    _fsync_dir(out.absolute().parent)
+    replace_dir(tmp, out)
 
 
 @contextlib.contextmanager
@@ -90,7 +71,7 @@ def staged_npy_dir(out: str | os.PathLike[str], *, overwrite: bool = False,
     tmp.mkdir()
     try:
         yield tmp
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
         _install(tmp, out, overwrite, source)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

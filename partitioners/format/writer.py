@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..atomic_dir import fsync_dir, replace_dir
 from ..graph import Graph
 from . import npyio
 from .layout import (EDGE_WEIGHT, FEATURES, FORMAT_NAME, FORMAT_VERSION, GLOBAL_IDS, HALO_OFFSETS,
@@ -120,32 +121,14 @@ def _jsonable(obj: Any) -> Any:
 
 
 def _fsync_dir(path: Path) -> None:
-    if not npyio.FSYNC:
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    if npyio.FSYNC:
+        fsync_dir(path)
 
 
 def _install(tmp: Path, out: Path, overwrite: bool) -> None:
     """Rename the finished ``tmp`` folder to ``out``, moving an old partition aside first."""
     check_out_dir(out, overwrite)
-    if out.exists() and any(out.iterdir()):
-        aside = out.parent / f".{out.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
-        os.rename(out, aside)
-        try:
-            os.rename(tmp, out)
-        except BaseException:
-            os.rename(aside, out)
-            raise
-        shutil.rmtree(aside, ignore_errors=True)
-    else:
-        if out.exists():
-            out.rmdir()  # empty folder
-        os.rename(tmp, out)
-    _fsync_dir(out.parent)
+    replace_dir(tmp, out, sync=npyio.FSYNC)
 
 
 def _default_quality(graph: Graph, assignment: np.ndarray, num_parts: int) -> dict[str, Any]:

@@ -17,7 +17,6 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..graph import Graph, index_dtype
-from ._kernels import count_part_edges
 
 __all__ = ["Relabeling", "relabel", "out_degree", "node_chunks", "count_dtype", "CHUNK_EDGES"]
 
@@ -103,6 +102,7 @@ def relabel(graph: Graph, assignment: np.ndarray, num_parts: int, *, progress: b
 
     ``assignment`` is a checked int ``[N]`` (:func:`partitioners.quality.check_assignment`).
     """
+    from ._kernels import count_part_edges  # numba: imported by the writer, not by readers
     n = graph.num_nodes
     indptr, indices = graph.indptr, graph.indices
     counts = np.bincount(assignment, minlength=num_parts)

@@ -47,7 +47,6 @@ from .layout import (EDGE_WEIGHT, FEATURES, FORMAT_NAME, FORMAT_VERSION, GLOBAL_
                      SEND_OFFSETS, TOOL_NAME, local_index_dtype, part_dir_name)
 from .meta import FileEntry
 from ..quality import check_assignment
-from ._kernels import gather_part_edges
 from .relabel import Relabeling, _plain, node_chunks, out_degree, relabel
 
 if TYPE_CHECKING:
@@ -146,6 +145,8 @@ def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_al
     written in chunks (:class:`~.npyio.ArrayStream`): nothing of size ``E_p`` or ``N_p * F``
     exists in memory.
     """
+    from ._kernels import gather_part_edges  # numba: imported by the writer, not by readers
+
     num_parts = rl.num_parts
     s, e = int(rl.starts[p]), int(rl.starts[p + 1])
     ni = e - s

@@ -1,8 +1,9 @@
 """One call from a :class:`~partitioners.Graph` to a partition folder: assign, measure, write.
 
 ``partition_graph`` = :func:`partitioners.methods.assign_parts` (which part each node goes to)
-+ :func:`partitioners.quality.partition_quality` (how good that is)
-+ :func:`partitioners.format.write_partition` (the folder, format v1). Torch-free.
++ :func:`partitioners.format.write_partition` (the folder, format v1, and the quality report of
+:func:`partitioners.quality.partition_quality`, counted in the writer's own pass over the
+edges). Torch-free.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .format.writer import check_out_dir, peak_rss_bytes, write_partition
+from .format.writer import check_out_dir, write_partition
 from .graph import Graph
 
 __all__ = ["partition_graph", "warn_sparse_ids"]
@@ -51,7 +52,6 @@ def partition_graph(graph: Graph, num_parts: int, method: str = "metis",
         ``num_nodes``, ``num_edges``, ``method``, ``seed``, ``out_dir``.
     """
     from .methods import assign_parts
-    from .quality import partition_quality
 
     if out_dir is None:
         raise ValueError("partition_graph needs out_dir: the partition folder to write")
@@ -69,16 +69,11 @@ def partition_graph(graph: Graph, num_parts: int, method: str = "metis",
     log.info("assigned %d nodes to %d parts with %s in %.2fs", graph.num_nodes, num_parts, method,
              time_s["partition"])
 
-    t = time.perf_counter()
-    quality = dict(partition_quality(graph, assignment, num_parts))
-    time_s["quality"] = time.perf_counter() - t
-    quality["time_s"] = time_s
-    quality["peak_rss_bytes"] = peak_rss_bytes()
-
+    # the quality report comes from the writer's own pass over the edges (halos, cut)
     meta = write_partition(graph, assignment, num_parts, out_dir, method=method,
                            method_params={"balance": list(balance_t), "refine": bool(refine)},
-                           seed=seed, quality=quality, overwrite=overwrite, progress=progress,
-                           extra_meta=extra_meta)
+                           seed=seed, quality=None, overwrite=overwrite, progress=progress,
+                           extra_meta=extra_meta, time_s=time_s)
     report = dict(meta["quality"])
     report.update(num_parts=meta["num_parts"], num_nodes=meta["num_nodes"],
                   num_edges=meta["num_edges"], method=method, seed=seed, out_dir=str(out_dir))

@@ -153,16 +153,29 @@ def partition_quality(graph: Graph, assignment: Any, num_parts: int) -> dict[str
     ``max_halo_fraction``, ``mean_halo_fraction``, ``node_balance``, ``edge_balance``,
     ``train_balance``, ``part_sizes`` and ``empty_parts`` (module docstring defines each).
     """
+    part = check_assignment(assignment, graph.num_nodes, num_parts)
+    edge_cut, halo = halo_counts(graph, part, num_parts)
+    return quality_report(graph, part, num_parts, edge_cut, halo)
+
+
+def quality_report(graph: Graph, part: np.ndarray, num_parts: int, edge_cut: int,
+                   halo: np.ndarray) -> dict[str, Any]:
+    """:func:`partition_quality`'s report from the edge cut and the halo rows per part, counted
+    by the caller (:func:`halo_counts`, or the partition writer's own pass over the edges):
+    the balances and sizes are O(N), counted here in chunks."""
     n = graph.num_nodes
-    part = check_assignment(assignment, n, num_parts)
     sizes = np.bincount(part, minlength=num_parts).astype(np.int64)
-    edges_per_part = np.bincount(part, weights=np.diff(graph.indptr), minlength=num_parts)
+    edges_per_part = np.zeros(num_parts, dtype=np.int64)
+    for lo in range(0, n, _CHUNK_EDGES):  # in-degrees summed per part, exact in int64
+        hi = min(n, lo + _CHUNK_EDGES)
+        edges_per_part += np.bincount(part[lo:hi], weights=np.diff(graph.indptr[lo:hi + 1]),
+                                      minlength=num_parts).astype(np.int64)
     if graph.train_mask is not None:
         train = np.bincount(part[graph.train_mask], minlength=num_parts)
         train_balance = _balance(train)
     else:
         train_balance = 1.0
-    edge_cut, halo = halo_counts(graph, part, num_parts)
+    halo = np.asarray(halo, dtype=np.int64)
     with np.errstate(divide="ignore", invalid="ignore"):
         frac = np.where(sizes > 0, halo / np.maximum(sizes, 1), 0.0)
     return {

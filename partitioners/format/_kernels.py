@@ -13,10 +13,12 @@ __all__ = ["count_part_edges", "gather_part_edges"]
 @numba.njit(cache=True, nogil=True)
 def count_part_edges(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray,
                      assignment: np.ndarray, q: int, hotness: np.ndarray,
-                     self_loops: np.ndarray, mark: np.ndarray) -> None:
+                     self_loops: np.ndarray, mark: np.ndarray) -> int:
     """Over the in-edges ``u -> v`` of part ``q``'s ``nodes``: ``hotness[u] += 1`` when ``u`` is
     in ``q`` too (a local out-edge of ``u``), ``self_loops[v] += 1`` for ``u == v``, and
-    ``mark[u] = True`` when ``u`` is in another part (a halo row of ``q``)."""
+    ``mark[u] = True`` when ``u`` is in another part (a halo row of ``q``). Returns the number
+    of those cut edges (part ``q``'s share of the edge cut)."""
+    cut = 0
     for i in range(nodes.size):
         v = nodes[i]
         for e in range(indptr[v], indptr[v + 1]):
@@ -27,6 +29,8 @@ def count_part_edges(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray,
                     self_loops[v] += 1
             else:
                 mark[u] = True
+                cut += 1
+    return cut
 
 
 @numba.njit(cache=True, nogil=True)

@@ -78,6 +78,8 @@ class Relabeling:
     hotness: np.ndarray
     """``[N]`` by original id (:func:`count_dtype`; the folder stores int64): local out-edges +
     number of parts holding the node as halo."""
+    edge_cut: int
+    """Edges whose source and destination are in different parts (counted on the way)."""
     self_loops: np.ndarray
     """``[N]`` by original id (:func:`count_dtype`; the folder stores int64): self-loop edges ``v -> v``."""
 
@@ -116,10 +118,11 @@ def relabel(graph: Graph, assignment: np.ndarray, num_parts: int, *, progress: b
     mark = np.zeros(n, dtype=bool)
     idx = index_dtype(n)
     halos_orig: list[np.ndarray] = []
+    edge_cut = 0
     for q in tqdm(range(num_parts), desc="halos", unit="part", disable=not progress):
         part_nodes = order[starts[q]:starts[q + 1]]
-        count_part_edges(_plain(indptr), _plain(indices), part_nodes, assignment, q, hotness,
-                         self_loops, mark)
+        edge_cut += count_part_edges(_plain(indptr), _plain(indices), part_nodes, assignment, q,
+                                     hotness, self_loops, mark)
         halo = np.flatnonzero(mark).astype(idx)
         mark[halo] = False
         hotness[halo] += 1
@@ -135,4 +138,4 @@ def relabel(graph: Graph, assignment: np.ndarray, num_parts: int, *, progress: b
     while halos_orig:  # convert one at a time, freeing as we go
         halos.append(np.sort(node_map[halos_orig.pop(0)]).astype(idx))
     return Relabeling(num_parts=num_parts, starts=starts, order=order, node_map=node_map,
-                      halos=halos, hotness=hotness, self_loops=self_loops)
+                      halos=halos, hotness=hotness, self_loops=self_loops, edge_cut=edge_cut)

@@ -46,7 +46,7 @@ from .layout import (EDGE_WEIGHT, FEATURES, FORMAT_NAME, FORMAT_VERSION, GLOBAL_
                      ORIGINAL_IDS, ORIGINAL_NAMES_FILE, OUT_DEGREE, SELF_LOOPS, SEND_INDEX,
                      SEND_OFFSETS, TOOL_NAME, local_index_dtype, part_dir_name)
 from .meta import FileEntry
-from ..quality import check_assignment
+from ..quality import check_assignment, quality_report
 from .relabel import Relabeling, _plain, node_chunks, out_degree, relabel
 
 if TYPE_CHECKING:
@@ -128,12 +128,6 @@ def _install(tmp: Path, out: Path, overwrite: bool) -> None:
     """Rename the finished ``tmp`` folder to ``out``, moving an old partition aside first."""
     check_out_dir(out, overwrite)
     replace_dir(tmp, out, sync=npyio.FSYNC)
-
-
-def _default_quality(graph: Graph, assignment: np.ndarray, num_parts: int) -> dict[str, Any]:
-    from ..quality import partition_quality
-
-    return dict(partition_quality(graph, assignment, num_parts))
 
 
 def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_all: np.ndarray,
@@ -327,7 +321,8 @@ def _checked_request(graph: Graph, assignment: Any, num_parts: int, method: str,
 def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str | os.PathLike[str], *,
                     method: str, method_params: dict[str, Any] | None, seed: int | None,
                     quality: dict[str, Any] | None = None, overwrite: bool = False,
-                    progress: bool = False, extra_meta: dict[str, Any] | None = None) -> dict[str, Any]:
+                    progress: bool = False, extra_meta: dict[str, Any] | None = None,
+                    time_s: dict[str, float] | None = None) -> dict[str, Any]:
     """Write ``graph`` split by ``assignment`` (part id per node, int ``[N]``) to ``out_dir``.
 
     Args:
@@ -336,12 +331,16 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
         num_parts: ``P``.
         out_dir: the partition folder to create (see :func:`check_out_dir` for an existing one).
         method, method_params, seed: how ``assignment`` was made (recorded in partition.json).
-        quality: the quality report to record; None computes it with
-            :func:`partitioners.quality.partition_quality`. The writer adds ``time_s.write``
-            and ``peak_rss_bytes``.
+        quality: the quality report to record; None computes it (the same report as
+            :func:`partitioners.quality.partition_quality`) from the writer's own pass over
+            the edges, which finds the halos and the cut anyway. The writer adds
+            ``time_s.write`` (and ``time_s.quality`` when it computed the report) and
+            ``peak_rss_bytes``.
         overwrite: replace an existing partition folder.
         progress: tqdm bars, one step per part.
         extra_meta: more top-level keys for partition.json (not the ones describing the data).
+        time_s: the caller's stage times (``read``, ``partition``), recorded first in
+            ``quality.time_s``.
 
     Returns:
         The content of ``partition.json``.
@@ -353,9 +352,8 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
     t0 = time.perf_counter()
     a, num_parts, extra = _checked_request(graph, assignment, num_parts, method, extra_meta)
     out = check_out_dir(out_dir, overwrite)
-    if quality is None:
-        quality = _default_quality(graph, a, num_parts)
-    quality = _jsonable(dict(quality))
+    given = None if quality is None else _jsonable(dict(quality))
+    stage_times = dict(time_s or {})
     method_params = _jsonable(dict(method_params or {}))
 
     parent = out.absolute().parent
@@ -364,6 +362,13 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
     tmp.mkdir()
     try:
         rl = relabel(graph, a, num_parts, progress=progress)
+        if given is None:
+            t_quality = time.perf_counter()
+            halo = np.array([h.size for h in rl.halos], dtype=np.int64)
+            quality = _jsonable(quality_report(graph, a, num_parts, rl.edge_cut, halo))
+            stage_times["quality"] = round(time.perf_counter() - t_quality, 6)
+        else:
+            quality = given
         del a
         top_files = {NODE_MAP_FILE: npyio.save_array(tmp, NODE_MAP_FILE, rl.node_map).to_json()}
         rl.node_map = np.zeros(0, dtype=np.int64)  # not needed any more
@@ -380,9 +385,9 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
         del rl, local_of, out_deg
         _fsync_dir(tmp)
 
-        time_s = dict(quality.get("time_s") or {})
-        time_s["write"] = round(time.perf_counter() - t0, 6)
-        quality["time_s"] = time_s
+        times = {**stage_times, **dict(quality.get("time_s") or {})}
+        times["write"] = round(time.perf_counter() - t0 - stage_times.get("quality", 0.0), 6)
+        quality["time_s"] = times
         quality["peak_rss_bytes"] = max(int(quality.get("peak_rss_bytes") or 0), peak_rss_bytes())
         meta = _meta_document(graph, num_parts, method=method, method_params=method_params,
                               seed=seed, extra=extra)

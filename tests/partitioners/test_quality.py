@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from partitioners import Graph
+from partitioners.format import write_partition
 from partitioners.quality import halo_counts, partition_quality
 
 
@@ -67,6 +68,19 @@ def test_matches_brute_force(case: tuple[Graph, np.ndarray, int]) -> None:
     for key, value in want.items():
         assert got[key] == pytest.approx(value), key
         assert type(got[key]) is type(value) or isinstance(value, float), key  # JSON-ready types
+
+
+@given(graphs_and_parts())
+@settings(max_examples=25, deadline=None)
+def test_the_writers_report_equals_partition_quality(tmp_path_factory, case) -> None:
+    """write_partition(quality=None) counts the cut and the halos in its own pass over the
+    edges (the relabeling's): the report is partition_quality's, value for value."""
+    g, part, num_parts = case
+    out = tmp_path_factory.mktemp("q") / "out"
+    meta = write_partition(g, part, num_parts, out, method="given", method_params={}, seed=None)
+    got = {k: v for k, v in meta["quality"].items() if k not in ("time_s", "peak_rss_bytes")}
+    assert got == partition_quality(g, part, num_parts)
+    assert set(meta["quality"]["time_s"]) == {"quality", "write"}
 
 
 @given(graphs_and_parts())

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from .chunks import rows_per_step
 from .errors import GraphError
 
 __all__ = ["as_int_array", "check_edge_weight", "check_features", "check_ids", "check_labels", "check_mask",
@@ -24,8 +25,7 @@ graph) never make a temporary of the whole array."""
 
 def _row_steps(a: np.ndarray) -> range:
     """Start rows of the steps over ``a``'s first axis, :data:`CHECK_BYTES` at a time."""
-    row = max(1, int(np.prod(a.shape[1:], dtype=np.int64)) * a.dtype.itemsize)
-    return range(0, a.shape[0], max(1, CHECK_BYTES // row))
+    return range(0, a.shape[0], rows_per_step(a, CHECK_BYTES))
 
 
 def _first_where(a: np.ndarray, test: Any) -> tuple[int, ...] | None:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .chunks import row_ranges
 from .graph import Graph
 
 if TYPE_CHECKING:
@@ -68,14 +69,8 @@ def _balance(counts: np.ndarray) -> float:
 
 def _edge_chunks(graph: Graph) -> Any:
     """``(first_node, last_node, src)`` over destination ranges of about ``_CHUNK_EDGES`` edges."""
-    n = graph.num_nodes
-    lo = 0
-    while lo < n:
-        target = int(graph.indptr[lo]) + _CHUNK_EDGES
-        hi = int(np.searchsorted(graph.indptr, target, side="right")) - 1
-        hi = min(n, max(hi, lo + 1))
+    for lo, hi in row_ranges(graph.indptr, _CHUNK_EDGES):
         yield lo, hi, graph.indices[int(graph.indptr[lo]):int(graph.indptr[hi])]
-        lo = hi
 
 
 def halo_counts(graph: Graph, part: np.ndarray, num_parts: int, *,

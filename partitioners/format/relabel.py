@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..chunks import plain
 from ..graph import Graph, index_dtype
 
 __all__ = ["Relabeling", "relabel", "out_degree", "node_chunks", "count_dtype", "CHUNK_EDGES"]
@@ -94,11 +95,6 @@ def out_degree(graph: Graph, chunk_edges: int = 1 << 22) -> np.ndarray:
     return deg
 
 
-def _plain(a: np.ndarray) -> np.ndarray:
-    """A memory map as a base ndarray (what numba's kernels take)."""
-    return a.view(np.ndarray) if isinstance(a, np.memmap) else np.asarray(a)
-
-
 def relabel(graph: Graph, assignment: np.ndarray, num_parts: int, *, progress: bool = False) -> Relabeling:
     """Compute new ids, halo sets, hotness and self-loop counts (see ``docs/format.md``, Ids).
 
@@ -121,7 +117,7 @@ def relabel(graph: Graph, assignment: np.ndarray, num_parts: int, *, progress: b
     edge_cut = 0
     for q in tqdm(range(num_parts), desc="halos", unit="part", disable=not progress):
         part_nodes = order[starts[q]:starts[q + 1]]
-        edge_cut += count_part_edges(_plain(indptr), _plain(indices), part_nodes, assignment, q,
+        edge_cut += count_part_edges(plain(indptr), plain(indices), part_nodes, assignment, q,
                                      hotness, self_loops, mark)
         halo = np.flatnonzero(mark).astype(idx)
         mark[halo] = False

@@ -39,6 +39,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..atomic_dir import fsync_dir, replace_dir
+from ..chunks import plain, rows_per_step
 from ..graph import Graph
 from . import npyio
 from .layout import (EDGE_WEIGHT, FEATURES, FORMAT_NAME, FORMAT_VERSION, GLOBAL_IDS, HALO_OFFSETS,
@@ -47,7 +48,7 @@ from .layout import (EDGE_WEIGHT, FEATURES, FORMAT_NAME, FORMAT_VERSION, GLOBAL_
                      SEND_OFFSETS, TOOL_NAME, local_index_dtype, part_dir_name)
 from .meta import FileEntry
 from ..quality import check_assignment, quality_report
-from .relabel import Relabeling, _plain, node_chunks, out_degree, relabel
+from .relabel import Relabeling, node_chunks, out_degree, relabel
 
 if TYPE_CHECKING:
     from ..memory import GraphSize
@@ -170,8 +171,8 @@ def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_al
     with ExitStack() as stack:
         out_idx = stack.enter_context(stream(INDICES, local_index_dtype(ni + nh), (num_local_edges,)))
         out_w = stack.enter_context(stream(EDGE_WEIGHT, np.float32, (num_local_edges,))) if weighted else None
-        indptr_all, indices_all = _plain(graph.indptr), _plain(graph.indices)
-        weights_all = _plain(graph.edge_weight) if weighted else np.zeros(0, np.float32)
+        indptr_all, indices_all = plain(graph.indptr), plain(graph.indices)
+        weights_all = plain(graph.edge_weight) if weighted else np.zeros(0, np.float32)
         for lo, hi in node_chunks(graph.indptr, inner):
             nodes = inner[lo:hi]
             count = int(np.sum(indptr_all[nodes + 1] - indptr_all[nodes]))
@@ -212,8 +213,9 @@ def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_al
         if data is None:
             continue
         with stream(name, data.dtype, (ni, *data.shape[1:])) as out:
-            for lo in range(0, ni, _rows_per_step(data)):
-                chunk = np.take(data, inner[lo:lo + _rows_per_step(data)], axis=0)  # 3x data[idx]
+            step = rows_per_step(data, NODE_DATA_STEP_BYTES)
+            for lo in range(0, ni, step):
+                chunk = np.take(data, inner[lo:lo + step], axis=0)  # 3x data[idx]
                 out.write(chunk)
                 if name == MASKS[0]:
                     num_train += int(np.count_nonzero(chunk))
@@ -225,11 +227,6 @@ def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_al
 
 NODE_DATA_STEP_BYTES = 16 << 20
 """Bytes of node data gathered per step of the writer."""
-
-
-def _rows_per_step(data: np.ndarray) -> int:
-    row = max(1, int(np.prod(data.shape[1:], dtype=np.int64)) * data.dtype.itemsize)
-    return max(1, NODE_DATA_STEP_BYTES // row)
 
 
 def _meta_document(graph: Graph, num_parts: int, *, method: str, method_params: dict[str, Any],

@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..chunks import plain, row_ranges
 from ..errors import GraphError
 from ..graph_csr import index_dtype
 from .scratch import Scratch
@@ -52,11 +53,6 @@ class DiskCSR:
     indices: np.ndarray
     edge_weight: np.ndarray | None
     report: dict[str, int] = field(default_factory=dict)
-
-
-def _plain(a: np.ndarray) -> np.ndarray:
-    """The array as a base ndarray (numba types memory maps as plain arrays this way)."""
-    return a.view(np.ndarray) if isinstance(a, np.memmap) else np.asarray(a)
 
 
 def _check_chunk(src: np.ndarray, dst: np.ndarray, bad: int, offset: int, n: int,
@@ -91,12 +87,12 @@ def build_csr_on_disk(chunks: Callable[[], Iterable[EdgeChunk]], n: int, scratch
     dtype = np.dtype(dtype or index_dtype(n))
     report: dict[str, int] = {}
     deg = scratch.array("degrees", np.int64, n)
-    deg_plain = _plain(deg)
+    deg_plain = plain(deg)
     loops = 0
     offset = 0
     with _bar("count edges", None, progress) as bar:
         for src, dst, _ in chunks():
-            src, dst = _plain(src), _plain(dst)
+            src, dst = plain(src), plain(dst)
             bad, dropped = count_degrees(src, dst, n, deg_plain, remove_self_loops, symmetrize)
             if bad >= 0:
                 _check_chunk(src, dst, bad, offset, n, names)
@@ -118,9 +114,9 @@ def build_csr_on_disk(chunks: Callable[[], Iterable[EdgeChunk]], n: int, scratch
     empty_w = np.zeros(0, np.float32)
     with _bar("fill rows", offset, progress) as bar:
         for src, dst, w in chunks():
-            fill_rows(_plain(src), _plain(dst),
-                      empty_w if w is None else _plain(np.asarray(w, np.float32)), weighted,
-                      _plain(cursor), _plain(fill), _plain(fill_w), remove_self_loops, symmetrize)
+            fill_rows(plain(src), plain(dst),
+                      empty_w if w is None else plain(np.asarray(w, np.float32)), weighted,
+                      plain(cursor), plain(fill), plain(fill_w), remove_self_loops, symmetrize)
             bar.update(src.size)
     del cursor, deg, deg_plain
     in_place = fill.dtype == dtype  # the output never overtakes the segment being read
@@ -153,17 +149,6 @@ def _bar(desc: str, total: int | None, enabled: bool) -> Any:
     return tqdm(total=total, desc=desc, unit="edge", unit_scale=True, disable=not enabled)
 
 
-def _row_ranges(indptr: np.ndarray, limit: int) -> Iterator[tuple[int, int]]:
-    """Row ranges ``[lo, hi)`` of at most ``limit`` entries each (or one row)."""
-    n = indptr.size - 1
-    lo = 0
-    while lo < n:
-        hi = int(np.searchsorted(indptr, int(indptr[lo]) + limit, side="right")) - 1
-        hi = min(n, max(hi, lo + 1))
-        yield lo, hi
-        lo = hi
-
-
 def _clean_rows(indptr: np.ndarray, fill: np.ndarray, fill_w: np.ndarray | None, out: np.ndarray,
                 out_w: np.ndarray | None, n: int, *, symmetrize: bool, dedupe: bool,
                 report: dict[str, int], step: Callable[[int], None]) -> int:
@@ -174,15 +159,13 @@ def _clean_rows(indptr: np.ndarray, fill: np.ndarray, fill_w: np.ndarray | None,
 
     weighted = fill_w is not None
     empty_w = np.zeros(0, np.float32)
-    ranges = list(_row_ranges(indptr, SEGMENT_ENTRIES))  # before the calls rewrite indptr
+    ranges = list(row_ranges(indptr, SEGMENT_ENTRIES))  # before the calls rewrite indptr
     starts = [(int(indptr[lo]), int(indptr[hi])) for lo, hi in ranges]
     written = duplicates = added = 0
-    plain = _plain(indptr)
+    args = (plain(indptr), plain(fill), plain(fill_w) if weighted else empty_w, weighted,
+            plain(out), plain(out_w) if out_w is not None else empty_w)
     for (lo, hi), (a, b) in zip(ranges, starts):
-        written, dup, add = clean_rows(plain, _plain(fill), _plain(fill_w) if weighted else empty_w,
-                                       weighted, _plain(out),
-                                       _plain(out_w) if out_w is not None else empty_w,
-                                       lo, hi, a, written, symmetrize, dedupe)
+        written, dup, add = clean_rows(*args, lo, hi, a, written, symmetrize, dedupe)
         duplicates += dup
         added += add
         step(b - a)
@@ -198,8 +181,8 @@ def csr_edge_chunks(indptr: np.ndarray, indices: np.ndarray, chunk_edges: int = 
     """The edges of a CSR by destination as chunks ``(sources, destinations, None)``, row
     ranges of about ``chunk_edges`` edges (the input of METIS's symmetric adjacency)."""
     def chunks() -> Iterator[EdgeChunk]:
-        for lo, hi in _row_ranges(indptr, chunk_edges):
+        for lo, hi in row_ranges(indptr, chunk_edges):
             a, b = int(indptr[lo]), int(indptr[hi])
             dst = np.repeat(np.arange(lo, hi, dtype=np.int64), np.diff(np.asarray(indptr[lo:hi + 1])))
-            yield _plain(np.asarray(indices[a:b])), dst, None
+            yield plain(np.asarray(indices[a:b])), dst, None
     return chunks

@@ -20,6 +20,7 @@ from typing import Any, Iterator
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..chunks import rows_per_step
 from ..errors import GraphError
 from ..graph import Graph
 from ..graph_csr import MAX_NODES
@@ -64,13 +65,8 @@ def _open(path: Path) -> np.ndarray:
     return a
 
 
-def _rows_per_chunk(a: np.ndarray) -> int:
-    row = max(1, int(np.prod(a.shape[1:], dtype=np.int64)) * a.dtype.itemsize)
-    return max(1, CHUNK_BYTES // row)
-
-
 def _row_chunks(a: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
-    step = _rows_per_chunk(a)
+    step = rows_per_step(a, CHUNK_BYTES)
     for lo in range(0, a.shape[0], step):
         yield lo, np.asarray(a[lo:lo + step])
 

@@ -94,8 +94,8 @@ def _storages() -> tuple[str, ...]:
 
 
 def _wire_dtypes() -> tuple[str, ...]:
-    from .distributed.wire import WIRE_DTYPES
-    return tuple(WIRE_DTYPES)
+    from .distributed.codec import codec_names
+    return codec_names()
 
 
 def _kernels() -> tuple[str, ...]:
@@ -158,8 +158,16 @@ class ScheduleConfig:
     """Boundary sampling (BNS-GCN): send a random fraction P in (0, 1] of the boundary rows each epoch,
     rescaled by 1/P (1: all, exact)."""
     halo_dtype: str | None = flag("--halo-dtype", choices=_wire_dtypes)
-    """Dtype halo rows (and their gradients) travel in during training; compute stays in the model's
-    dtype and evaluation exchanges exactly (default: as computed)."""
+    """Wire format of halo rows (and their gradients) during training: a float dtype, or int8/int4/int2/
+    int1 (per-row scale, unbiased stochastic rounding); compute stays in the model's dtype and
+    evaluation exchanges exactly (default: as computed)."""
+    halo_grad_dtype: str | None = flag("--halo-grad-dtype", choices=_wire_dtypes)
+    """Wire format of the halo gradients, independently of the rows' (default: the rows')."""
+    halo_bits: str | None = flag("--halo-bits", metavar="adaptive:B")
+    """Adaptive bit widths for the halo rows (and, without --halo-grad-dtype, their gradients): per
+    layer and pair of ranks, minimising the rounding variance under an average of B bits per value."""
+    halo_bits_every: int = flag("--halo-bits-every", default=10, metavar="K")
+    """With --halo-bits: training steps between bit-width decisions."""
     simulate_link: LinkModel | None = flag("--simulate-link", metavar="latency_ms=L,gbps=B")
     """Delay each training exchange as a link of latency L ms and bandwidth B Gbit/s would."""
     overlap_chunks: int = flag("--overlap-chunks", default=4, metavar="N")
@@ -177,6 +185,17 @@ class ScheduleConfig:
         _require(_is_number(self.boundary_sample_rate) and 0 < self.boundary_sample_rate <= 1,
                  "boundary_sample_rate", self.boundary_sample_rate, "a fraction in (0, 1]")
         _choice("halo_dtype", self.halo_dtype, _wire_dtypes(), optional=True)
+        _choice("halo_grad_dtype", self.halo_grad_dtype, _wire_dtypes(), optional=True)
+        _int_at_least("halo_bits_every", self.halo_bits_every, 1)
+        if self.halo_bits is not None:
+            from .distributed.adaptive_bits import AdaptiveBitsSpec
+            try:
+                AdaptiveBitsSpec.parse(self.halo_bits, self.halo_bits_every)
+            except ValueError as exc:
+                raise ConfigError("halo_bits", str(exc)) from None
+            if self.halo_dtype is not None:
+                raise ConfigError("halo_bits", f"{self.halo_bits} chooses the halo rows' widths; it cannot be "
+                                               f"combined with halo_dtype={self.halo_dtype!r} (drop one)")
         if isinstance(self.simulate_link, (str, dict)):
             try:
                 self.simulate_link = (LinkModel.parse(self.simulate_link) if isinstance(self.simulate_link, str)

@@ -200,10 +200,11 @@ def load_partition(path: str | Path, rank: int | None = None, device: torch.devi
     def mask(a: np.ndarray | None) -> torch.Tensor:
         return _tensor(a, device) if a is not None else torch.zeros(num_inner, dtype=torch.bool, device=device)
 
+    original_ids = _tensor(data.original_ids, device)
     exchanger = HaloExchanger(
         torch.from_numpy(np.array(data.send_index)).to(device),
         [int(v) for v in data.send_offsets], [int(v) for v in data.halo_offsets], num_inner,
-        group=group, world_size=meta.num_parts, rank=rank)
+        group=group, world_size=meta.num_parts, rank=rank, row_ids=original_ids)
     labels = data.labels
     y = None
     if labels is not None:
@@ -212,7 +213,7 @@ def load_partition(path: str | Path, rank: int | None = None, device: torch.devi
         path=path, meta=meta, part_id=rank, num_parts=meta.num_parts, num_inner=num_inner,
         num_halo=num_halo, features=data.features, hotness=np.asarray(data.hotness), y=y,
         train_mask=mask(data.train_mask), val_mask=mask(data.val_mask), test_mask=mask(data.test_mask),
-        global_ids=_tensor(data.global_ids, device), original_ids=_tensor(data.original_ids, device),
+        global_ids=_tensor(data.global_ids, device), original_ids=original_ids,
         block=block, exchanger=exchanger, device=device)
     _warm_up_kernels(block)
     log.debug("loaded %r", part)

@@ -22,9 +22,10 @@ Two ways to exchange:
   :meth:`HaloHandle.wait` returns the received rows. Not differentiable: the pipeline schedules
   (``gnn_dist.pipeline``) build their own autograd around them.
 
-Each call may name a :class:`~gnn_dist.distributed.wire.Transport` (a wire dtype and a simulated
-link): the training schedule's. Without one, rows travel as they are, at once: what evaluation
-uses, so it is exact whatever the training schedule does. The exchanger itself holds no such
+Each call may name a :class:`~gnn_dist.distributed.wire.Transport` (a wire codec per direction:
+a float dtype or quantised bits, :mod:`.codec`; and a simulated link): the training schedule's.
+Without one, rows travel as they are, at once: what evaluation uses, so it is exact whatever the
+training schedule does. The exchanger itself holds no such
 setting, only the plan and its counters (:mod:`.exchange_stats`).
 
 Concurrency and stream assumptions:
@@ -44,8 +45,9 @@ Concurrency and stream assumptions:
   died, stalled past the timeout) raises :class:`~.errors.CollectiveError` naming the exchange
   (its tag: the layer), its direction and the peer ranks.
 - No other thread may issue collectives on the same group while an exchange is being started.
-- Wire dtype: bytes are counted as sent, in the wire dtype. gloo in torch 2.13 supports
-  ``all_to_all_single`` for float16, bfloat16, float32 and float64 on CPU (verified by the tests).
+- Wire codec: bytes are counted as sent, the codec's buffers (quantised rows: their packed bytes
+  and per-row scales, as uint8 split in bytes). gloo in torch 2.13 supports ``all_to_all_single``
+  for uint8, float16, bfloat16, float32 and float64 on CPU (verified by the tests).
 - The backward's ``index_add_`` sums the gradients of a row sent to several peers; on CPU it is
   deterministic, on CUDA it uses atomics (order of float additions not fixed).
 - A world size of 1 (or no process group) is the identity: no halo rows, no collective.
@@ -55,7 +57,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -136,6 +137,8 @@ class HaloExchanger:
         check: compare the send counts with the peers' halo counts once, now (a collective:
             every rank must construct its exchanger together). A mismatch raises
             :class:`HaloSpecError` on every rank, naming the pair of ranks.
+        row_ids: int64 ``[N_in + N_halo]``: each row's original (partition-independent) id,
+            the key of the quantised codecs' rounding; None: no quantised transport.
 
     Raises:
         HaloSpecError: (a ``ValueError``) malformed or inconsistent lists; the message names
@@ -149,7 +152,7 @@ class HaloExchanger:
     def __init__(self, send_index: _IntArrayLike, send_offsets: _IntArrayLike,
                  halo_offsets: _IntArrayLike, num_inner: int, *,
                  group: dist.ProcessGroup | None = None, world_size: int | None = None,
-                 rank: int | None = None, check: bool = True) -> None:
+                 rank: int | None = None, check: bool = True, row_ids: torch.Tensor | None = None) -> None:
         have_group = dist.is_available() and dist.is_initialized()
         if world_size is None:
             world_size = get_world_size(group)
@@ -199,6 +202,10 @@ class HaloExchanger:
                 f"halo_offsets must give an empty range for the own rank")
         self.num_halo = self.halo_offsets[-1]
         self.num_send = index.numel()
+        if row_ids is not None and tuple(row_ids.shape) != (self.num_inner + self.num_halo,):
+            raise HaloSpecError(f"row_ids has shape {tuple(row_ids.shape)}; it needs one id per row: "
+                                f"[num_inner + num_halo] = [{self.num_inner + self.num_halo}]")
+        self.row_ids = None if row_ids is None else row_ids.detach().to(torch.int64)
         self._send_index_cpu = index
         self._send_index: dict[torch.device, torch.Tensor] = {}
         self.totals = ExchangeStats()
@@ -242,10 +249,12 @@ class HaloExchanger:
             return self._finished_handle(h.new_zeros(recv_shape), tag)
         idx = self._index_on(h.device)
         if subset is None:
-            send, send_counts, recv_counts = h.index_select(0, idx), self.send_counts, self.halo_counts
+            rows = idx
+            send_counts, recv_counts = self.send_counts, self.halo_counts
         else:
-            send = h.index_select(0, idx[subset.send_pos.to(h.device)])
+            rows = idx[subset.send_pos.to(h.device)]
             send_counts, recv_counts = subset.send_counts, subset.recv_counts
+        send = h.index_select(0, rows)
         out_dtype = h.dtype
 
         def finish(recv: torch.Tensor) -> torch.Tensor:
@@ -256,7 +265,8 @@ class HaloExchanger:
             scale = subset.recv_scale.to(device=recv.device, dtype=out_dtype)
             out.index_copy_(0, subset.recv_pos.to(recv.device), recv * scale.view(-1, *[1] * (recv.dim() - 1)))
             return out
-        return self._launch(send, send_counts, recv_counts, finish, tag, backward=False, transport=transport)
+        return self._launch(send, send_counts, recv_counts, finish, tag, backward=False, transport=transport,
+                            ids=lambda: self._ids_of(rows))
 
     def fetch_rows(self, send_rows: torch.Tensor, *, tag: Any = None) -> torch.Tensor:
         """Blocking, not differentiable: send ``send_rows [num_send, F...]`` (the caller's
@@ -290,9 +300,11 @@ class HaloExchanger:
         if subset is None:
             send, send_counts, recv_counts = g.contiguous(), self.halo_counts, self.send_counts
             rows = self._index_on(device)
+            halo_rows = None
         else:
             scale = subset.recv_scale.to(device=device, dtype=out_dtype)
-            send = g.index_select(0, subset.recv_pos.to(device)) * scale.view(-1, *[1] * (g.dim() - 1))
+            halo_rows = subset.recv_pos.to(device)
+            send = g.index_select(0, halo_rows) * scale.view(-1, *[1] * (g.dim() - 1))
             send_counts, recv_counts = subset.recv_counts, subset.send_counts
             rows = self._index_on(device)[subset.send_pos.to(device)]
 
@@ -301,7 +313,11 @@ class HaloExchanger:
             if recv.shape[0]:
                 out.index_add_(0, rows, recv.to(out_dtype))
             return out
-        return self._launch(send, send_counts, recv_counts, finish, tag, backward=True, transport=transport)
+
+        def ids() -> torch.Tensor:
+            halo = self._ids_of(None)[self.num_inner:]
+            return halo if halo_rows is None else halo[halo_rows.to(halo.device)]
+        return self._launch(send, send_counts, recv_counts, finish, tag, backward=True, transport=transport, ids=ids)
 
     @contextlib.contextmanager
     def recording(self) -> Iterator[ExchangeStats]:
@@ -383,30 +399,45 @@ class HaloExchanger:
 
     def _launch(self, send: torch.Tensor, send_counts: list[int], recv_counts: list[int],
                 finish: Callable[[torch.Tensor], torch.Tensor], tag: Any, *, backward: bool,
-                transport: Transport) -> HaloHandle:
-        """Cast ``send`` to the transport's wire dtype, start the ``all_to_all_single``, count its
-        bytes, queue it on the transport's link."""
-        if transport.wire_dtype is not None and send.is_floating_point():
-            send = send.to(transport.wire_dtype)
-        send = send.contiguous()
-        recv = send.new_empty((sum(recv_counts), *send.shape[1:]))
-        row_bytes = math.prod(send.shape[1:]) * send.element_size()
-        sent, received = sum(send_counts) * row_bytes, sum(recv_counts) * row_bytes
+                transport: Transport, ids: Callable[[], torch.Tensor] | None = None) -> HaloHandle:
+        """Encode ``send`` in the transport's codec for this direction, start the
+        ``all_to_all_single``, count its bytes, queue it on the transport's link."""
+        codec, key = transport.codec(backward=backward), transport.key(tag, backward=backward)
+        row_shape = tuple(send.shape[1:])
+        payload, send_splits = codec.encode(send, send_counts, ids or self._no_ids, key, self.rank)
+        recv, recv_splits, layout = codec.receive_buffer(send, recv_counts, key, self.rank)
+        sent, received = payload.numel() * payload.element_size(), recv.numel() * recv.element_size()
         peers = tuple(q for q in range(self.world_size) if send_counts[q] or recv_counts[q])
         start_s = time.perf_counter()
         try:
-            work = dist.all_to_all_single(recv, send, output_split_sizes=recv_counts,
-                                          input_split_sizes=send_counts, group=self.group, async_op=True)
+            work = dist.all_to_all_single(recv, payload, output_split_sizes=recv_splits,
+                                          input_split_sizes=send_splits, group=self.group, async_op=True)
         except RuntimeError as exc:  # the group is broken (a peer died) before this exchange could start
             raise CollectiveError(describe_failure(self.rank, tag, backward, peers, exc)) from exc
-        keep_alive(send, recv)  # temporaries handed to gloo: see keepalive.py
+        keep_alive(payload, recv)  # temporaries handed to gloo: see keepalive.py
         deadline, link_s = start_s, 0.0
         if transport.link is not None:
             deadline, link_s = transport.link.schedule(start_s, max(sent, received))
         for stats in self._recorders:
             stats.add_start(sent, received, tag, backward=backward)
-        return HaloHandle(self, work, lambda s=send: finish(recv), start_s=start_s, deadline_s=deadline, tag=tag,
+        out_dtype = send.dtype
+
+        def receive(_payload: torch.Tensor = payload) -> torch.Tensor:  # holds the send buffer until the wait
+            return finish(codec.decode(recv, recv_counts, layout, row_shape, out_dtype))
+        return HaloHandle(self, work, receive, start_s=start_s, deadline_s=deadline, tag=tag,
                           bytes_sent=sent, bytes_received=received, link_s=link_s, backward=backward, peers=peers)
+
+    def _ids_of(self, local_rows: torch.Tensor | None) -> torch.Tensor:
+        """The original ids of local rows ``local_rows`` (None: of every row ``[I + H]``)."""
+        if self.row_ids is None:
+            raise HaloSpecError("quantised halo rows are rounded by their original ids: build the "
+                                "HaloExchanger with row_ids= (load_partition does)")
+        ids = self.row_ids
+        return ids if local_rows is None else ids.to(local_rows.device)[local_rows]
+
+    @staticmethod
+    def _no_ids() -> torch.Tensor:
+        raise HaloSpecError("this exchange has no row ids to key a quantised codec by")
 
     def _add_wait(self, exposed_s: float, comm_s: float) -> None:
         for stats in self._recorders:
@@ -434,7 +465,7 @@ class HaloExchange(torch.autograd.Function):
     its ``recv_scale`` in both directions. ``forward`` sends ``S`` rows and receives ``N_halo``;
     ``backward`` sends ``N_halo`` and receives ``S``. Each is one ``all_to_all_single`` on the
     exchanger's group (started, then waited for at once), bounded by the group's timeout, in the
-    ``transport``'s wire dtype and on its link.
+    ``transport``'s wire codecs and on its link.
     """
 
     @staticmethod

@@ -33,7 +33,6 @@ import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Callable
 
 import numba
 import numpy as np
@@ -43,6 +42,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from .cache_info import cache_sizes
+from .njit import cached_njit
 from .csr import CSR
 
 __all__ = ["NumbaBackend", "L2_FRACTION", "PREFETCH_AHEAD", "row_groups"]
@@ -61,19 +61,6 @@ MIN_GROUPS_PER_THREAD = 4
 
 _LAUNCH_LOCK = threading.RLock()
 _FASTMATH = {"reassoc", "contract"}  # no nnan/ninf: softmax scores hold -inf on purpose
-
-
-def _jit(**options: Any) -> Callable[[Callable[..., Any]], Any]:
-    """``numba.njit(cache=True, nogil=True, **options)``, falling back to no on-disk cache when
-    numba finds no writable cache location (a read-only install without a usable home folder)."""
-    def wrap(fn: Callable[..., Any]) -> Any:
-        try:
-            return numba.njit(cache=True, nogil=True, **options)(fn)
-        except RuntimeError as err:  # "cannot cache function ...: no locator available"
-            log.warning("numba kernel %s is compiled without an on-disk cache (%s); set NUMBA_CACHE_DIR "
-                        "to a writable folder to keep compiled kernels between runs", fn.__name__, err)
-            return numba.njit(cache=False, nogil=True, **options)(fn)
-    return wrap
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -95,14 +82,14 @@ def _prefetch(typingctx, arr, row, col):  # pragma: no cover (compiled)
     return sig, codegen
 
 
-@_jit(fastmath=_FASTMATH)
+@cached_njit(fastmath=_FASTMATH)
 def _prefetch_row(x, u, line):  # pragma: no cover
     """Prefetch every cache line of row ``u`` of ``x`` (``line`` elements per cache line)."""
     for f in range(0, x.shape[1], line):
         _prefetch(x, u, f)
 
 
-@_jit(parallel=True, fastmath=_FASTMATH)
+@cached_njit(parallel=True, fastmath=_FASTMATH)
 def _spmm_kernel(groups, indptr, indices, eids, use_eids, values, use_values, row_scale, col_scale, use_scales,
                  x, out, ahead):  # pragma: no cover
     num_feat = x.shape[1]
@@ -149,7 +136,7 @@ def _spmm_kernel(groups, indptr, indices, eids, use_eids, values, use_values, ro
                     orow[f] *= s
 
 
-@_jit(parallel=True, fastmath=_FASTMATH)
+@cached_njit(parallel=True, fastmath=_FASTMATH)
 def _sddmm_kernel(groups, indptr, indices, eids, use_eids, a, b, out, ahead):  # pragma: no cover
     heads = out.shape[1]
     width = a.shape[1] // heads
@@ -173,7 +160,7 @@ def _sddmm_kernel(groups, indptr, indices, eids, use_eids, a, b, out, ahead):  #
                     out[e, k] = acc
 
 
-@_jit(parallel=True)
+@cached_njit(parallel=True)
 def _edge_softmax_kernel(indptr, score, self_score, has_self, alpha, alpha_self):  # pragma: no cover
     heads = score.shape[1]
     for r in numba.prange(indptr.shape[0] - 1):
@@ -198,7 +185,7 @@ def _edge_softmax_kernel(indptr, score, self_score, has_self, alpha, alpha_self)
                 alpha_self[r, k] = math.exp(self_score[r, k] - top) * inv
 
 
-@_jit(parallel=True)
+@cached_njit(parallel=True)
 def _edge_softmax_backward_kernel(indptr, alpha, alpha_self, grad, grad_self, has_self,
                                   grad_score, grad_self_score):  # pragma: no cover
     heads = alpha.shape[1]

@@ -7,8 +7,8 @@ is a pure function of ``(seed, step, layer, original node id, feature)`` (or, fo
 hash compared with ``p``. The same node gets the same mask on any rank of any partitioning, so
 ``P`` ranks compute exactly what one device computes, dropout included.
 
-The hash works in int64 torch ops on any device (int64 multiplication wraps modulo ``2**64``;
-logical right shifts are emulated with a mask), with no host synchronisation.
+The hash (:mod:`gnn_dist.hashing`) works in int64 torch ops on any device, with no host
+synchronisation.
 """
 
 from __future__ import annotations
@@ -18,20 +18,12 @@ from typing import Any
 
 import torch
 
+from ..hashing import CHUNK_ELEMENTS, GOLDEN, IntLike, absorb, hash_bits, mix, srl
+
 __all__ = ["DropoutKey", "RowDropout", "INPUT_LAYER", "hash_dropout", "hash_edge_dropout", "hash_bits"]
 
-_GOLDEN = 0x9E3779B97F4A7C15 - (1 << 64)
-_MUL1 = 0xBF58476D1CE4E5B9 - (1 << 64)
-_MUL2 = 0x94D049BB133111EB - (1 << 64)
 _NODE_DOMAIN = 0x6E6F6465  # "node": feature dropout
 _EDGE_DOMAIN = 0x65646765  # "edge": attention dropout
-_CHUNK_ELEMENTS = 1 << 19
-"""Elements whose hash is computed at once. Each of the ~12 int64 passes of the hash then
-works on 4 MiB temporaries that stay in cache: on a [200k, 128] activation, one thread, this is
-~5x faster than 1 << 22, whose 32 MiB temporaries stream through memory (benchmarks/train.py);
-much smaller chunks lose to per-op overhead when torch uses several threads."""
-
-IntLike = int | torch.Tensor
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,38 +38,9 @@ class DropoutKey:
     """The layer index inside the model."""
 
 
-def _srl(x: torch.Tensor, k: int) -> torch.Tensor:
-    """Logical right shift of int64 ``x`` by ``k`` (torch's ``>>`` is arithmetic)."""
-    return (x >> k) & ((1 << (64 - k)) - 1)
-
-
-def _mix(z: torch.Tensor) -> torch.Tensor:
-    """The splitmix64 finaliser: a bijection of 64-bit words with full avalanche."""
-    z = (z ^ _srl(z, 30)) * _MUL1
-    z = (z ^ _srl(z, 27)) * _MUL2
-    return z ^ _srl(z, 31)
-
-
-def _absorb(h: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Fold the word(s) ``v`` into the hash state(s) ``h`` (broadcasting)."""
-    return _mix(h + _mix(v + _GOLDEN))
-
-
-def hash_bits(*words: IntLike, device: torch.device | str | None = None) -> torch.Tensor:
-    """A 64-bit hash (int64) of a sequence of int64 words or tensors (broadcast together).
-
-    ``hash_bits(a, b, c)`` is ``absorb(absorb(absorb(0, a), b), c)``; equal inputs give equal
-    outputs on every device.
-    """
-    h = torch.zeros((), dtype=torch.long, device=device)
-    for w in words:
-        h = _absorb(h, torch.as_tensor(w, dtype=torch.long, device=h.device))
-    return h
-
-
 def _keep(bits: torch.Tensor, threshold: int) -> torch.Tensor:
     """True where the top 32 bits of ``bits`` are ``>= threshold`` (probability ``1 - threshold / 2**32``)."""
-    return _srl(bits, 32) >= threshold
+    return srl(bits, 32) >= threshold
 
 
 def _check_p(p: float, who: str) -> float:
@@ -120,14 +83,14 @@ def hash_dropout(x: torch.Tensor, p: float, *, seed: int, step: IntLike, layer: 
         return x * 0.0
     base = hash_bits(_NODE_DOMAIN, seed, step, layer, device=x.device)
     threshold = int(p * (1 << 32))
-    cols = _mix(torch.arange(x.shape[1], dtype=torch.long, device=x.device) + _GOLDEN)
+    cols = mix(torch.arange(x.shape[1], dtype=torch.long, device=x.device) + GOLDEN)
     ids = row_ids.to(device=x.device, dtype=torch.long)
     mask = torch.empty(x.shape, dtype=torch.bool, device=x.device)
-    rows_per_chunk = max(1, _CHUNK_ELEMENTS // max(1, x.shape[1]))
+    rows_per_chunk = max(1, CHUNK_ELEMENTS // max(1, x.shape[1]))
     for lo in range(0, x.shape[0], rows_per_chunk):
         hi = min(x.shape[0], lo + rows_per_chunk)
-        row_h = _absorb(base, ids[lo:hi]).unsqueeze(1)
-        mask[lo:hi] = _keep(_mix(row_h + cols), threshold)
+        row_h = absorb(base, ids[lo:hi]).unsqueeze(1)
+        mask[lo:hi] = _keep(mix(row_h + cols), threshold)
     return x * (mask.to(x.dtype) * (1.0 / (1.0 - p)))
 
 
@@ -153,13 +116,13 @@ def hash_edge_dropout(values: torch.Tensor, p: float, *, key: DropoutKey, src_id
     dev = values.device
     base = hash_bits(_EDGE_DOMAIN, key.seed, key.step, key.layer, device=dev)
     threshold = int(p * (1 << 32))
-    heads = _mix(torch.arange(values.shape[1], dtype=torch.long, device=dev) + _GOLDEN)
+    heads = mix(torch.arange(values.shape[1], dtype=torch.long, device=dev) + GOLDEN)
     mask = torch.empty(values.shape, dtype=torch.bool, device=dev)
-    step = max(1, _CHUNK_ELEMENTS // max(1, values.shape[1]))
+    step = max(1, CHUNK_ELEMENTS // max(1, values.shape[1]))
     for lo in range(0, values.shape[0], step):
         hi = min(values.shape[0], lo + step)
-        h = _absorb(_absorb(base, src_ids[lo:hi].to(dev, torch.long)), dst_ids[lo:hi].to(dev, torch.long))
-        mask[lo:hi] = _keep(_mix(h.unsqueeze(1) + heads), threshold)
+        h = absorb(absorb(base, src_ids[lo:hi].to(dev, torch.long)), dst_ids[lo:hi].to(dev, torch.long))
+        mask[lo:hi] = _keep(mix(h.unsqueeze(1) + heads), threshold)
     return values * (mask.to(values.dtype) * (1.0 / (1.0 - p)))
 
 
@@ -214,10 +177,10 @@ def _sparse_factor(x: torch.Tensor, nonzero: tuple[torch.Tensor, torch.Tensor], 
     threshold = int(p * (1 << 32))
     ids = row_ids.to(device=x.device, dtype=torch.long)
     keep = torch.empty(rows.shape, dtype=torch.bool, device=x.device)
-    for lo in range(0, rows.numel(), _CHUNK_ELEMENTS):
-        hi = min(rows.numel(), lo + _CHUNK_ELEMENTS)
-        h = _absorb(base, ids[rows[lo:hi]]) + _mix(cols[lo:hi] + _GOLDEN)
-        keep[lo:hi] = _keep(_mix(h), threshold)
+    for lo in range(0, rows.numel(), CHUNK_ELEMENTS):
+        hi = min(rows.numel(), lo + CHUNK_ELEMENTS)
+        h = absorb(base, ids[rows[lo:hi]]) + mix(cols[lo:hi] + GOLDEN)
+        keep[lo:hi] = _keep(mix(h), threshold)
     factor = torch.zeros_like(x)
     factor[rows, cols] = keep.to(x.dtype) * (1.0 / (1.0 - p))
     return factor

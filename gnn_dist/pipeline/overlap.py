@@ -119,6 +119,7 @@ class OverlapPipeline(Stateless):
     def begin_step(self, epoch: int) -> "OverlapPipeline":
         self.flush()
         self._layers.reset(epoch)
+        self.transport.begin_step(epoch)
         return self
 
     def staleness(self) -> int:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..distributed import Transport
+from ..distributed.adaptive_bits import AdaptiveBitsSpec
 from .base import Pipeline
 from .sampling import BoundarySampler
 
@@ -44,12 +45,17 @@ def schedule_names() -> tuple[str, ...]:
 
 def build_schedule(options: Any, part: Any, *, seed: int = 0) -> Pipeline:
     """A fresh schedule ``options.pipeline`` for ``part`` (anything with ``block`` and
-    ``exchanger``); boundary samples are seeded with ``seed``."""
+    ``exchanger``); boundary samples and the quantised codecs' rounding are seeded with ``seed``."""
     name = options.pipeline
     if name not in SCHEDULES:
         raise ValueError(f"pipeline={name!r} is not a registered schedule; choose from {', '.join(schedule_names())}")
     sampler = None
     if options.boundary_sample_rate != 1.0:
         sampler = BoundarySampler(part.exchanger, options.boundary_sample_rate, seed)
-    transport = Transport.build(options.halo_dtype, options.simulate_link)
+    bits = getattr(options, "halo_bits", None)
+    transport = Transport.build(options.halo_dtype, options.simulate_link,
+                                halo_grad_dtype=getattr(options, "halo_grad_dtype", None),
+                                halo_bits=None if bits is None else AdaptiveBitsSpec.parse(
+                                    bits, getattr(options, "halo_bits_every", 10)),
+                                seed=seed, group=part.exchanger.group)
     return SCHEDULES[name](part.block, part.exchanger, options, subset_fn=sampler, transport=transport)

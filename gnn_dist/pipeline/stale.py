@@ -192,6 +192,7 @@ class StalePipeline(ExchangeBeforeLayer):
 
     def begin_step(self, epoch: int) -> "StalePipeline":
         self._layers.reset(epoch)
+        self.transport.begin_step(epoch)
         self._first = self._steps == 0
         self._steps += 1
         return self

@@ -41,6 +41,7 @@ class SyncPipeline(ExchangeBeforeLayer, Stateless):
 
     def begin_step(self, epoch: int) -> "SyncPipeline":
         self._layers.reset(epoch)
+        self.transport.begin_step(epoch)
         return self
 
     def exchange(self, h_inner: torch.Tensor) -> torch.Tensor:

@@ -14,7 +14,8 @@ from gnn_dist.config_cli import UsageError, build_parser, field_docs, flag_names
 FLAGS = [
     "--activation", "--attn-dropout", "--backend", "--boundary-sample-rate", "--checkpoint-dir",
     "--checkpoint-every", "--config", "--data", "--dropout", "--epochs", "--eval-every", "--feature-cache-budget",
-    "--feature-cache-policy", "--feature-storage", "--first-layer-chunk-rows", "--halo-dtype", "--heads", "--help",
+    "--feature-cache-policy", "--feature-storage", "--first-layer-chunk-rows", "--halo-bits", "--halo-bits-every",
+    "--halo-dtype", "--halo-grad-dtype", "--heads", "--help",
     "--hidden", "--input-dropout", "--keep-checkpoints", "--kernels", "--layers", "--log-every", "--lr",
     "--max-memory", "--metrics", "--model", "--no-static-halo", "--no-verify", "--optimizer", "--out-heads",
     "--overlap-chunks", "--patience", "--pipeline", "--precompute-first-layer", "--quiet", "--resume",

@@ -109,6 +109,6 @@ def test_chunked_hashing_gives_the_same_masks(monkeypatch):
     key = DropoutKey(1, 2, 3)
     whole = hash_dropout(x, 0.5, seed=1, step=2, layer=3, row_ids=ids)
     edges = hash_edge_dropout(x, 0.5, key=key, src_ids=src, dst_ids=dst)
-    monkeypatch.setattr(dropout_mod, "_CHUNK_ELEMENTS", 20)  # several rows per chunk, many chunks
+    monkeypatch.setattr(dropout_mod, "CHUNK_ELEMENTS", 20)  # several rows per chunk, many chunks
     assert torch.equal(hash_dropout(x, 0.5, seed=1, step=2, layer=3, row_ids=ids), whole)
     assert torch.equal(hash_edge_dropout(x, 0.5, key=key, src_ids=src, dst_ids=dst), edges)

@@ -112,7 +112,10 @@ def test_link_model_errors(spec: str, match: str) -> None:
 
 def test_wire_dtype_names() -> None:
     assert parse_wire_dtype("bf16") is torch.bfloat16 and parse_wire_dtype(None) is None
-    with pytest.raises(ValueError, match=r"halo_dtype='int8' is not supported; choose from fp32, bf16, fp16"):
+    with pytest.raises(ValueError, match=r"halo_dtype='int3' is not supported; choose from fp32, bf16, fp16, int8, "
+                                         r"int4, int2, int1"):
+        parse_wire_dtype("int3")
+    with pytest.raises(ValueError, match=r"halo_dtype='int8' is not a float dtype; choose from fp32, bf16, fp16"):
         parse_wire_dtype("int8")
     with pytest.raises(ValueError, match=r"halo_dtype=torch.int64 must be a floating-point dtype"):
         parse_wire_dtype(torch.int64)

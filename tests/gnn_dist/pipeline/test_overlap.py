@@ -282,7 +282,7 @@ def _variants(rank: int, world_size: int, path: str, features: np.ndarray) -> di
             if name == "mixed":  # boundary-first layer 0, then a layer without a split form
                 model.convs[1] = _Opaque(model.convs[1])
             pipe = make()
-            pipe.transport = Transport(wire_dtype=wire)
+            pipe.transport = Transport.build(wire, None)
             out[(name, run)] = _fit(part, model, pipe, part.x if kind == "tensor" else static, 2)
     return out
 

@@ -106,7 +106,9 @@ def test_metrics_file_and_fields(tmp_path):
     ({"pipeline": "stale", "stale_smoothing": 1.0}, r"stale_smoothing: 1.0 is not valid: expected a factor in \[0, 1\)"),
     ({"boundary_sample_rate": 0.0}, r"boundary_sample_rate: 0.0 is not valid: expected a fraction in \(0, 1\]"),
     ({"boundary_sample_rate": 1.5}, r"boundary_sample_rate: 1.5 is not valid: expected a fraction in \(0, 1\]"),
-    ({"halo_dtype": "int8"}, r"halo_dtype: 'int8' is not one of fp32, bf16, fp16"),
+    ({"halo_dtype": "int3"}, r"halo_dtype: 'int3' is not one of fp32, bf16, fp16, int8, int4, int2, int1"),
+    ({"halo_bits": "adaptive:9"}, r"halo_bits: halo_bits budget 9.0 must be a number of bits per value in \[1, 8\]"),
+    ({"halo_bits": "adaptive:3", "halo_dtype": "int8"}, r"halo_bits: adaptive:3 chooses the halo rows' widths; it cannot be combined with halo_dtype='int8'"),
     ({"simulate_link": 3}, r"simulate_link: 3 is not valid: expected 'latency_ms=L,gbps=B' or a LinkModel"),
     ({"simulate_link": "gbps=2"}, r"simulate_link: simulate_link: 'gbps=2' lacks latency_ms"),
     ({"lr": -1}, r"lr: -1 is not valid: expected a positive number"),
@@ -141,7 +143,8 @@ def test_cli_flags(tmp_path, capsys):
                         (["--stale-smoothing", "1", "--pipeline", "stale"], "--stale-smoothing: 1.0 is not valid: "
                                                                             "expected a factor in [0, 1)"),
                         (["--simulate-link", "latency_ms=1"], "lacks gbps"),
-                        (["--halo-dtype", "int8"], "invalid choice: 'int8'"),
+                        (["--halo-dtype", "int3"], "invalid choice: 'int3'"),
+                        (["--halo-bits", "adaptive:x"], "--halo-bits: halo_bits='adaptive:x' is not 'adaptive:B'"),
                         (["--stale-smoothing", "0.5"], "--stale-smoothing: 0.5 applies to pipeline='stale' only")):
         assert main(["--data", path, *argv]) == 2
         err = capsys.readouterr().err.strip().splitlines()

@@ -12,7 +12,8 @@
 #    - the feature cache's CUDA paths (pinned host tier, non_blocking copies, chunked first
 #      layer) against the plain run;
 #    - GAT with the Triton kernels against GAT with cuSPARSE;
-# 4. the cache store's CUDA tests.
+# 4. the cache store's and the halo quantiser's CUDA tests (CUDA's torch ops write the CPU
+#    kernel's bytes).
 # Every step runs even when an earlier one failed; the script exits 1 if any failed, and names them.
 # The machine has no network: it runs the tree as it is (PYTHONPATH), with the image's torch.
 set -uo pipefail
@@ -50,6 +51,7 @@ step "NCCL training, gat, Triton" train gpu_check_gat_triton_metrics.jsonl 10 --
 step "Triton trains like cuSPARSE" python3 benchmarks/compare_metrics.py \
   "$OUT/gpu_check_gat_torch_metrics.jsonl" "$OUT/gpu_check_gat_triton_metrics.jsonl" --rtol 1e-4
 step "cache store CUDA tests" timeout 120 python3 -m pytest -q -p no:cacheprovider tests/gnn_dist/cache/test_store.py -k cuda
+step "halo quantiser CUDA tests" timeout 120 python3 -m pytest -q -p no:cacheprovider tests/gnn_dist/test_halo_quantize.py -k cuda
 if ((${#FAILED[@]})); then
   printf 'gpu_check: FAILED: %s\n' "${FAILED[@]}"
   exit 1

@@ -151,6 +151,7 @@ def _build_block(data: PartData, num_inner: int, num_halo: int, device: torch.de
         self_loops=torch.from_numpy(np.array(data.self_loops)),
         src_original_ids=torch.from_numpy(np.array(data.original_ids)),
         edge_weight=None if data.edge_weight is None else torch.from_numpy(np.array(data.edge_weight)),
+        weighted_degree=None if data.weighted_degree is None else torch.from_numpy(np.array(data.weighted_degree)),
         kernels=kernels,
     ).to(device)
     return prepare(block)

@@ -24,6 +24,7 @@ ones it is encoded and decoded with, even if a decision comes while it is in fli
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ from .process_group import get_rank
 from .quantize import BITS
 
 __all__ = ["AdaptiveBitsSpec", "AdaptiveBits", "allocate_bits"]
+
+log = logging.getLogger(__name__)
 
 _SPEC = re.compile(r"^adaptive:(?P<budget>[0-9]+(\.[0-9]+)?)$")
 
@@ -145,6 +148,12 @@ class AdaptiveBits:
                 stats[(int(layer), bool(backward), int(src), int(dst))] = (c, int(n))
         if stats:
             self.table = allocate_bits(stats, self.spec.budget)
+            values = sum(n for _, n in stats.values())
+            mean = sum(self.table[g] * stats[g][1] for g in stats) / max(values, 1)
+            if self.rank == 0:
+                log.info("halo bits %s: %.2f bits a value over %d groups (%s)", self.spec, mean, len(stats),
+                         ", ".join(f"{b} bits: {sum(1 for v in self.table.values() if v == b)}"
+                                   for b in sorted(set(self.table.values()))))
         self.decisions += 1
 
     def mean_bits(self) -> float:

@@ -104,9 +104,10 @@ def row_ranges(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _round_bf16(x: torch.Tensor) -> torch.Tensor:
-    """``x`` (float32, >= 0) rounded up to bfloat16."""
-    r = x.to(torch.bfloat16)
-    return torch.where(r.to(torch.float32) < x, torch.nextafter(r, torch.full_like(r, float("inf"))), r)
+    """``x`` (float32, >= 0) rounded up to bfloat16: its bits plus 0xFFFF, the low 16 cleared (int32
+    ops on any device; the numba kernel does the same)."""
+    bits = (x.contiguous().view(torch.int32) + 0xFFFF) & -0x10000
+    return bits.view(torch.float32).to(torch.bfloat16)
 
 
 def encode_rows(rows: torch.Tensor, ids: torch.Tensor, bits: int, key: RowKey) -> torch.Tensor:

@@ -61,6 +61,10 @@ class Block:
     """int64 ``[S]``: number of self-loop edges ``v -> v`` of each local row in the whole graph."""
     src_original_ids: torch.Tensor
     """int64 ``[S]``: the input graph's id of each local row (destinations are the first ``D``)."""
+    weighted_degree: torch.Tensor | None = None
+    """float32 ``[S, 2]`` of a weighted graph: each local row's in-edge weight sum in the whole
+    graph without self-loops, and the weight of its self-loop (0 without one); None when
+    unweighted or not stored (partition folders written before it was)."""
     kernels: Kernels | None = None
     """The aggregation kernels of this block (and the blocks derived from it); None: the
     process's default (:func:`~gnn_dist.kernels.default_kernels`). See :meth:`with_kernels`."""
@@ -70,7 +74,7 @@ class Block:
     @classmethod
     def from_csr(cls, *, indptr: Any, indices: Any, num_src: int, in_degree: Any, out_degree: Any,
                  self_loops: Any, src_original_ids: Any, edge_weight: Any = None,
-                 kernels: str | Kernels | None = None) -> "Block":
+                 weighted_degree: Any = None, kernels: str | Kernels | None = None) -> "Block":
         """Validate and build a block from its CSR arrays (numpy arrays or tensors).
 
         Checks shapes, id ranges and that the block holds every in-edge of its destinations
@@ -141,8 +145,19 @@ class Block:
             if not bool(torch.isfinite(weight).all()):
                 i = int(torch.nonzero(~torch.isfinite(weight))[0])
                 raise BlockError(f"edge_weight[{i}] = {float(weight[i])} is not finite")
-        block = cls(num_src=num_src, num_dst=num_dst, indptr=indptr_t, indices=indices_t,
-                    edge_weight=weight, kernels=None if kernels is None else resolve_kernels(kernels), **arrays)
+        wdeg = None
+        if weighted_degree is not None:
+            wdeg = torch.as_tensor(np.asarray(weighted_degree) if not isinstance(weighted_degree, torch.Tensor)
+                                   else weighted_degree).to(torch.float32)
+            if weight is None:
+                raise BlockError("weighted_degree is given but the block has no edge_weight")
+            if tuple(wdeg.shape) != (num_src, 2):
+                raise BlockError(f"weighted_degree has shape {list(wdeg.shape)}; expected [num_src, 2] = "
+                                 f"[{num_src}, 2]")
+            if not bool(torch.isfinite(wdeg).all()):
+                raise BlockError("weighted_degree holds a value that is not finite")
+        block = cls(num_src=num_src, num_dst=num_dst, indptr=indptr_t, indices=indices_t, edge_weight=weight,
+                    weighted_degree=wdeg, kernels=None if kernels is None else resolve_kernels(kernels), **arrays)
         block._cache["dst_index"] = dst
         return block
 
@@ -175,10 +190,11 @@ class Block:
         if orig.numel() != n:
             raise BlockError(f"original_ids has {orig.numel()} entries but the graph has {n} nodes")
         weight = None if edge_weight is None else torch.as_tensor(edge_weight)
+        wdeg = None if weight is None else _weighted_degree(g_dst, g_indices, weight.to(torch.float32), n)
         if dst_nodes is None:
             return cls.from_csr(indptr=g_indptr, indices=g_indices, num_src=n, in_degree=in_degree,
                                 out_degree=out_degree, self_loops=self_loops, src_original_ids=orig,
-                                edge_weight=weight)
+                                edge_weight=weight, weighted_degree=wdeg)
         dst_t = _as_long("dst_nodes", dst_nodes)
         if dst_t.numel() and (int(dst_t.min()) < 0 or int(dst_t.max()) >= n):
             raise BlockError(f"dst_nodes must lie in [0, {n})")
@@ -201,7 +217,8 @@ class Block:
         return cls.from_csr(indptr=local_indptr, indices=local_of[src_global], num_src=rows.numel(),
                             in_degree=in_degree[rows], out_degree=out_degree[rows],
                             self_loops=self_loops[rows], src_original_ids=orig[rows],
-                            edge_weight=None if weight is None else weight[edge_pos])
+                            edge_weight=None if weight is None else weight[edge_pos],
+                            weighted_degree=None if wdeg is None else wdeg[rows])
 
     # ------------------------------------------------------------------ views
     def sub_block(self, dst_rows: Any) -> tuple["Block", torch.Tensor]:
@@ -239,6 +256,7 @@ class Block:
                     edge_weight=None if self.edge_weight is None else self.edge_weight[edge_pos],
                     in_degree=self.in_degree[rows], out_degree=self.out_degree[rows],
                     self_loops=self.self_loops[rows], src_original_ids=self.src_original_ids[rows],
+                    weighted_degree=None if self.weighted_degree is None else self.weighted_degree[rows],
                     kernels=self.kernels)
         sub._cache["dst_index"] = row
         return sub, rows
@@ -342,7 +360,8 @@ class Block:
             return None if t is None else t.to(device, non_blocking=non_blocking)
         return replace(self, indptr=mv(self.indptr), indices=mv(self.indices), edge_weight=mv(self.edge_weight),
                        in_degree=mv(self.in_degree), out_degree=mv(self.out_degree),
-                       self_loops=mv(self.self_loops), src_original_ids=mv(self.src_original_ids))
+                       self_loops=mv(self.self_loops), src_original_ids=mv(self.src_original_ids),
+                       weighted_degree=mv(self.weighted_degree))
 
     def check_src(self, x_src: torch.Tensor, in_channels: int | None, who: str) -> None:
         """Raise ``ValueError`` unless ``x_src`` is ``[S, in_channels]`` (``who`` names the layer)."""
@@ -359,6 +378,19 @@ class Block:
         w = ", weighted" if self.edge_weight is not None else ""
         return (f"Block(num_src={self.num_src}, num_dst={self.num_dst}, num_halo={self.num_halo}, "
                 f"num_edges={self.num_edges}{w}, device={self.device})")
+
+
+def _weighted_degree(dst: torch.Tensor, src: torch.Tensor, weight: torch.Tensor, n: int) -> torch.Tensor:
+    """float32 ``[n, 2]`` (:attr:`Block.weighted_degree`) of a whole graph's edges ``src -> dst``
+    in CSR order: non-loop in-edge weights summed in float64, the last self-loop's weight."""
+    loop = src == dst
+    out = torch.zeros(n, 2, dtype=torch.float64)
+    out[:, 0].index_add_(0, dst[~loop], weight[~loop].to(torch.float64))
+    pos = torch.nonzero(loop).flatten()
+    last = torch.full((n,), -1, dtype=torch.long).scatter_reduce_(0, dst[pos], pos, "amax")
+    has = last >= 0
+    out[has, 1] = weight[last[has]].to(torch.float64)
+    return out.to(torch.float32)
 
 
 def _as_long(name: str, a: Any) -> torch.Tensor:

@@ -11,7 +11,7 @@ from torch import nn
 from .block import Block
 from .decomposable import check_first, propagate
 from .dropout import DropoutKey
-from .sparse import spmm_scaled
+from .sparse import spmm, spmm_scaled
 
 __all__ = ["GCNConv", "gcn_norm"]
 
@@ -30,8 +30,19 @@ class GCNConv(nn.Module):
     ``add_remaining_self_loops`` does for an unweighted graph) and
     :math:`\hat{d}_v = \deg_{\mathrm{in}}(v) - \mathrm{loops}(v) + 1` taken from the block's
     *global* degrees at both ends, so a part computes exactly what PyG computes on the whole
-    graph. Edge weights of the block are not used (format v1 stores no global weighted degree); a
-    warning says so once.
+    graph.
+
+    A weighted block (``edge_weight`` with its ``weighted_degree``) computes PyG's weighted GCN:
+
+    .. math::
+        \mathbf{x}^{\prime}_v = \mathbf{b} + \frac{\ell_v}{\hat{d}_v} \mathbf{\Theta}^{\top} \mathbf{x}_v
+        + \sum_{u \to v,\ u \ne v} \frac{w_{uv}}{\sqrt{\hat{d}_u \hat{d}_v}} \mathbf{\Theta}^{\top} \mathbf{x}_u,
+        \qquad \hat{d}_v = \ell_v + \sum_{u \to v,\ u \ne v} w_{uv}
+
+    with :math:`\ell_v` the weight of ``v``'s self-loop, 1 when it has none (PyG's
+    ``add_remaining_self_loops(fill_value=1)``; with several self-loops the last in CSR order),
+    the weighted degrees global (stored at partition time). A block with edge weights but no
+    weighted degrees (a folder written before they were stored) runs unweighted, with a warning.
 
     The aggregation is linear, so it runs on whichever side of the linear map moves fewer bytes
     (as DGL's ``GraphConv`` does): on the ``F_in`` input features when
@@ -91,23 +102,35 @@ class GCNConv(nn.Module):
         """Chooses the side of the linear map (:meth:`aggregates_first`, or the input rows when
         ``raw``) and keeps the destinations' ``d^{-1/2}``, self-term coefficients and rows."""
         check_first(block, x_first, self.in_channels, self)
-        if block.edge_weight is not None and not self._warned_weights:
-            log.warning("%r ignores the block's edge weights: it needs global weighted degrees, "
-                        "which partition format v1 does not store", self)
+        weighted = _weighted(block)
+        if block.edge_weight is not None and not weighted and not self._warned_weights:
+            log.warning("%r ignores the block's edge weights: it needs their global weighted degrees, "
+                        "which this partition folder does not store (partition it again)", self)
             self._warned_weights = True
         first = raw or self.aggregates_first(x_first)
         z = x_first if first else self.lin(x_first)
         num_dst = block.num_dst
-        self_coef = block.cached(("gcn_self_coef", z.dtype), lambda: (
-            (1 - block.self_loops[:num_dst]).to(z.dtype) * _dinv(block, z.dtype)[:num_dst].square()).unsqueeze(1))
-        return _GCNContext(first, _dinv(block, z.dtype)[:num_dst], self_coef, z[:num_dst]), z
+        dinv = _dinv(block, z.dtype)
+        if weighted:
+            self_coef = block.cached(("gcn_self_coef_w", z.dtype), lambda: (
+                _loop_weight(block, z.dtype)[:num_dst] * dinv[:num_dst].square()).unsqueeze(1))
+        else:
+            self_coef = block.cached(("gcn_self_coef", z.dtype), lambda: (
+                (1 - block.self_loops[:num_dst]).to(z.dtype) * dinv[:num_dst].square()).unsqueeze(1))
+        return _GCNContext(first, dinv[:num_dst], self_coef, z[:num_dst], weighted), z
 
     def transform(self, x: torch.Tensor, ctx: _GCNContext) -> torch.Tensor:
         return x if ctx.aggregates_first else self.lin(x)
 
     def aggregate(self, group: Block, z: torch.Tensor, ctx: _GCNContext, *, whole: bool = False) -> torch.Tensor:
         """``dinv[v] sum over u -> v of dinv[u] z[u]`` in one scaled SpMM (self-loop edges included;
-        :meth:`update` takes them back out of the self term)."""
+        :meth:`update` takes them back out of the self term); weighted: one SpMM with the per-edge
+        factors ``dinv[v] w_uv dinv[u]``, 0 on self-loop edges."""
+        if ctx.weighted:
+            norm = group.cached(("gcn_edge_norm_w", z.dtype), lambda: (
+                ctx.dst_scale[group.dst_index] * group.edge_weight.to(z.dtype) * _dinv(group, z.dtype)[group.indices]
+            ).masked_fill(group.self_loop_mask, 0.0))
+            return spmm(group, z, norm)
         return spmm_scaled(group, z, ctx.dst_scale, _dinv(group, z.dtype))
 
     def merge(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -131,14 +154,32 @@ class _GCNContext:
     dst_scale: torch.Tensor
     """``[D]``: the destinations' ``d^{-1/2}``."""
     self_coef: torch.Tensor
-    """``[D, 1]``: ``(1 - loops[v]) / d_v``."""
+    """``[D, 1]``: ``(1 - loops[v]) / d_v`` (weighted: ``l_v / d_v``)."""
     z_dst: torch.Tensor
     """``[D, F]``: the destinations' transformed rows."""
+    weighted: bool = False
+    """The block's edge weights apply (it has their global weighted degrees)."""
+
+
+def _weighted(block: Block) -> bool:
+    return block.edge_weight is not None and block.weighted_degree is not None
+
+
+def _loop_weight(block: Block, dtype: torch.dtype) -> torch.Tensor:
+    """``[S]``: the weight of each source row's one self-loop: its stored self-loop's, else 1."""
+    return torch.where(block.self_loops > 0, block.weighted_degree[:, 1], 1.0).to(dtype)
 
 
 def _dinv(block: Block, dtype: torch.dtype) -> torch.Tensor:
     """``[S]``: ``d^{-1/2}`` of the block's source rows, ``d = in_degree - self_loops + 1`` (global
-    degrees, one self-loop in place of the stored ones); cached on the block."""
+    degrees, one self-loop in place of the stored ones; weighted: ``d = l + non-loop in-weight``,
+    0 where ``d`` is 0, as PyG); cached on the block."""
+    if _weighted(block):
+        def weighted() -> torch.Tensor:
+            d = block.weighted_degree[:, 0].to(dtype) + _loop_weight(block, dtype)
+            out = d.pow(-0.5)
+            return out.masked_fill(torch.isinf(out), 0.0)
+        return block.cached(("gcn_dinv_w", dtype), weighted)
     return block.cached(("gcn_dinv", dtype), lambda: (block.in_degree - block.self_loops + 1).to(dtype).pow(-0.5))
 
 
@@ -147,7 +188,13 @@ def gcn_norm(block: Block, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tens
 
     ``edge_norm[e] = 1 / sqrt(d[src] d[dst])`` with ``d = in_degree - self_loops + 1`` (global),
     0 on existing self-loop edges (they are replaced by the one self term); ``self_norm[v] = 1 / d[v]``.
+    Weighted blocks (see :class:`GCNConv`): ``edge_norm[e] = w_e / sqrt(d[src] d[dst])`` and
+    ``self_norm[v] = l_v / d[v]``.
     """
     dinv = _dinv(block, dtype)
-    edge_norm = (dinv[block.indices] * dinv[block.dst_index]).masked_fill(block.self_loop_mask, 0.0)
-    return edge_norm, dinv[:block.num_dst].square()
+    edge_norm = dinv[block.indices] * dinv[block.dst_index]
+    self_norm = dinv[:block.num_dst].square()
+    if _weighted(block):
+        edge_norm = edge_norm * block.edge_weight.to(dtype)
+        self_norm = self_norm * _loop_weight(block, dtype)[:block.num_dst]
+    return edge_norm.masked_fill(block.self_loop_mask, 0.0), self_norm

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["count_part_edges", "gather_part_edges"]
+__all__ = ["count_part_edges", "gather_part_edges", "weighted_in_degree"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -52,3 +52,21 @@ def gather_part_edges(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray
                 out_weight[k] = weight[e]
             k += 1
     return k
+
+
+@numba.njit(cache=True, nogil=True)
+def weighted_in_degree(indptr: np.ndarray, indices: np.ndarray, weight: np.ndarray, lo: int, hi: int,
+                       out: np.ndarray) -> None:
+    """For nodes ``v`` in ``[lo, hi)``: ``out[v - lo, 0]`` the sum of the weights of ``v``'s in-edges
+    from other nodes (float64 sums, stored float32), ``out[v - lo, 1]`` the weight of its self-loop
+    (the last one in CSR order; 0 without one)."""
+    for v in range(lo, hi):
+        total = 0.0
+        loop = 0.0
+        for e in range(indptr[v], indptr[v + 1]):
+            if indices[e] == v:
+                loop = weight[e]
+            else:
+                total += weight[e]
+        out[v - lo, 0] = total
+        out[v - lo, 1] = loop

@@ -13,7 +13,7 @@ import numpy as np
 
 from .layout import (EDGE_WEIGHT, FEATURES, GLOBAL_IDS, HALO_OFFSETS, HOTNESS, IN_DEGREE, INDICES,
                      INDPTR, LABELS, MASKS, ORIGINAL_IDS, OUT_DEGREE, SELF_LOOPS,
-                     SEND_INDEX, SEND_OFFSETS, local_index_dtype)
+                     SEND_INDEX, SEND_OFFSETS, WEIGHTED_DEGREE, local_index_dtype)
 from .meta import PartitionMeta, PartMeta
 
 __all__ = ["Problem", "expected_layout", "layout_problems", "structure_problems", "value_problems"]
@@ -42,6 +42,7 @@ def expected_layout(meta: PartitionMeta, pm: PartMeta) -> dict[str, tuple[str, S
     }
     if meta.weighted:
         out[EDGE_WEIGHT] = ("float32", (ne,))
+        out[WEIGHTED_DEGREE] = ("float32", (nl, 2))
     if meta.feature_dim:
         out[FEATURES] = (str(meta.feature_dtype), (ni, meta.feature_dim))
     if meta.label_kind == "class":
@@ -148,6 +149,15 @@ def value_problems(meta: PartitionMeta, pm: PartMeta, a: dict[str, np.ndarray]) 
     loops = np.bincount(rows[indices.astype(np.int64) == rows], minlength=ni)
     if not np.array_equal(np.asarray(a[SELF_LOOPS])[:ni], loops):
         problems.append((SELF_LOOPS, "self_loops of inner rows differ from the self-loop edges in the CSR"))
+    if WEIGHTED_DEGREE in a and EDGE_WEIGHT in a:
+        w = np.asarray(a[EDGE_WEIGHT], dtype=np.float64)
+        loop_edge = indices.astype(np.int64) == rows
+        local = np.bincount(rows[~loop_edge], weights=w[~loop_edge], minlength=ni)
+        wd = np.asarray(a[WEIGHTED_DEGREE], dtype=np.float64)
+        if not np.all(np.isfinite(wd)):
+            problems.append((WEIGHTED_DEGREE, "must be finite"))
+        elif not np.allclose(wd[:ni, 0], local, rtol=1e-5, atol=1e-6):
+            problems.append((WEIGHTED_DEGREE, "in-edge weights of inner rows differ from their CSR rows' weights"))
     del rows
     hot = np.bincount(src_inner, minlength=ni) + np.bincount(send, minlength=ni)
     hotness = np.asarray(a[HOTNESS])

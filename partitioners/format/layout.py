@@ -31,6 +31,10 @@ the input's ids were relabelled: ``gnn-dist partition --relabel``)."""
 INDPTR = "indptr.npy"
 INDICES = "indices.npy"
 EDGE_WEIGHT = "edge_weight.npy"
+WEIGHTED_DEGREE = "weighted_degree.npy"
+"""Optional, weighted graphs: float32 ``[ni + nh, 2]``, each local row's global in-edge weight sum
+without self-loops, and its self-loop's weight (0 without one). Written since gnn-dist 0.x for
+weighted GCN; folders without it still read (GCN then ignores the weights, with a warning)."""
 HALO_OFFSETS = "halo_offsets.npy"
 SEND_INDEX = "send_index.npy"
 SEND_OFFSETS = "send_offsets.npy"
@@ -47,8 +51,9 @@ MASKS = ("train_mask.npy", "val_mask.npy", "test_mask.npy")
 REQUIRED_PART_FILES = (INDPTR, INDICES, HALO_OFFSETS, SEND_INDEX, SEND_OFFSETS, GLOBAL_IDS,
                        ORIGINAL_IDS, IN_DEGREE, OUT_DEGREE, SELF_LOOPS, HOTNESS)
 """Files every part folder has (an empty part included)."""
-OPTIONAL_PART_FILES = (EDGE_WEIGHT, FEATURES, LABELS, *MASKS)
-"""Files a part folder has when the graph has that data (then every part has them)."""
+OPTIONAL_PART_FILES = (EDGE_WEIGHT, WEIGHTED_DEGREE, FEATURES, LABELS, *MASKS)
+"""Files a part folder has when the graph has that data (then every part has them;
+:data:`WEIGHTED_DEGREE` may be missing from a weighted folder written before it existed)."""
 
 LABEL_KINDS = ("class", "multilabel", None)
 

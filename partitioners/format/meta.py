@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import PartitionFormatError
 from .layout import (EDGE_WEIGHT, FEATURES, FORMAT_NAME, FORMAT_VERSION, LABEL_KINDS, LABELS,
                      MASKS, META_FILE, NODE_MAP_FILE, OPTIONAL_PART_FILES, ORIGINAL_NAMES_FILE,
-                     REQUIRED_PART_FILES, part_dir_name)
+                     REQUIRED_PART_FILES, WEIGHTED_DEGREE, part_dir_name)
 
 __all__ = ["FileEntry", "PartMeta", "PartitionMeta", "read_meta_json", "parse_meta", "MAX_DEPTH"]
 
@@ -240,6 +240,8 @@ def _part_meta(d: Any, p: int, meta: dict[str, Any], meta_path: Path) -> PartMet
         if (name in files_raw) != want:
             raise _err(meta_path, f"field {where}files {'lacks' if want else 'has'} {name!r} but "
                                   f"weighted/feature_dim/label_kind say it {'should' if want else 'should not'}")
+    if WEIGHTED_DEGREE in files_raw and not meta["weighted"]:
+        raise _err(meta_path, f"field {where}files has {WEIGHTED_DEGREE!r} but the graph is not weighted")
     pdir = part_dir_name(p)
     files = {name: _file_entry(name, e, f"{pdir}/{name}", where, meta_path) for name, e in files_raw.items()}
     n, e = meta["num_nodes"], meta["num_edges"]

@@ -57,6 +57,9 @@ class PartData:
     """int64 ``[ni]``: descending; the device-cache rank of inner rows."""
     edge_weight: np.ndarray | None = None
     """float32 ``[E_p]``, or None when unweighted."""
+    weighted_degree: np.ndarray | None = None
+    """float32 ``[ni + nh, 2]``: global non-loop in-edge weight and self-loop weight of each row
+    (weighted folders written since the file exists), or None."""
     features: np.ndarray | None = None
     """float32/float16 ``[ni, F]``, or None."""
     labels: np.ndarray | None = None

@@ -9,7 +9,7 @@
       part-00000/
         indptr.npy indices.npy [edge_weight.npy] halo_offsets.npy send_index.npy send_offsets.npy
         global_ids.npy original_ids.npy in_degree.npy out_degree.npy self_loops.npy hotness.npy
-        [features.npy] [labels.npy] [train_mask.npy] [val_mask.npy] [test_mask.npy]
+        [weighted_degree.npy] [features.npy] [labels.npy] [train_mask.npy] [val_mask.npy] [test_mask.npy]
       part-00001/ ...
 
 Everything is built in a sibling temporary folder ``.OUT.tmp-<pid>-<random>`` that is renamed
@@ -45,7 +45,7 @@ from . import npyio
 from .layout import (EDGE_WEIGHT, FEATURES, FORMAT_NAME, FORMAT_VERSION, GLOBAL_IDS, HALO_OFFSETS,
                      HOTNESS, IN_DEGREE, INDICES, INDPTR, LABELS, MASKS, META_FILE, NODE_MAP_FILE,
                      ORIGINAL_IDS, ORIGINAL_NAMES_FILE, OUT_DEGREE, SELF_LOOPS, SEND_INDEX,
-                     SEND_OFFSETS, TOOL_NAME, local_index_dtype, part_dir_name)
+                     SEND_OFFSETS, TOOL_NAME, WEIGHTED_DEGREE, local_index_dtype, part_dir_name)
 from .meta import FileEntry
 from ..quality import check_assignment, quality_report
 from .relabel import Relabeling, node_chunks, out_degree, relabel
@@ -132,7 +132,7 @@ def _install(tmp: Path, out: Path, overwrite: bool) -> None:
 
 
 def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_all: np.ndarray,
-                out_degree: np.ndarray, local_of: np.ndarray) -> dict[str, Any]:
+                out_degree: np.ndarray, local_of: np.ndarray, weighted_degree: np.ndarray | None) -> dict[str, Any]:
     """Write ``part-XXXXX/`` for part ``p``; return its ``parts[p]`` entry of partition.json.
 
     ``halo_offsets_all[q]`` is part q's halo_offsets; ``local_of`` is an all ``-1`` scratch
@@ -204,6 +204,8 @@ def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_al
     save(IN_DEGREE, in_degree.astype(np.int64, copy=False))
     save(OUT_DEGREE, out_degree[rows].astype(np.int64, copy=False))
     save(SELF_LOOPS, rl.self_loops[rows].astype(np.int64, copy=False))
+    if weighted_degree is not None:
+        save(WEIGHTED_DEGREE, weighted_degree[rows])
     save(HOTNESS, rl.hotness[inner].astype(np.int64, copy=False))
     del in_degree
     node_data = [(FEATURES, graph.x), (LABELS, graph.y)]
@@ -263,6 +265,18 @@ def _write_meta_file(tmp: Path, meta: dict[str, Any]) -> None:
     _fsync_dir(tmp)
 
 
+def weighted_degree(graph: Graph) -> np.ndarray | None:
+    """float32 ``[N, 2]`` (:data:`~.layout.WEIGHTED_DEGREE`) of a weighted graph, None unweighted:
+    one pass over the CSR (memory-mapped or not)."""
+    if graph.edge_weight is None:
+        return None
+    from ._kernels import weighted_in_degree
+
+    out = np.empty((graph.num_nodes, 2), dtype=np.float32)
+    weighted_in_degree(plain(graph.indptr), plain(graph.indices), plain(graph.edge_weight), 0, graph.num_nodes, out)
+    return out
+
+
 def write_memory(size: GraphSize, num_parts: int) -> int:
     """Bytes :func:`write_partition` needs besides the graph and the assignment.
 
@@ -273,7 +287,8 @@ def write_memory(size: GraphSize, num_parts: int) -> int:
     halos and a part's halo list as int64 and narrow (``12`` B per node of the largest part's
     halo, counted at ``min(N, e_p)``). The part loop holds ``(8 + 3c) N`` (order, hotness,
     self-loops, out-degrees, ``local_of``) plus the halos, and per part ``28`` B per local row
-    (its ids, in-degrees and one array being saved with its int64 copy; the largest part
+    (its ids, in-degrees and one array being saved with its int64 copy; weighted graphs: the
+    ``8 N`` of :func:`weighted_degree` and ``16`` B per local row of its part's rows; the largest part
     counted at twice the mean and its halo at ``min(N - n_p, e_p)``), ``24 k`` for an edge
     chunk being gathered and two queued for the background writer, three node-data steps
     (:data:`NODE_DATA_STEP_BYTES`: one gathered, two queued) and the 16 MiB block
@@ -289,7 +304,8 @@ def write_memory(size: GraphSize, num_parts: int) -> int:
     halos = 4 * min(e, n * (p - 1))
     n_local = n_p + min(n - n_p, e_p)
     relabel_bytes = (13 + 2 * c) * n + halos + 12 * min(n, e_p)
-    part_bytes = ((8 + 3 * c) * n + halos + 28 * n_local + 24 * k
+    weights = 8 * n + 16 * n_local if size.weighted else 0  # weighted_degree [N, 2], a part's and its copy
+    part_bytes = ((8 + 3 * c) * n + halos + 28 * n_local + 24 * k + weights
                   + 3 * min(NODE_DATA_STEP_BYTES, n_p * _row_bytes(size)) + WRITE_BUFFER_BYTES)
     return max(relabel_bytes, part_bytes)
 
@@ -374,12 +390,13 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
                                                               graph.node_names).to_json()
         halo_offsets_all = np.stack([np.searchsorted(h, rl.starts) for h in rl.halos]).astype(np.int64)
         out_deg = out_degree(graph)
+        wdeg = weighted_degree(graph)
         local_of = np.full(graph.num_nodes, -1, dtype=local_index_dtype(graph.num_nodes))
         parts = []
         with npyio.background_io():  # hashing, writing and fsync overlap the next gathers
             for p in tqdm(range(num_parts), desc="write parts", unit="part", disable=not progress):
-                parts.append(_write_part(graph, rl, p, tmp, halo_offsets_all, out_deg, local_of))
-        del rl, local_of, out_deg
+                parts.append(_write_part(graph, rl, p, tmp, halo_offsets_all, out_deg, local_of, wdeg))
+        del rl, local_of, out_deg, wdeg
         _fsync_dir(tmp)
 
         times = {**stage_times, **dict(quality.get("time_s") or {})}

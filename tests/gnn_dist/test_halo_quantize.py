@@ -238,3 +238,16 @@ def test_the_cpu_kernel_writes_the_torch_paths_bytes(bits: int) -> None:
     a, b = decode_rows(kernel, bits, (29,), torch.float32), decode_rows_torch(torch_ops, bits, (29,), torch.float32)
     assert torch.equal(a[finite], b[finite])
     assert bool(a[10:12].isnan().all()) and bool(b[10:12].isnan().all())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (benchmarks/gpu_check.sh runs it)")
+@pytest.mark.parametrize("bits", BITS)
+def test_cuda_rows_get_the_cpu_bytes(bits: int) -> None:
+    """On CUDA the torch ops write the bytes the CPU kernel writes, and decode to the same rows."""
+    x = _rows(300, 77)
+    ids = torch.arange(300) * 5
+    key = RowKey(2, 3, 4)
+    cpu = encode_rows(x, ids, bits, key)
+    gpu = encode_rows(x.cuda(), ids.cuda(), bits, key)
+    assert gpu.is_cuda and torch.equal(gpu.cpu(), cpu)
+    assert torch.equal(decode_rows(gpu, bits, (77,), torch.float32).cpu(), decode_rows(cpu, bits, (77,), torch.float32))

@@ -44,14 +44,16 @@ class Kit:
         return Kit.csr(src, dst, num_nodes)
 
     @staticmethod
-    def split(indptr: torch.Tensor, indices: torch.Tensor, num_parts: int, seed: int) -> list[Block]:
+    def split(indptr: torch.Tensor, indices: torch.Tensor, num_parts: int, seed: int,
+              edge_weight: torch.Tensor | None = None) -> list[Block]:
         """Blocks of a random assignment of the nodes to ``num_parts`` parts (global degrees)."""
         n = indptr.numel() - 1
         g = torch.Generator().manual_seed(seed)
         owner = torch.randint(0, num_parts, (n,), generator=g)
         owner[:num_parts] = torch.arange(num_parts)    # no empty part
         perm = torch.randperm(n, generator=g)          # inner rows in a shuffled order
-        return [Block.from_graph(indptr, indices, perm[owner[perm] == p]) for p in range(num_parts)]
+        return [Block.from_graph(indptr, indices, perm[owner[perm] == p], edge_weight=edge_weight)
+                for p in range(num_parts)]
 
     @staticmethod
     def backward_all(out: torch.Tensor, seed: int = 1) -> None:
@@ -78,11 +80,12 @@ class Kit:
     @staticmethod
     def assert_split_equals_global(conv: torch.nn.Module, indptr: torch.Tensor, indices: torch.Tensor,
                                    x: torch.Tensor, num_parts: int, seed: int = 0,
-                                   call: Callable[..., torch.Tensor] | None = None) -> None:
+                                   call: Callable[..., torch.Tensor] | None = None,
+                                   edge_weight: torch.Tensor | None = None) -> None:
         """Each part's block with its x_src rows from the global x: outputs and gradients equal
         the whole-graph block's (the gather from global x stands in for the halo exchange)."""
         call = call or (lambda c, b, xs: c(b, xs))
-        whole = Block.from_graph(indptr, indices)
+        whole = Block.from_graph(indptr, indices, edge_weight=edge_weight)
         xg = x.clone().requires_grad_()
         out_g = call(conv, whole, xg)
         Kit.backward_all(out_g)
@@ -90,7 +93,7 @@ class Kit:
         conv.zero_grad()
         xp = x.clone().requires_grad_()
         out_p = torch.zeros_like(out_g)
-        blocks = Kit.split(indptr, indices, num_parts, seed)
+        blocks = Kit.split(indptr, indices, num_parts, seed, edge_weight)
         assert sum(b.num_halo for b in blocks) > 0, "the test split should have halo rows"
         for b in blocks:
             out_p = out_p.index_put((b.src_original_ids[:b.num_dst],), call(conv, b, xp[b.src_original_ids]))

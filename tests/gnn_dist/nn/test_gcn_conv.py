@@ -46,10 +46,51 @@ def test_split_with_halo_equals_whole_graph(kit, num_parts):
     kit.assert_split_equals_global(GCNConv(8, 4), indptr, indices, torch.randn(indptr.numel() - 1, 8), num_parts)
 
 
-def test_weighted_block_warns_once_and_ignores_weights(kit, caplog):
+def _loop_consistent_weights(indices: torch.Tensor, indptr: torch.Tensor, seed: int) -> torch.Tensor:
+    """Random positive weights in CSR order, every self-loop of a node weighing the same (PyG keeps
+    one of a node's self-loops, which one depends on the order: with equal weights it does not
+    matter)."""
+    g = torch.Generator().manual_seed(seed)
+    w = torch.rand(indices.numel(), generator=g) + 0.1
+    dst = torch.repeat_interleave(torch.arange(indptr.numel() - 1), indptr.diff())
+    loop = indices == dst
+    w[loop] = 0.5 + dst[loop].float() / 10
+    return w
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_weighted_graph_matches_pyg(kit, seed):
+    """Edge weights with global weighted degrees: PyG's weighted GCN (``edge_weight=``), self-loops
+    replaced by one of the stored weight (1 where none), isolated nodes and duplicates included."""
+    torch.manual_seed(seed)
+    indptr, indices = kit.random_graph(seed)
+    w = _loop_consistent_weights(indices, indptr, seed)
+    block = Block.from_graph(indptr, indices, edge_weight=w)
+    assert block.weighted_degree is not None and block.self_loop_mask.any()
+    x = torch.randn(block.num_src, 8)
+    kit.assert_matches_pyg(GCNConv(8, 5), pyg.GCNConv(8, 5), block, x, edge_weight=block.edge_weight)
+    conv = GCNConv(8, 5)
+    assert not torch.allclose(conv(block, x), conv(Block.from_graph(indptr, indices), x)), "the weights apply"
+
+
+@pytest.mark.parametrize("num_parts", [2, 3])
+@pytest.mark.parametrize("in_dim", [4, 16])  # aggregates first / transforms first
+def test_weighted_split_with_halo_equals_whole_graph(kit, num_parts, in_dim):
+    torch.manual_seed(0)
+    indptr, indices = kit.random_graph(5)
+    w = _loop_consistent_weights(indices, indptr, 5)
+    kit.assert_split_equals_global(GCNConv(in_dim, 6), indptr, indices, torch.randn(indptr.numel() - 1, in_dim),
+                                   num_parts, edge_weight=w)
+
+
+def test_weighted_block_without_degrees_warns_once_and_ignores_weights(kit, caplog):
+    """A folder written before weighted degrees were stored: unweighted GCN, one warning."""
+    import dataclasses
+
     indptr, indices = kit.random_graph(0)
     plain = Block.from_graph(indptr, indices)
-    weighted = Block.from_graph(indptr, indices, edge_weight=torch.rand(indices.numel()))
+    weighted = dataclasses.replace(Block.from_graph(indptr, indices, edge_weight=torch.rand(indices.numel())),
+                                   weighted_degree=None)
     conv = GCNConv(4, 4)
     x = torch.randn(plain.num_src, 4)
     with caplog.at_level(logging.WARNING, logger="gnn_dist.nn.gcn_conv"):
@@ -57,6 +98,24 @@ def test_weighted_block_warns_once_and_ignores_weights(kit, caplog):
         conv(weighted, x)
     assert sum("ignores the block's edge weights" in r.getMessage() for r in caplog.records) == 1
     torch.testing.assert_close(out, conv(plain, x))
+
+
+def test_weighted_gcn_norm_is_pygs(kit):
+    from torch_geometric.nn.conv.gcn_conv import gcn_norm as pyg_gcn_norm
+
+    from gnn_dist.nn import gcn_norm
+
+    indptr, indices = kit.random_graph(4)
+    w = _loop_consistent_weights(indices, indptr, 4).double()
+    block = Block.from_graph(indptr, indices, edge_weight=w)
+    edge_norm, self_norm = gcn_norm(block, torch.float64)
+    ei, ew = pyg_gcn_norm(block.edge_index, w, block.num_src, add_self_loops=True)
+    loops = ei[0] == ei[1]
+    self_ref = torch.zeros(block.num_src, dtype=torch.float64).index_put_((ei[0][loops],), ew[loops])
+    torch.testing.assert_close(self_norm, self_ref[:block.num_dst])
+    kept = ~block.self_loop_mask
+    torch.testing.assert_close(edge_norm[kept], ew[~loops])
+    assert bool((edge_norm[block.self_loop_mask] == 0).all())
 
 
 def test_bad_shapes(kit):

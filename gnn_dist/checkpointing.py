@@ -104,6 +104,8 @@ class CheckpointManager:
         """
         path = ckpt.checkpoint_path(self.directory, trainer.epoch)
         info = self._schedule_info(trainer)
+        transport = getattr(trainer.pipeline, "transport", None)
+        widths = None if transport is None else transport.state_dict()  # adaptive widths: a collective
         if trainer.pipeline.stateful:  # the config, not the data: the same on every rank
             entry = None
             with all_ranks_agree(f"writing the rank files of the checkpoint {path}"):
@@ -112,7 +114,8 @@ class CheckpointManager:
             info["rank_files"] = all_gather_json(entry)
         with all_ranks_agree(f"writing the checkpoint {path}"):
             if self.rank == 0:
-                ckpt.save_checkpoint(self.directory, trainer.epoch, {**self._state(trainer), "pipeline_state": info})
+                ckpt.save_checkpoint(self.directory, trainer.epoch, {**self._state(trainer), "pipeline_state": info,
+                                                                     "halo_widths": widths})
         if self.rank == 0:
             log.info(f"saved {path}")
         if self.config.checkpoint_keep is not None:
@@ -160,7 +163,8 @@ class CheckpointManager:
         it; each rank reads its own rank file. The weights, optimizer state, dropout step, RNG
         states, history, the model selection's state (best epoch, its weights with
         ``select="best-val"``, the patience count) and (same partition, schedule and smoothing)
-        the schedule's state are restored, so the run reproduces the uninterrupted one exactly; ``lr`` and
+        the schedule's state are restored, and adaptive halo widths with their statistics, so the
+        run reproduces the uninterrupted one exactly; ``lr`` and
         ``weight_decay`` are this run's (a warning says when the checkpoint's differ).
 
         Raises:
@@ -318,4 +322,9 @@ class CheckpointManager:
         trainer.history = list(state.get("history", []))
         trainer.pipeline.flush()
         trainer.pipeline = pipeline if pipeline is not None else trainer.new_pipeline()  # never old buffers
+        transport = getattr(trainer.pipeline, "transport", None)
+        why = None if transport is None else transport.load_state_dict(state.get("halo_widths"))
+        if why is not None:
+            log.warning(f"{path}: {why}; the halo widths start afresh, so the resumed run will not reproduce "
+                        f"the uninterrupted one")
         ckpt.set_rng_state(state["rng"])

@@ -156,6 +156,27 @@ class AdaptiveBits:
                                    for b in sorted(set(self.table.values()))))
         self.decisions += 1
 
+    def state_dict(self) -> dict[str, Any]:
+        """What the next decisions read: the widths in force and every rank's statistics since the
+        last decision (gathered: a collective), for a checkpoint's main file (JSON-able)."""
+        mine = [[layer, backward, dst, float(c), int(n)] for (layer, backward, dst), (c, n) in sorted(self._stats.items())]
+        return {"budget": self.spec.budget, "every": self.spec.every, "decisions": self.decisions,
+                "table": [[layer, backward, src, dst, b] for (layer, backward, src, dst), b in sorted(self.table.items())],
+                "stats": all_gather_json(mine, self.group)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> str | None:
+        """Restore :meth:`state_dict`'s output; returns why it cannot (another budget or
+        interval: nothing is restored), or None."""
+        if float(state.get("budget", -1)) != self.spec.budget or int(state.get("every", -1)) != self.spec.every:
+            return (f"the checkpoint's adaptive halo widths were decided for adaptive:{state.get('budget')} every "
+                    f"{state.get('every')} steps, this run has {self.spec} every {self.spec.every}")
+        self.table = {(int(layer), bool(backward), int(src), int(dst)): int(b)
+                      for layer, backward, src, dst, b in state["table"]}
+        self.decisions = int(state["decisions"])
+        rows = state["stats"][self.rank] if self.rank < len(state["stats"]) else []
+        self._stats = {(int(layer), bool(backward), int(dst)): [float(c), int(n)] for layer, backward, dst, c, n in rows}
+        return None
+
     def mean_bits(self) -> float:
         """The average decided width, weighted by nothing (one vote a group); :attr:`initial`
         before the first decision."""

@@ -79,6 +79,20 @@ class Transport:
         if self.adaptive is not None:
             self.adaptive.begin_step(int(step))
 
+    def state_dict(self) -> dict[str, Any] | None:
+        """The adaptive widths' state (a collective), or None without adaptive widths: what a
+        checkpoint keeps so that a resumed run decides as the uninterrupted one."""
+        return None if self.adaptive is None else self.adaptive.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any] | None) -> str | None:
+        """Restore :meth:`state_dict`'s output; returns why it could not (None: restored, or
+        nothing to restore)."""
+        if self.adaptive is None:
+            return None
+        if state is None:
+            return "the checkpoint holds no adaptive halo widths"
+        return self.adaptive.load_state_dict(state)
+
     def key(self, layer: Any, *, backward: bool) -> RowKey:
         """The rounding key of an exchange tagged ``layer`` in the current step."""
         return RowKey(self.seed, self._clock.step, layer if isinstance(layer, int) else -1, backward)

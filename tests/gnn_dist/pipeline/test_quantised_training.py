@@ -51,16 +51,24 @@ def _train(rank: int, world_size: int, path: str, ckpt: str) -> dict[str, Any]:
         out[name] = {"loss": [h["train_loss"] for h in hist], "bytes": sum(h["halo_bytes"] for h in hist),
                      "eval": acc, "eval_bytes": comm.bytes_sent,
                      "table": None if adaptive is None else sorted(adaptive.table.items())}
-    # resume: 2 epochs, checkpoint, 2 more in a fresh trainer == 4 straight (rounding keyed by step)
-    opts = {"halo_dtype": "int4", "lr": 0.02, "log_every": 0, "eval_every": 0, "static_halo": False}
-    straight = gnn_dist.Trainer(copy.deepcopy(model), part, **opts)
-    out["straight"] = [h["train_loss"] for h in straight.fit(4)]
-    first = gnn_dist.Trainer(copy.deepcopy(model), part, checkpoint_dir=ckpt, checkpoint_every=100, **opts)
-    first.fit(2)
-    fresh = gnn_dist.Trainer(copy.deepcopy(model), part, checkpoint_dir=ckpt, **opts)
-    assert fresh.resume()
-    fresh.fit(2)
-    out["resumed"] = [h["train_loss"] for h in fresh.history]
+    # resume: 3 epochs, checkpoint, 3 more in a fresh trainer == 6 straight (rounding keyed by the
+    # step; adaptive widths decided at steps 1 and 3 from the statistics of steps 0 and 1-2, the
+    # latter saved in the checkpoint)
+    for name, quantised in (("int4", {"halo_dtype": "int4"}),
+                            ("adaptive", {"halo_bits": "adaptive:3", "halo_bits_every": 2})):
+        opts = {**quantised, "lr": 0.02, "log_every": 0, "eval_every": 0, "static_halo": False}
+        straight = gnn_dist.Trainer(copy.deepcopy(model), part, **opts)
+        out[f"straight-{name}"] = [h["train_loss"] for h in straight.fit(6)]
+        folder = f"{ckpt}-{name}"
+        first = gnn_dist.Trainer(copy.deepcopy(model), part, checkpoint_dir=folder, checkpoint_every=100, **opts)
+        first.fit(3)
+        fresh = gnn_dist.Trainer(copy.deepcopy(model), part, checkpoint_dir=folder, **opts)
+        assert fresh.resume()
+        fresh.fit(3)
+        out[f"resumed-{name}"] = [h["train_loss"] for h in fresh.history]
+        adaptive = straight.pipeline.transport.adaptive
+        out[f"tables-{name}"] = None if adaptive is None else (sorted(adaptive.table.items()) ==
+                                                               sorted(fresh.pipeline.transport.adaptive.table.items()))
     return out
 
 
@@ -113,5 +121,8 @@ def test_adaptive_widths_are_agreed_and_within_budget(runs):
 
 
 def test_a_resumed_run_rounds_as_the_uninterrupted_one(runs):
+    """Fixed widths and adaptive ones (whose widths and statistics the checkpoint keeps)."""
     for res in runs:
-        assert res["resumed"] == res["straight"]
+        for name in ("int4", "adaptive"):
+            assert res[f"resumed-{name}"] == res[f"straight-{name}"], name
+        assert res["tables-adaptive"] is True

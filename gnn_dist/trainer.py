@@ -42,6 +42,7 @@ from .metrics import MetricsFile, StepStats, progress_line, summary_line
 from .peak_memory import peak_memory_bytes, peak_memory_kind
 from .pipeline import Pipeline, build_schedule
 from .tensorboard_log import TensorBoardLog
+from .scoring import multilabel_roc_auc
 from .selection import ModelSelection
 
 __all__ = ["Trainer", "TrainerConfig"]
@@ -186,8 +187,9 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        """Accuracy (micro-F1 for multi-label) on the train/val/test masks, over all ranks, with
-        the exact exchange (never the training schedule's wire dtype or link)."""
+        """Accuracy (micro-F1 for multi-label, and ROC-AUC: ``train_rocauc`` ...) on the
+        train/val/test masks, over all ranks, with the exact exchange (never the training
+        schedule's wire format or link)."""
         self.model.eval()
         logits = self.model(self.part, self._model_input())
         p = self.part
@@ -203,8 +205,12 @@ class Trainer:
         counts = torch.stack([s.to(torch.float64) for s in stats])
         all_reduce_sum(counts)
         c = counts.tolist()
-        return {f"{name}_acc": (c[2 * i] / c[2 * i + 1] if c[2 * i + 1] else float("nan"))
-                for i, name in enumerate(("train", "val", "test"))}
+        out = {f"{name}_acc": (c[2 * i] / c[2 * i + 1] if c[2 * i + 1] else float("nan"))
+               for i, name in enumerate(("train", "val", "test"))}
+        if p.multilabel:  # ogbn-proteins' metric, over every rank's rows
+            for name, mask in (("train", p.train_mask), ("val", p.val_mask), ("test", p.test_mask)):
+                out[f"{name}_rocauc"] = multilabel_roc_auc(logits[mask], p.y[mask])
+        return out
 
     # ------------------------------------------------------------------ loop
     def fit(self, epochs: int) -> list[dict[str, Any]]:

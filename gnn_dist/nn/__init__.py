@@ -11,6 +11,7 @@ from .block import Block, BlockError
 from .decomposable import DecomposableLayer, is_decomposable, propagate, propagate_groups
 from .dropout import INPUT_LAYER, DropoutKey, RowDropout, hash_bits, hash_dropout, hash_edge_dropout
 from .gat_conv import GATConv
+from .gcn2_conv import GCN2Conv
 from .gcn_conv import GCNConv, gcn_norm
 from .gin_conv import GINConv
 from .sage_conv import SAGEConv
@@ -29,6 +30,7 @@ __all__ = [
     "prepare",
     "GCNConv",
     "gcn_norm",
+    "GCN2Conv",
     "SAGEConv",
     "GATConv",
     "GINConv",

@@ -13,7 +13,7 @@ from .decomposable import check_first, propagate
 from .dropout import DropoutKey
 from .sparse import spmm, spmm_scaled
 
-__all__ = ["GCNConv", "gcn_norm"]
+__all__ = ["GCNConv", "GCNContext", "gcn_norm", "gcn_context", "gcn_aggregate", "gcn_self_term"]
 
 log = logging.getLogger(__name__)
 
@@ -98,48 +98,34 @@ class GCNConv(nn.Module):
     """The aggregation is linear and, aggregating first, reads no parameter (``begin(raw=True)``)."""
 
     def begin(self, block: Block, x_first: torch.Tensor, dropout_key: DropoutKey | None = None, *,
-              raw: bool = False) -> tuple[_GCNContext, torch.Tensor]:
+              raw: bool = False) -> tuple[GCNContext, torch.Tensor]:
         """Chooses the side of the linear map (:meth:`aggregates_first`, or the input rows when
         ``raw``) and keeps the destinations' ``d^{-1/2}``, self-term coefficients and rows."""
         check_first(block, x_first, self.in_channels, self)
-        weighted = _weighted(block)
-        if block.edge_weight is not None and not weighted and not self._warned_weights:
+        if block.edge_weight is not None and not _weighted(block) and not self._warned_weights:
             log.warning("%r ignores the block's edge weights: it needs their global weighted degrees, "
                         "which this partition folder does not store (partition it again)", self)
             self._warned_weights = True
         first = raw or self.aggregates_first(x_first)
         z = x_first if first else self.lin(x_first)
-        num_dst = block.num_dst
-        dinv = _dinv(block, z.dtype)
-        if weighted:
-            self_coef = block.cached(("gcn_self_coef_w", z.dtype), lambda: (
-                _loop_weight(block, z.dtype)[:num_dst] * dinv[:num_dst].square()).unsqueeze(1))
-        else:
-            self_coef = block.cached(("gcn_self_coef", z.dtype), lambda: (
-                (1 - block.self_loops[:num_dst]).to(z.dtype) * dinv[:num_dst].square()).unsqueeze(1))
-        return _GCNContext(first, dinv[:num_dst], self_coef, z[:num_dst], weighted), z
+        return gcn_context(block, z, first), z
 
-    def transform(self, x: torch.Tensor, ctx: _GCNContext) -> torch.Tensor:
+    def transform(self, x: torch.Tensor, ctx: GCNContext) -> torch.Tensor:
         return x if ctx.aggregates_first else self.lin(x)
 
-    def aggregate(self, group: Block, z: torch.Tensor, ctx: _GCNContext, *, whole: bool = False) -> torch.Tensor:
+    def aggregate(self, group: Block, z: torch.Tensor, ctx: GCNContext, *, whole: bool = False) -> torch.Tensor:
         """``dinv[v] sum over u -> v of dinv[u] z[u]`` in one scaled SpMM (self-loop edges included;
         :meth:`update` takes them back out of the self term); weighted: one SpMM with the per-edge
         factors ``dinv[v] w_uv dinv[u]``, 0 on self-loop edges."""
-        if ctx.weighted:
-            norm = group.cached(("gcn_edge_norm_w", z.dtype), lambda: (
-                ctx.dst_scale[group.dst_index] * group.edge_weight.to(z.dtype) * _dinv(group, z.dtype)[group.indices]
-            ).masked_fill(group.self_loop_mask, 0.0))
-            return spmm(group, z, norm)
-        return spmm_scaled(group, z, ctx.dst_scale, _dinv(group, z.dtype))
+        return gcn_aggregate(group, z, ctx)
 
     def merge(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return a + b
 
-    def update(self, acc: torch.Tensor, ctx: _GCNContext) -> torch.Tensor:
+    def update(self, acc: torch.Tensor, ctx: GCNContext) -> torch.Tensor:
         """Adds the self term ``(1 - loops[v]) z[v] / d_v``, then the linear map (when it comes
         second) and the bias."""
-        out = torch.addcmul(acc, ctx.self_coef, ctx.z_dst)
+        out = gcn_self_term(acc, ctx)
         if ctx.aggregates_first:
             return nn.functional.linear(out, self.lin.weight, self.bias)
         return out if self.bias is None else out.add_(self.bias)   # a fresh tensor: no extra [D, F] pass
@@ -149,7 +135,7 @@ class GCNConv(nn.Module):
 
 
 @dataclass(frozen=True, slots=True)
-class _GCNContext:
+class GCNContext:
     aggregates_first: bool
     dst_scale: torch.Tensor
     """``[D]``: the destinations' ``d^{-1/2}``."""
@@ -159,6 +145,39 @@ class _GCNContext:
     """``[D, F]``: the destinations' transformed rows."""
     weighted: bool = False
     """The block's edge weights apply (it has their global weighted degrees)."""
+
+
+def gcn_context(block: Block, z: torch.Tensor, aggregates_first: bool) -> GCNContext:
+    """What GCN's normalised aggregation of the rows ``z`` (``[s >= D, F]``, destinations first)
+    needs of ``block``'s destinations: their ``d^{-1/2}``, self-term coefficients and rows."""
+    num_dst = block.num_dst
+    weighted = _weighted(block)
+    dinv = _dinv(block, z.dtype)
+    if weighted:
+        self_coef = block.cached(("gcn_self_coef_w", z.dtype), lambda: (
+            _loop_weight(block, z.dtype)[:num_dst] * dinv[:num_dst].square()).unsqueeze(1))
+    else:
+        self_coef = block.cached(("gcn_self_coef", z.dtype), lambda: (
+            (1 - block.self_loops[:num_dst]).to(z.dtype) * dinv[:num_dst].square()).unsqueeze(1))
+    return GCNContext(aggregates_first, dinv[:num_dst], self_coef, z[:num_dst], weighted)
+
+
+def gcn_aggregate(group: Block, z: torch.Tensor, ctx: GCNContext) -> torch.Tensor:
+    """``dinv[v] sum over u -> v of dinv[u] z[u]`` over ``group``'s edges in one scaled SpMM
+    (self-loop edges included; :func:`gcn_self_term` takes them back out); weighted: one SpMM
+    with the per-edge factors ``dinv[v] w_uv dinv[u]``, 0 on self-loop edges."""
+    if ctx.weighted:
+        norm = group.cached(("gcn_edge_norm_w", z.dtype), lambda: (
+            ctx.dst_scale[group.dst_index] * group.edge_weight.to(z.dtype) * _dinv(group, z.dtype)[group.indices]
+        ).masked_fill(group.self_loop_mask, 0.0))
+        return spmm(group, z, norm)
+    return spmm_scaled(group, z, ctx.dst_scale, _dinv(group, z.dtype))
+
+
+def gcn_self_term(acc: torch.Tensor, ctx: GCNContext) -> torch.Tensor:
+    """The aggregate of every source plus the self term: ``D^{-1/2} (A + I) D^{-1/2} z`` at the
+    destinations (a fresh tensor)."""
+    return torch.addcmul(acc, ctx.self_coef, ctx.z_dst)
 
 
 def _weighted(block: Block) -> bool:

@@ -154,7 +154,7 @@ def test_input_checks():
 
 def test_build_model():
     assert isinstance(build_model("gat", in_dim=4, hidden_dim=8, out_dim=2, num_layers=2, heads=2), GAT)
-    with pytest.raises(ValueError, match=r"unknown model 'mlp'; choose one of gat, gcn, gin, sage"):
+    with pytest.raises(ValueError, match=r"unknown model 'mlp'; choose one of gat, gcn, gcnii, gin, sage"):
         build_model("mlp", in_dim=4, hidden_dim=8, out_dim=2, num_layers=2)
     with pytest.raises(ValueError, match=r"heads=4 applies to the 'gat' model only, not 'gcn'"):
         build_model("gcn", in_dim=4, hidden_dim=8, out_dim=2, num_layers=2, heads=4)

@@ -210,3 +210,75 @@ def test_gcn_norm_is_unchanged(kit):
     expect = (deg[block.indices] * deg[block.dst_index]).rsqrt().masked_fill(block.self_loop_mask, 0.0)
     torch.testing.assert_close(edge_norm, expect)
     torch.testing.assert_close(self_norm, 1 / deg[:block.num_dst])
+
+
+# ---------------------------------------------------------------- GCNII's layer
+@pytest.mark.parametrize("shared", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_gcn2_matches_pyg(kit, shared, weighted):
+    from gnn_dist.nn import GCN2Conv
+
+    torch.manual_seed(0)
+    indptr, indices = kit.random_graph(3)
+    w = _loop_consistent_weights(indices, indptr, 3) if weighted else None
+    block = Block.from_graph(indptr, indices, edge_weight=w)
+    ours = GCN2Conv(6, alpha=0.2, theta=0.5, layer=3, shared_weights=shared)
+    ref = pyg.GCN2Conv(6, alpha=0.2, theta=0.5, layer=3, shared_weights=shared)
+    ours.load_state_dict(ref.state_dict())
+    x0 = torch.randn(block.num_src, 6)
+    x1 = torch.randn(block.num_src, 6).requires_grad_()
+    x2 = x1.detach().clone().requires_grad_()
+    out1 = ours(block, x1, x0)
+    out2 = ref(x2, x0, block.edge_index, **({"edge_weight": block.edge_weight} if weighted else {}))
+    torch.testing.assert_close(out1, out2, atol=1e-5, rtol=1e-5)
+    kit.backward_all(out1)
+    kit.backward_all(out2)
+    torch.testing.assert_close(x1.grad, x2.grad, atol=1e-5, rtol=1e-5)
+    refp = dict(ref.named_parameters())
+    for name, p in ours.named_parameters():
+        torch.testing.assert_close(p.grad, refp[name].grad, atol=1e-5, rtol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("num_parts", [2, 3])
+def test_gcn2_split_with_halo_equals_whole_graph(kit, num_parts):
+    """Bound to the destinations' x_0, the layer is a one-input layer that runs per part."""
+    from gnn_dist.nn import GCN2Conv, is_decomposable
+
+    torch.manual_seed(0)
+    indptr, indices = kit.random_graph(5)
+    n = indptr.numel() - 1
+    x0 = torch.randn(n, 8)
+    conv = GCN2Conv(8, alpha=0.1, theta=0.5, layer=2)
+    assert is_decomposable(conv.bind(x0))
+
+    def call(c, b, xs):
+        return c.bind(x0[b.src_original_ids[:b.num_dst]])(b, xs)
+    kit.assert_split_equals_global(conv, indptr, indices, torch.randn(n, 8), num_parts, call=call)
+
+
+def test_gcn2_errors(kit):
+    from gnn_dist.nn import GCN2Conv
+
+    with pytest.raises(ValueError, match="must be given together"):
+        GCN2Conv(4, 0.1, theta=0.5)
+    block = Block.from_graph(*kit.four_node())
+    with pytest.raises(ValueError, match=r"x_0 must be \[>= 4 destinations, 4\]"):
+        GCN2Conv(4, 0.1)(block, torch.randn(4, 4), torch.randn(3, 4))
+
+
+
+def test_gcn2_bound_to_a_block_reads_x0_by_destination(kit):
+    """Bound with its block, the layer runs on a sub-block of any of its destinations, in any
+    order (the overlap schedule's boundary chunks), and reads those rows of x_0."""
+    from gnn_dist.nn import GCN2Conv
+
+    torch.manual_seed(1)
+    indptr, indices = kit.random_graph(6)
+    block = Block.from_graph(indptr, indices)
+    x, x0 = torch.randn(block.num_src, 4), torch.randn(block.num_dst, 4)
+    conv = GCN2Conv(4, alpha=0.3)
+    whole = conv(block, x, x0)
+    bound = conv.bind(x0, block)
+    for rows in (torch.tensor([7, 2, 30, 5]), torch.randperm(block.num_dst)):
+        sub, src = block.sub_block(rows)
+        torch.testing.assert_close(bound(sub, x[src]), whole[rows])

@@ -120,6 +120,8 @@ def progress_line(rec: dict[str, Any], *, feature_store: bool) -> str:
     """The rank-0 log line of an epoch record."""
     accs = "" if rec.get("val_acc") is None else (
         f"  train {rec['train_acc']:.4f}  val {rec['val_acc']:.4f}  test {rec['test_acc']:.4f}")
+    if rec.get("val_rocauc") is not None:  # multi-label: ROC-AUC beside the micro-F1
+        accs += f"  (roc-auc val {rec['val_rocauc']:.4f}  test {rec['test_rocauc']:.4f})"
     line = (f"epoch {rec['epoch']:4d}  loss {rec['train_loss']:.4f}{accs}  "
             f"{rec['epoch_time_s'] * 1e3:.1f} ms (compute {rec['compute_time_s'] * 1e3:.1f}, "
             f"halo comm {rec['comm_time_s'] * 1e3:.1f}, exposed {rec['exposed_comm_s'] * 1e3:.1f})  "

@@ -66,3 +66,13 @@ def test_p_ranks_score_what_one_rank_scores(tmp_path):
     for res in run_ranks(_evaluate, 3, paths[3], timeout=180):
         for key, value in one.items():
             assert res[key] == pytest.approx(value, abs=1e-6), key
+
+
+def test_the_progress_line_shows_the_roc_auc():
+    from gnn_dist.metrics import progress_line
+
+    rec = {"epoch": 3, "train_loss": 0.5, "train_acc": 0.7, "val_acc": 0.6, "test_acc": 0.65, "epoch_time_s": 0.01,
+           "compute_time_s": 0.01, "comm_time_s": 0.0, "exposed_comm_s": 0.0, "comm_bytes": 0, "staleness": 0}
+    assert "roc-auc" not in progress_line(rec, feature_store=False)
+    line = progress_line({**rec, "train_rocauc": 0.9, "val_rocauc": 0.8125, "test_rocauc": 0.75}, feature_store=False)
+    assert "val 0.6000  test 0.6500  (roc-auc val 0.8125  test 0.7500)" in line

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["IntLike", "GOLDEN", "CHUNK_ELEMENTS", "srl", "mix", "absorb", "hash_bits"]
+__all__ = ["IntLike", "GOLDEN", "MUL1", "MUL2", "CHUNK_ELEMENTS", "srl", "mix", "absorb", "hash_bits"]
 
 GOLDEN = 0x9E3779B97F4A7C15 - (1 << 64)
-_MUL1 = 0xBF58476D1CE4E5B9 - (1 << 64)
-_MUL2 = 0x94D049BB133111EB - (1 << 64)
+"""The splitmix64 constants, as int64 values (the numba kernels take their uint64 bits)."""
+MUL1 = 0xBF58476D1CE4E5B9 - (1 << 64)
+MUL2 = 0x94D049BB133111EB - (1 << 64)
 CHUNK_ELEMENTS = 1 << 19
 """Elements whose hash is computed at once. Each of the ~12 int64 passes of the hash then
 works on 4 MiB temporaries that stay in cache: on a [200k, 128] activation, one thread, this is
@@ -34,8 +35,8 @@ def srl(x: torch.Tensor, k: int) -> torch.Tensor:
 
 def mix(z: torch.Tensor) -> torch.Tensor:
     """The splitmix64 finaliser: a bijection of 64-bit words with full avalanche."""
-    z = (z ^ srl(z, 30)) * _MUL1
-    z = (z ^ srl(z, 27)) * _MUL2
+    z = (z ^ srl(z, 30)) * MUL1
+    z = (z ^ srl(z, 27)) * MUL2
     return z ^ srl(z, 31)
 
 

@@ -121,7 +121,6 @@ class AdaptiveBits:
         self.initial = max(b for b in BITS if b <= spec.budget)
         self.table: dict[Group, int] = {}
         """The decided widths (groups not in it travel in :attr:`initial` bits)."""
-        self.decisions = 0
         self._stats: dict[tuple[int, bool, int], list[Any]] = {}
 
     def bits(self, layer: int, src: int, dst: int, backward: bool) -> int:
@@ -154,13 +153,12 @@ class AdaptiveBits:
                 log.info("halo bits %s: %.2f bits a value over %d groups (%s)", self.spec, mean, len(stats),
                          ", ".join(f"{b} bits: {sum(1 for v in self.table.values() if v == b)}"
                                    for b in sorted(set(self.table.values()))))
-        self.decisions += 1
 
     def state_dict(self) -> dict[str, Any]:
         """What the next decisions read: the widths in force and every rank's statistics since the
         last decision (gathered: a collective), for a checkpoint's main file (JSON-able)."""
         mine = [[layer, backward, dst, float(c), int(n)] for (layer, backward, dst), (c, n) in sorted(self._stats.items())]
-        return {"budget": self.spec.budget, "every": self.spec.every, "decisions": self.decisions,
+        return {"budget": self.spec.budget, "every": self.spec.every,
                 "table": [[layer, backward, src, dst, b] for (layer, backward, src, dst), b in sorted(self.table.items())],
                 "stats": all_gather_json(mine, self.group)}
 
@@ -172,15 +170,9 @@ class AdaptiveBits:
                     f"{state.get('every')} steps, this run has {self.spec} every {self.spec.every}")
         self.table = {(int(layer), bool(backward), int(src), int(dst)): int(b)
                       for layer, backward, src, dst, b in state["table"]}
-        self.decisions = int(state["decisions"])
         rows = state["stats"][self.rank] if self.rank < len(state["stats"]) else []
         self._stats = {(int(layer), bool(backward), int(dst)): [float(c), int(n)] for layer, backward, dst, c, n in rows}
         return None
-
-    def mean_bits(self) -> float:
-        """The average decided width, weighted by nothing (one vote a group); :attr:`initial`
-        before the first decision."""
-        return sum(self.table.values()) / len(self.table) if self.table else float(self.initial)
 
     def describe(self) -> str:
         return str(self.spec)

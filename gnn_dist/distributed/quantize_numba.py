@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..hashing import GOLDEN, MUL1, MUL2
 from ..kernels.njit import cached_njit
 
 __all__ = ["encode_rows_cpu", "decode_rows_cpu"]
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MUL1 = np.uint64(0xBF58476D1CE4E5B9)
-_MUL2 = np.uint64(0x94D049BB133111EB)
+_M64 = (1 << 64) - 1
+_GOLDEN = np.uint64(GOLDEN & _M64)  # the hash's constants as uint64 (gnn_dist.hashing holds them)
+_MUL1 = np.uint64(MUL1 & _M64)
+_MUL2 = np.uint64(MUL2 & _M64)
 
 
 @cached_njit()

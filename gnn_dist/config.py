@@ -22,6 +22,7 @@ in checkpoints (:meth:`RunConfig.to_dict`).
         checkpoint: CheckpointConfig    --checkpoint-dir, --checkpoint-every, --resume, ...
         report: ReportConfig            --eval-every, --log-every, --metrics
         selection: SelectionConfig      --select, --patience
+        memory: MemoryConfig            --recompute
       distributed: DistributedConfig    --backend, --timeout, --kernels
       epochs                            --epochs
       save_model                        --save-model
@@ -38,7 +39,7 @@ from .distributed.link import LinkModel, LinkSpecError
 
 __all__ = ["ConfigError", "OptimizerConfig", "ScheduleConfig", "FeatureConfig", "CheckpointConfig", "ReportConfig",
            "TrainerConfig", "ModelConfig", "DataConfig", "DistributedConfig", "RunConfig", "OPTIMIZERS",
-           "RESUME_MODES", "flag", "SelectionConfig", "SELECT_MODES"]
+           "RESUME_MODES", "flag", "SelectionConfig", "SELECT_MODES", "MemoryConfig"]
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 RESUME_MODES = ("auto", "latest")
@@ -96,6 +97,11 @@ def _storages() -> tuple[str, ...]:
 def _wire_dtypes() -> tuple[str, ...]:
     from .distributed.codec import codec_names
     return codec_names()
+
+
+def _recompute_modes() -> tuple[str, ...]:
+    from .pipeline.recompute import RECOMPUTE_MODES
+    return RECOMPUTE_MODES
 
 
 def _kernels() -> tuple[str, ...]:
@@ -298,8 +304,20 @@ class SelectionConfig:
         _int_at_least("patience", self.patience, 1, optional=True)
 
 
+@dataclass(kw_only=True, slots=True)
+class MemoryConfig:
+    recompute: str = flag("--recompute", default="none", choices=_recompute_modes)
+    """Recompute each layer in backward instead of keeping what autograd saves: layers (the conv and
+    activation, from the layer's exchanged rows; sync or stale), all (the exchange too, from the
+    inner rows alone; sync). Exact: the same losses, bit for bit."""
+
+    def __post_init__(self) -> None:
+        _choice("recompute", self.recompute, _recompute_modes())
+
+
 SECTIONS: dict[str, type] = {"optim": OptimizerConfig, "schedule": ScheduleConfig, "features": FeatureConfig,
-                             "checkpoint": CheckpointConfig, "report": ReportConfig, "selection": SelectionConfig}
+                             "checkpoint": CheckpointConfig, "report": ReportConfig, "selection": SelectionConfig,
+                             "memory": MemoryConfig}
 """The sections of :class:`TrainerConfig` by name."""
 
 
@@ -313,8 +331,13 @@ class TrainerConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
     selection: SelectionConfig = field(default_factory=SelectionConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
 
     def __post_init__(self) -> None:
+        from .pipeline.recompute import recompute_error
+        why = recompute_error(self.memory.recompute, self.schedule.pipeline)
+        if why is not None:
+            raise ConfigError("recompute", why)
         if self.report.eval_every == 0:
             s = self.selection
             if s.select != "last":

@@ -41,6 +41,7 @@ from .distributed import (all_gather_json, all_ranks_agree, all_reduce_grads, al
 from .metrics import MetricsFile, StepStats, progress_line, summary_line
 from .peak_memory import peak_memory_bytes, peak_memory_kind
 from .pipeline import Pipeline, build_schedule
+from .pipeline.recompute import with_recompute
 from .tensorboard_log import TensorBoardLog
 from .scoring import multilabel_roc_auc
 from .selection import ModelSelection
@@ -158,7 +159,7 @@ class Trainer:
         t0 = time.perf_counter()
         store = None if self.inputs is None else self.inputs.store
         with self.part.exchanger.recording() as comm, _recording(store) as rows:
-            view = self.pipeline.begin_step(self.epoch)
+            view = with_recompute(self.pipeline.begin_step(self.epoch), self.config.memory.recompute)
             logits = self.model(view, self._model_input())
             loss = self._loss_sum(logits) / self.part.global_num_train
             loss.backward()

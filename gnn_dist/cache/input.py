@@ -154,6 +154,12 @@ class InputFeatures:
                  "on" if static_halo else "off", self.static_halo_bytes,
                  "precomputed" if self.precompute else ("chunked" if self._chunk_bound else "whole"))
 
+    @property
+    def recomputed(self) -> bool:
+        """The first layer runs in chunks that recompute in backward already (a recomputing
+        schedule view leaves it as it is)."""
+        return self.static_halo and bool(self._chunk_bound) and not self.precompute
+
     # ------------------------------------------------------------------ the LayerInput protocol
     def layer(self, conv: nn.Module, part: Any, *, dropout_key: Any = None, rows: torch.Tensor | None = None,
               input_dropout: RowDropout | None = None) -> torch.Tensor:
@@ -309,6 +315,10 @@ class DroppedInput:
     def __init__(self, base: InputFeatures, dropout: RowDropout) -> None:
         self.base, self.dropout = base, dropout
         self.num_rows, self.dim, self.needs_exchange = base.num_rows, base.dim, base.needs_exchange
+
+    @property
+    def recomputed(self) -> bool:
+        return self.base.recomputed
 
     def layer(self, conv: nn.Module, part: Any, *, dropout_key: Any = None,
               rows: torch.Tensor | None = None) -> torch.Tensor:

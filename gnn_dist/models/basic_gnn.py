@@ -109,7 +109,7 @@ class BasicGNN(nn.Module):
         block = part.block
         self._check_input(x, block)
         ids = block.src_original_ids[:block.num_dst]
-        step = self.dropout_step
+        step = self.dropout_step.clone()   # this step's value: work recomputed in backward draws the same masks
         h = self._drop_input(x, block, step) if self.training and self.input_dropout > 0 else x
         for i, conv in enumerate(self.convs):
             act = self._activation(i, step, ids) if i < self.num_layers - 1 else None

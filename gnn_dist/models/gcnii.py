@@ -79,7 +79,7 @@ class GCNII(nn.Module):
             shape = list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"GCNII: x must be the inner rows' features [{block.num_dst}, {self.in_dim}], got {shape}")
         ids = block.src_original_ids[:block.num_dst]
-        step = self.dropout_step
+        step = self.dropout_step.clone()   # this step's value: work recomputed in backward draws the same masks
 
         def drop(h: torch.Tensor, layer: int, rows: torch.Tensor | None = None) -> torch.Tensor:
             return hash_dropout(h, self.dropout, seed=self.seed, step=step, layer=layer,

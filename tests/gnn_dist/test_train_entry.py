@@ -246,7 +246,7 @@ def test_the_cpu_peak_restarts_from_the_current_memory():
     base = current_memory_bytes("cpu")
     block = np.ones(size // 8)       # touched: resident
     del block                        # mapped on its own: unmapped again
-    assert peak_memory_bytes("cpu") - base >= size
+    assert peak_memory_bytes("cpu") - base >= 0.9 * size   # the kernel counts resident pages in batches
     assert current_memory_bytes("cpu") - base < size // 2
     assert reset_peak("cpu")
     assert peak_memory_bytes("cpu") - base < size // 2

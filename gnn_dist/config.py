@@ -22,7 +22,7 @@ in checkpoints (:meth:`RunConfig.to_dict`).
         checkpoint: CheckpointConfig    --checkpoint-dir, --checkpoint-every, --resume, ...
         report: ReportConfig            --eval-every, --log-every, --metrics
         selection: SelectionConfig      --select, --patience
-        memory: MemoryConfig            --recompute
+        memory: MemoryConfig            --recompute, --precision
       distributed: DistributedConfig    --backend, --timeout, --kernels
       epochs                            --epochs
       save_model                        --save-model
@@ -102,6 +102,11 @@ def _wire_dtypes() -> tuple[str, ...]:
 def _recompute_modes() -> tuple[str, ...]:
     from .pipeline.recompute import RECOMPUTE_MODES
     return RECOMPUTE_MODES
+
+
+def _precisions() -> tuple[str, ...]:
+    from .precision import PRECISIONS
+    return tuple(PRECISIONS)
 
 
 def _kernels() -> tuple[str, ...]:
@@ -310,9 +315,13 @@ class MemoryConfig:
     """Recompute each layer in backward instead of keeping what autograd saves: layers (the conv and
     activation, from the layer's exchanged rows; sync or stale), all (the exchange too, from the
     inner rows alone; sync). Exact: the same losses, bit for bit."""
+    precision: str = flag("--precision", default="fp32", choices=_precisions)
+    """Compute dtype of training and evaluation: fp32, or bf16 (autocast; float32 weights, optimizer
+    state, loss and all-reduce; activations and halo rows in bfloat16)."""
 
     def __post_init__(self) -> None:
         _choice("recompute", self.recompute, _recompute_modes())
+        _choice("precision", self.precision, _precisions())
 
 
 SECTIONS: dict[str, type] = {"optim": OptimizerConfig, "schedule": ScheduleConfig, "features": FeatureConfig,

@@ -42,6 +42,7 @@ from .metrics import MetricsFile, StepStats, progress_line, summary_line
 from .peak_memory import peak_memory_bytes, peak_memory_kind
 from .pipeline import Pipeline, build_schedule
 from .pipeline.recompute import with_recompute
+from .precision import autocast
 from .tensorboard_log import TensorBoardLog
 from .scoring import multilabel_roc_auc
 from .selection import ModelSelection
@@ -160,8 +161,9 @@ class Trainer:
         store = None if self.inputs is None else self.inputs.store
         with self.part.exchanger.recording() as comm, _recording(store) as rows:
             view = with_recompute(self.pipeline.begin_step(self.epoch), self.config.memory.recompute)
-            logits = self.model(view, self._model_input())
-            loss = self._loss_sum(logits) / self.part.global_num_train
+            with autocast(self.part.device, self.config.memory.precision):
+                logits = self.model(view, self._model_input())
+            loss = self._loss_sum(logits.float()) / self.part.global_num_train
             loss.backward()
             grad_bytes = self._all_reduce_grads()
             loss_total = loss.detach().reshape(1).clone()
@@ -192,7 +194,8 @@ class Trainer:
         train/val/test masks, over all ranks, with the exact exchange (never the training
         schedule's wire format or link)."""
         self.model.eval()
-        logits = self.model(self.part, self._model_input())
+        with autocast(self.part.device, self.config.memory.precision):
+            logits = self.model(self.part, self._model_input()).float()
         p = self.part
         stats = []
         for mask in (p.train_mask, p.val_mask, p.test_mask):

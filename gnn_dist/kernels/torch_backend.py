@@ -15,6 +15,9 @@ from .csr import CSR
 
 __all__ = ["TorchBackend"]
 
+_CPU_WIDENED = (torch.bfloat16, torch.float16)
+"""Dtypes whose CPU SpMM runs in float32 (no CPU sparse kernel of their own)."""
+
 
 def _sparse_csr(csr: CSR, values: torch.Tensor) -> torch.Tensor:
     with warnings.catch_warnings():  # torch warns once that sparse CSR is "beta"
@@ -38,6 +41,11 @@ class TorchBackend:
         return out if row_scale is None else out.mul_(row_scale.unsqueeze(1))
 
     def _spmm(self, csr: CSR, values: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
+        if x.device.type == "cpu" and x.dtype in _CPU_WIDENED:
+            # torch's CPU sparse matmul has no half/bfloat16 kernel (MKL): accumulate in float32,
+            # hand back the input's dtype (what a GPU's SpMM with a float32 compute type returns)
+            wide = None if values is None else values.float()
+            return self._spmm(csr, wide, x.float()).to(x.dtype)
         num_rows, num_feat = csr.num_rows, x.shape[1]
         if num_rows == 0 or num_feat == 0 or csr.num_entries == 0:
             return x.new_zeros(num_rows, num_feat)
@@ -47,11 +55,12 @@ class TorchBackend:
         else:
             vals = values if csr.eids is None else values[csr.eids]
         heads = vals.shape[1]
-        if heads == 1:
-            return _sparse_csr(csr, vals[:, 0].contiguous()) @ x
-        width = num_feat // heads
-        return torch.cat([_sparse_csr(csr, vals[:, k].contiguous()) @ x[:, k * width:(k + 1) * width].contiguous()
-                          for k in range(heads)], dim=1)
+        with torch.autocast(x.device.type, enabled=False):   # the dtype is the caller's: x's
+            if heads == 1:
+                return _sparse_csr(csr, vals[:, 0].contiguous()) @ x
+            width = num_feat // heads
+            return torch.cat([_sparse_csr(csr, vals[:, k].contiguous()) @ x[:, k * width:(k + 1) * width].contiguous()
+                              for k in range(heads)], dim=1)
 
     def sddmm(self, csr: CSR, a: torch.Tensor, b: torch.Tensor, heads: int, chunk_elements: int) -> torch.Tensor:
         """``out [E, H]`` in edge order: ``out[eid_j, k] = <a[row_j, head k], b[col_j, head k]>``."""

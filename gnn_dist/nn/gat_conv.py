@@ -138,7 +138,7 @@ class GATConv(nn.Module):
             assert alpha_self is not None
             alpha = self._drop(alpha, ctx, group.src_original_ids[src], ctx.dst_ids[dst])
             alpha_self = self._drop(alpha_self, ctx, ctx.dst_ids, ctx.dst_ids)
-            out = spmm(group, values, alpha).view(-1, H, C) + alpha_self.unsqueeze(-1) * z[:group.num_dst]
+            out = spmm(group, values, alpha.to(values.dtype)).view(-1, H, C) + alpha_self.unsqueeze(-1) * z[:group.num_dst]
             return _Attention(out, None, None)
         with torch.no_grad():  # softmax is shift-invariant: the maximum is a constant for autograd
             peak = self_score.clone()
@@ -146,7 +146,7 @@ class GATConv(nn.Module):
         weight = torch.exp(score - peak[dst])                                     # [E, H]
         denom = torch.zeros_like(peak).index_add(0, dst, weight)                  # [D, H]
         weight = self._drop(weight, ctx, group.src_original_ids[src], ctx.dst_ids[dst])
-        return _Attention(spmm(group, values, weight).view(-1, H, C), denom, peak)
+        return _Attention(spmm(group, values, weight.to(values.dtype)).view(-1, H, C), denom, peak)
 
     def merge(self, a: _Attention, b: _Attention) -> _Attention:
         assert a.peak is not None and b.peak is not None, "a whole aggregate merges with nothing"
@@ -166,7 +166,7 @@ class GATConv(nn.Module):
         out = out.reshape(out.shape[0], self.heads * self.out_channels) if self.concat else out.mean(dim=1)
         if self.bias is not None:
             out = out + self.bias
-        return out
+        return out.to(ctx.z_first.dtype)   # the transformed rows' dtype (bfloat16 under autocast)
 
     def _drop(self, weight: torch.Tensor, ctx: _GATContext, src_ids: torch.Tensor,
               dst_ids: torch.Tensor) -> torch.Tensor:

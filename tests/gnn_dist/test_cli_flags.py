@@ -18,7 +18,7 @@ FLAGS = [
     "--halo-dtype", "--halo-grad-dtype", "--heads", "--help",
     "--hidden", "--input-dropout", "--keep-checkpoints", "--kernels", "--layers", "--log-every", "--lr",
     "--max-memory", "--metrics", "--model", "--no-static-halo", "--no-verify", "--optimizer", "--out-heads",
-    "--overlap-chunks", "--patience", "--pipeline", "--precompute-first-layer", "--quiet", "--recompute", "--resume",
+    "--overlap-chunks", "--patience", "--pipeline", "--precision", "--precompute-first-layer", "--quiet", "--recompute", "--resume",
     "--resume-any-partition", "--save-model", "--seed", "--select", "--simulate-link", "--stale-smoothing", "--tensorboard",
     "--timeout", "--validate", "--verbose", "--weight-decay",
 ]

@@ -13,7 +13,9 @@
 #      layer) against the plain run;
 #    - GAT with the Triton kernels against GAT with cuSPARSE;
 # 4. the cache store's and the halo quantiser's CUDA tests (CUDA's torch ops write the CPU
-#    kernel's bytes).
+#    kernel's bytes); activation offload (the same gradients, less device memory held) and
+#    NCCL runs with --offload-activations --recompute all (as the plain run) and --precision
+#    bf16 (as fp32 to bfloat16's rounding).
 # Every step runs even when an earlier one failed; the script exits 1 if any failed, and names them.
 # The machine has no network: it runs the tree as it is (PYTHONPATH), with the image's torch.
 set -uo pipefail
@@ -52,6 +54,14 @@ step "Triton trains like cuSPARSE" python3 benchmarks/compare_metrics.py \
   "$OUT/gpu_check_gat_torch_metrics.jsonl" "$OUT/gpu_check_gat_triton_metrics.jsonl" --rtol 1e-4
 step "cache store CUDA tests" timeout 120 python3 -m pytest -q -p no:cacheprovider tests/gnn_dist/cache/test_store.py -k cuda
 step "halo quantiser CUDA tests" timeout 120 python3 -m pytest -q -p no:cacheprovider tests/gnn_dist/test_halo_quantize.py -k cuda
+step "activation offload CUDA tests" timeout 120 python3 -m pytest -q -p no:cacheprovider tests/gnn_dist/pipeline/test_offload.py -k cuda
+step "NCCL training, gcn, offload + recompute all" train gpu_check_offload_metrics.jsonl 50 --model gcn \
+  --offload-activations --recompute all
+step "offload and recompute train as the plain run" python3 benchmarks/compare_metrics.py \
+  "$OUT/gpu_check_nccl_metrics.jsonl" "$OUT/gpu_check_offload_metrics.jsonl" --rtol 1e-6
+step "NCCL training, gcn, bf16" train gpu_check_bf16_metrics.jsonl 50 --model gcn --precision bf16
+step "bf16 trains like fp32 (to its rounding)" python3 benchmarks/compare_metrics.py \
+  "$OUT/gpu_check_nccl_metrics.jsonl" "$OUT/gpu_check_bf16_metrics.jsonl" --rtol 5e-2
 if ((${#FAILED[@]})); then
   printf 'gpu_check: FAILED: %s\n' "${FAILED[@]}"
   exit 1

@@ -22,7 +22,7 @@ in checkpoints (:meth:`RunConfig.to_dict`).
         checkpoint: CheckpointConfig    --checkpoint-dir, --checkpoint-every, --resume, ...
         report: ReportConfig            --eval-every, --log-every, --metrics
         selection: SelectionConfig      --select, --patience
-        memory: MemoryConfig            --recompute, --precision
+        memory: MemoryConfig            --recompute, --precision, --offload-activations
       distributed: DistributedConfig    --backend, --timeout, --kernels
       epochs                            --epochs
       save_model                        --save-model
@@ -319,8 +319,14 @@ class MemoryConfig:
     """Compute dtype of training and evaluation: fp32, or bf16 (autocast; float32 weights, optimizer
     state, loss and all-reduce; activations and halo rows in bfloat16)."""
 
+    offload_activations: bool = flag("--offload-activations", default=False, action="store_true")
+    """On CUDA: what autograd saves for backward waits in pinned host memory (copied on a side
+    stream, back ahead of its backward); exact. Refused on CPU."""
+
     def __post_init__(self) -> None:
         _choice("recompute", self.recompute, _recompute_modes())
+        _require(isinstance(self.offload_activations, bool), "offload_activations", self.offload_activations,
+                 "true or false")
         _choice("precision", self.precision, _precisions())
 
 

@@ -42,6 +42,7 @@ from .metrics import MetricsFile, StepStats, progress_line, summary_line
 from .peak_memory import peak_memory_bytes, peak_memory_kind
 from .pipeline import Pipeline, build_schedule
 from .pipeline.recompute import with_recompute
+from .offload import ActivationOffload, check_offload_device
 from .precision import autocast
 from .tensorboard_log import TensorBoardLog
 from .scoring import multilabel_roc_auc
@@ -71,6 +72,8 @@ class Trainer:
         self.config = config if config is not None else TrainerConfig.from_fields(**fields)
         self._check_part(part)
         self._check_model_fits(model, part)
+        if self.config.memory.offload_activations:
+            check_offload_device(part.device)
         if getattr(model, "input_dropout", 0) and self.config.features.precompute_first_layer:
             raise ValueError(f"the model's input_dropout={model.input_dropout} cannot be combined with "
                              f"precompute_first_layer (the first layer's aggregate of the raw features is computed "
@@ -161,7 +164,8 @@ class Trainer:
         store = None if self.inputs is None else self.inputs.store
         with self.part.exchanger.recording() as comm, _recording(store) as rows:
             view = with_recompute(self.pipeline.begin_step(self.epoch), self.config.memory.recompute)
-            with autocast(self.part.device, self.config.memory.precision):
+            offload = ActivationOffload() if self.config.memory.offload_activations else contextlib.nullcontext()
+            with autocast(self.part.device, self.config.memory.precision), offload:
                 logits = self.model(view, self._model_input())
             loss = self._loss_sum(logits.float()) / self.part.global_num_train
             loss.backward()

@@ -45,6 +45,10 @@ def check_run(config: RunConfig) -> str:
     if sum(p.num_train for p in meta.parts) == 0:
         raise ValueError(f"{path}: the partition has no training nodes (train_mask is empty everywhere)")
     resolve_kernels(config.distributed.kernels or environ.kernels())   # as the ranks will
+    if config.trainer.memory.offload_activations:
+        from .offload import check_offload_device
+
+        check_offload_device("cuda" if torch.cuda.is_available() and config.distributed.backend != "gloo" else "cpu")
     with torch.device("meta"):
         build_model(config.model, in_dim=int(meta.feature_dim), out_dim=int(meta.num_classes))
     parts = list(range(meta.num_parts))   # gnn-dist train runs every part on this machine

@@ -17,7 +17,7 @@ FLAGS = [
     "--feature-cache-policy", "--feature-storage", "--first-layer-chunk-rows", "--halo-bits", "--halo-bits-every",
     "--halo-dtype", "--halo-grad-dtype", "--heads", "--help",
     "--hidden", "--input-dropout", "--keep-checkpoints", "--kernels", "--layers", "--log-every", "--lr",
-    "--max-memory", "--metrics", "--model", "--no-static-halo", "--no-verify", "--optimizer", "--out-heads",
+    "--max-memory", "--metrics", "--model", "--no-static-halo", "--no-verify", "--offload-activations", "--optimizer", "--out-heads",
     "--overlap-chunks", "--patience", "--pipeline", "--precision", "--precompute-first-layer", "--quiet", "--recompute", "--resume",
     "--resume-any-partition", "--save-model", "--seed", "--select", "--simulate-link", "--stale-smoothing", "--tensorboard",
     "--timeout", "--validate", "--verbose", "--weight-decay",

@@ -22,6 +22,7 @@ Usage::
 
     python benchmarks/recompute.py            # both parts (~10 min on 2 cores)
     python benchmarks/recompute.py --quick    # sbm-small, 3 epochs, 20 accuracy epochs (< 1 min)
+    python benchmarks/recompute.py --layers 8 --epochs 5 --no-accuracy --out benchmarks/results/recompute_cpu2_2026-12-02_8layers
 
 Results: ``benchmarks/results/recompute_[hardware]_[date][_quick].{md,json}``.
 """
@@ -193,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dataset", default=None, help="catalog graph of the memory/time runs (default sbm-medium)")
     ap.add_argument("--parts", type=int, default=None, help="P (default 2)")
     ap.add_argument("--epochs", type=int, default=None)
+    ap.add_argument("--layers", type=int, default=None, help="GCN depth of the memory/time runs (default 4)")
+    ap.add_argument("--no-accuracy", action="store_true", help="skip the bf16 accuracy runs")
     ap.add_argument("--out", default=None, help="result stem (default benchmarks/results/recompute_[hw]_[date])")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -202,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg.dataset = a.dataset or cfg.dataset
     cfg.parts = a.parts or cfg.parts
     cfg.epochs = a.epochs or cfg.epochs
+    cfg.num_layers = a.layers or cfg.num_layers
     env = common.environment(("torch", "numpy", "numba"))
     t0 = time.perf_counter()
     cfg.paths["memory"] = common.cached_metis_partitions(cfg.dataset, [cfg.parts], cfg.seed, cfg.cache_dir)[cfg.parts]
@@ -215,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     results["memory"] = {"rows": rows, "targets": check_targets(rows),
                          "sizes": [{"inner": r["nodes"], "halo": r["halo"]} for r in res]}
     log.info("memory: %s", results["memory"]["targets"])
-    results["accuracy"] = run_ranks(accuracy_job, cfg.parts, asdict(cfg), timeout=cfg.timeout_s)[0]
+    if not a.no_accuracy:
+        results["accuracy"] = run_ranks(accuracy_job, cfg.parts, asdict(cfg), timeout=cfg.timeout_s)[0]
     wall = time.perf_counter() - t0
     payload = {"config": {k: v for k, v in asdict(cfg).items() if k != "paths"}, "environment": env,
                "results": results, "wall_s": wall}

@@ -43,6 +43,23 @@ def _keep(bits: torch.Tensor, threshold: int) -> torch.Tensor:
     return srl(bits, 32) >= threshold
 
 
+class _MaskedScale(torch.autograd.Function):
+    """``x * (mask * scale)`` that keeps the boolean mask for backward (1 byte an element), not
+    the float factor a plain product would keep (4): the same values both ways, bit for bit."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:  # type: ignore[override]
+        ctx.save_for_backward(mask)
+        ctx.scale = scale
+        return x * (mask.to(x.dtype) * scale)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        (mask,) = ctx.saved_tensors
+        return grad * (mask.to(grad.dtype) * ctx.scale), None, None
+
+
 def _check_p(p: float, who: str) -> float:
     p = float(p)
     if not 0.0 <= p <= 1.0:
@@ -91,7 +108,7 @@ def hash_dropout(x: torch.Tensor, p: float, *, seed: int, step: IntLike, layer: 
         hi = min(x.shape[0], lo + rows_per_chunk)
         row_h = absorb(base, ids[lo:hi]).unsqueeze(1)
         mask[lo:hi] = _keep(mix(row_h + cols), threshold)
-    return x * (mask.to(x.dtype) * (1.0 / (1.0 - p)))
+    return _MaskedScale.apply(x, mask, 1.0 / (1.0 - p))
 
 
 def hash_edge_dropout(values: torch.Tensor, p: float, *, key: DropoutKey, src_ids: torch.Tensor,
@@ -123,7 +140,7 @@ def hash_edge_dropout(values: torch.Tensor, p: float, *, key: DropoutKey, src_id
         hi = min(values.shape[0], lo + step)
         h = absorb(absorb(base, src_ids[lo:hi].to(dev, torch.long)), dst_ids[lo:hi].to(dev, torch.long))
         mask[lo:hi] = _keep(mix(h.unsqueeze(1) + heads), threshold)
-    return values * (mask.to(values.dtype) * (1.0 / (1.0 - p)))
+    return _MaskedScale.apply(values, mask, 1.0 / (1.0 - p))
 
 
 INPUT_LAYER = -1

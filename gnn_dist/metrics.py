@@ -4,7 +4,10 @@ end-of-run summary.
 A step's figures are a :class:`StepStats` value made from the recordings of that step (the
 exchanger's :class:`~gnn_dist.distributed.ExchangeStats` and the feature store's counts), not the
 differences of counters. An epoch's record is ``{"epoch": E, **StepStats, "epoch_time_s",
-"comm_bytes", "train_acc"/"val_acc"/"test_acc" (null when not evaluated), "eval_time_s"}``.
+"comm_bytes", "train_acc"/"val_acc"/"test_acc" (null when not evaluated), "eval_time_s"}``; with a
+metrics file also every rank's ``"peak_memory_bytes"`` (its peak so far in this ``fit``, from the
+warm baseline at its start, ``"memory_baseline_bytes"``) and the planner's
+``"predicted_peak_bytes"`` (null when not known).
 
 The metrics file (rank 0, JSON lines) starts with one ``{"config": {...}}`` record (the resolved
 configuration), then one record per epoch. A resumed run keeps the epoch records before its
@@ -133,9 +136,10 @@ def progress_line(rec: dict[str, Any], *, feature_store: bool) -> str:
 
 
 def summary_line(history: list[dict[str, Any]], num_edges: int, peaks: list[int | None] | None = None,
-                 peak_kind: str = "cpu rss") -> str:
+                 peak_kind: str = "cpu rss", predicted: list[int] | None = None) -> str:
     """The end-of-run line: epochs, mean epoch time, edges per second, best validation epoch, and
-    with ``peaks`` (bytes, one per rank; None where unknown) the peak memory of each rank."""
+    with ``peaks`` (bytes, one per rank; None where unknown) the peak memory of each rank, with
+    ``predicted`` (the memory planner's, one per rank) beside them as predicted / measured."""
     if not history:
         return "no epochs trained"
     times = [r["epoch_time_s"] for r in history]
@@ -149,4 +153,7 @@ def summary_line(history: list[dict[str, Any]], num_edges: int, peaks: list[int 
     if peaks:
         shown = ", ".join("?" if p is None else format_bytes(p) for p in peaks)
         line += f"; peak memory per rank ({peak_kind}): {shown}"
+        if predicted and len(predicted) == len(peaks):
+            ratios = ", ".join("?" if not m else f"{p / m:.2f}x" for p, m in zip(predicted, peaks))
+            line += f" (predicted {', '.join(format_bytes(p) for p in predicted)}: {ratios})"
     return line

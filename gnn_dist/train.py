@@ -93,7 +93,26 @@ def build(config: RunConfig, device: Any = None) -> Any:
     log.info(f"{part!r}")
     torch.manual_seed(config.model.seed)
     model = build_model(config.model, in_dim=part.feature_dim, out_dim=part.num_classes)
-    return Trainer(model, part, config.trainer, run_config=config.to_dict())
+    trainer = Trainer(model, part, config.trainer, run_config=config.to_dict())
+    trainer.predicted_peak = _log_memory_plan(part, config)
+    return trainer
+
+
+def _log_memory_plan(part: Any, config: RunConfig) -> list[int]:
+    """The memory planner's prediction for every rank on this device (rank 0 logs the largest
+    rank's components); returns each rank's predicted peak as the measured peak counts it."""
+    from partitioners.memory import format_bytes
+
+    from .distributed import get_rank
+    from .memory_plan import plan_from_meta
+
+    plan = plan_from_meta(part.meta, config, device=part.device.type)
+    if get_rank() == 0:
+        largest = plan.largest
+        terms = ", ".join(f"{k} {format_bytes(v)}" for k, v in largest.bytes().items())
+        log.info(f"memory plan: predicted peak per rank {', '.join(format_bytes(r.allocated) for r in plan.ranks)} "
+                 f"({part.device.type}; the largest, part {largest.part_id}: {terms})")
+    return [r.allocated for r in plan.ranks]
 
 
 def _check_memory(config: RunConfig) -> None:

@@ -39,7 +39,7 @@ from .config import RESUME_MODES, TrainerConfig, to_dict
 from .distributed import (all_gather_json, all_ranks_agree, all_reduce_grads, all_reduce_sum, broadcast_module, get_rank,
                           is_distributed)
 from .metrics import MetricsFile, StepStats, progress_line, summary_line
-from .peak_memory import peak_memory_bytes, peak_memory_kind
+from .peak_memory import current_memory_bytes, peak_memory_bytes, peak_memory_kind, reset_peak
 from .pipeline import Pipeline, build_schedule
 from .pipeline.recompute import with_recompute
 from .offload import ActivationOffload, check_offload_device
@@ -64,6 +64,11 @@ class Trainer:
     :meth:`resume` they continue from the checkpoint's. Building it is a collective (the weights
     are broadcast from rank 0; with static halo rows their input features are fetched).
     """
+
+    predicted_peak: list[int] | None = None
+    """The memory planner's predicted peak of each rank, in bytes, as the measured peak counts it
+    (:attr:`gnn_dist.memory_plan.RankPlan.allocated`; ``gnn_dist.train`` sets it): logged and
+    recorded beside the measured peaks."""
 
     def __init__(self, model: torch.nn.Module, part: Any, config: TrainerConfig | None = None, *,
                  run_config: dict[str, Any] | None = None, **fields: Any) -> None:
@@ -229,6 +234,8 @@ class Trainer:
             raise ValueError(f"epochs={epochs} must be >= 0")
         self._start_metrics()
         self.selection.resume_training(self.model)
+        reset_peak(self.part.device)   # the peaks below count from here: a warm baseline (loaded, built)
+        baseline = current_memory_bytes(self.part.device)
         out: list[dict[str, Any]] = []
         report = self.config.report
         if epochs and self.selection.stopped and self.rank == 0:
@@ -257,12 +264,17 @@ class Trainer:
             if stop:
                 self.pipeline.flush()
                 self._log_early_stop()
+            if self.metrics is not None:   # every rank's peak so far (a collective) and its prediction
+                both = all_gather_json([peak_memory_bytes(self.part.device), baseline])
+                rec["peak_memory_bytes"] = [peak for peak, _ in both]
+                rec["memory_baseline_bytes"] = [base for _, base in both]
+                rec["predicted_peak_bytes"] = self.predicted_peak
             self._after_epoch(rec, last=len(out) == epochs or stop)
         if out and report.log_every:
             peaks = all_gather_json(peak_memory_bytes(self.part.device))  # every rank's; a collective
             if self.rank == 0:
                 log.info("summary: " + summary_line(out, self.part.meta.num_edges, peaks,
-                                                    peak_memory_kind(self.part.device)))
+                                                    peak_memory_kind(self.part.device), self.predicted_peak))
         best = self.selection.restore_best(self.model)
         if best is not None and self.rank == 0:
             log.info(f"select best-val: the model holds the weights of epoch {best['epoch']} "

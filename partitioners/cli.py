@@ -28,6 +28,7 @@ from . import __version__
 from .cli_args import (BALANCE_CRITERIA, UsageError, balance_list, memory_size, nonneg_int, positive_int,
                        with_progress_bars)
 from .cli_convert import add_convert_verb, cmd_convert
+from .cli_plan import add_plan_verb, cmd_plan
 from .cli_train import (LOOPBACK_ENV, LOOPBACK_RDZV_BACKEND, add_launch_verbs, cmd_predict, cmd_train, train_command,
                         train_env)
 from .errors import PartitionFormatError
@@ -93,7 +94,7 @@ def _emit_json(obj: object) -> None:
 
 # ------------------------------------------------------------------------------------ parser
 def build_parser() -> argparse.ArgumentParser:
-    """The ``gnn-dist`` parser: verbs ``datasets``, ``partition``, ``convert``, ``inspect``, ``train``, ``predict``, ``report``."""
+    """The ``gnn-dist`` parser: verbs ``datasets``, ``partition``, ``convert``, ``inspect``, ``train``, ``predict``, ``plan``, ``report``."""
     from .cli_input import add_input_arguments
     from .io import FORMATS
     from .methods import METHODS
@@ -150,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="check sha256 checksums, shapes, id ranges and cross-part consistency")
     i.add_argument("--json", action="store_true", help="print the metadata and problems as JSON on stdout")
     add_launch_verbs(sub, verbose)
+    add_plan_verb(sub, verbose)
 
     rp = sub.add_parser("report", parents=[verbose],
                         help="an HTML or PNG report of a training run's metrics file (gnn_dist.train --metrics)")
@@ -338,7 +340,7 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None,
     """``(args, rest, 0)``, or ``(None, [], code)`` when argparse exited (error or ``--help``)."""
     try:
         args, rest = parser.parse_known_args(argv)
-        if rest and args.command not in ("train", "predict"):
+        if rest and args.command not in _TAKES_REST:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else EXIT_USAGE
@@ -348,10 +350,12 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None,
 
 COMMANDS: dict[str, Callable[..., int]] = {
     "datasets": cmd_datasets, "partition": cmd_partition, "convert": cmd_convert, "inspect": cmd_inspect,
-    "train": cmd_train, "predict": cmd_predict, "report": cmd_report,
+    "train": cmd_train, "predict": cmd_predict, "report": cmd_report, "plan": cmd_plan,
 }
-"""Verb -> its function; those in :data:`_PASSES_ON` also get the flags for the ranks."""
+"""Verb -> its function; those in :data:`_PASSES_ON` also get the flags for the ranks, ``plan``
+the training flags it reads."""
 _PASSES_ON = ("train", "predict")
+_TAKES_REST = ("train", "predict", "plan")
 
 
 def _rank_log_flags(args: argparse.Namespace) -> list[str]:
@@ -377,6 +381,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command in _PASSES_ON:
             return COMMANDS[args.command](args, [*_rank_log_flags(args), *rest])
+        if args.command in _TAKES_REST:
+            return COMMANDS[args.command](args, rest)
         return COMMANDS[args.command](args)
     except PartitionFormatError as exc:  # a bad partition folder (train --data)
         log.error(str(exc))

@@ -165,8 +165,12 @@ def test_gnn_dist_train_under_torchrun(folders, tmp_path):
     assert recs[1]["val_acc"] is not None and recs[0]["val_acc"] is None
     assert (ckpt / "checkpoint-000004.pt").is_file() and (ckpt / "latest").is_file()
     assert '"epochs": 4' in res.stdout  # rank 0's final line
-    assert re.search(r"summary: 4 epochs, .*; peak memory per rank \(cpu rss\): [\d.]+ MiB, [\d.]+ MiB$",
-                     res.stdout, re.M), res.stdout[-2000:]   # both ranks' peaks
+    # both ranks' peaks, and beside them the memory planner's predictions (logged at start too)
+    assert re.search(r"summary: 4 epochs, .*; peak memory per rank \(cpu rss\): [\d.]+ MiB, [\d.]+ MiB "
+                     r"\(predicted [\d.]+ MiB, [\d.]+ MiB: [\d.]+x, [\d.]+x\)$", res.stdout, re.M), res.stdout[-2000:]
+    assert "memory plan: predicted peak per rank" in res.stdout
+    assert all(len(r["peak_memory_bytes"]) == 2 == len(r["predicted_peak_bytes"]) for r in recs)
+    assert all(p >= b > 0 for r in recs for p, b in zip(r["peak_memory_bytes"], r["memory_baseline_bytes"]))
 
 
 def test_kernels_flag_chooses_the_backend(folders, tmp_path, monkeypatch, caplog):
@@ -227,6 +231,8 @@ def test_the_summary_names_each_ranks_peak_memory():
     assert line == ("2 epochs, mean epoch 1000.0 ms, 1e+03 edges/s, best val 0.5000 at epoch 1 (test 0.2500); "
                     "peak memory per rank (cpu rss): 3.00 MiB, ?")
     assert summary_line(history, 1000).endswith("(test 0.2500)")   # no peaks: no memory part
+    assert summary_line(history, 1000, [4 * 2**20, 2**20], "cpu rss", [3 * 2**20, 2**20]).endswith(
+        "peak memory per rank (cpu rss): 4.00 MiB, 1.00 MiB (predicted 3.00 MiB, 1.00 MiB: 0.75x, 1.00x)")
     assert peak_memory_bytes("cpu") >= current_memory_bytes("cpu") > 50 * 2**20
     assert peak_memory_kind("cpu") == "cpu rss"
 

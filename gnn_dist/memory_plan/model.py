@@ -1,0 +1,319 @@
+"""The memory planner's model of one training rank: each component's predicted peak, in bytes,
+as a formula of the part's sizes (:class:`~.sizes.PartSizes`) and the run's settings
+(:class:`Workload`).
+
+Legend: ``I`` inner rows, ``H`` halo rows, ``S = I + H``, ``E`` local edges, ``R`` send rows,
+``F`` input width, ``C`` classes, ``b`` bytes of an activation (4 fp32, 2 bf16), ``N_p``
+trainable parameters. Calibrated on this project's CPU ranks (peak RSS from a warm baseline,
+``gnn_dist.peak_memory``; sbm-medium, one and two parts): see ``docs/performance.md``
+("Memory planner") and ``benchmarks/memory_plan.py``.
+
+On CUDA the components are split between the device (what ``max_memory_allocated`` counts, plus
+the CUDA context) and the host (host and mmap feature tiers, offloaded activations, the
+interpreter); on CPU they are all the process's resident memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from .saved import OUTSIDE, SAVED, LayerShape, Terms, activation_terms, layer_shapes
+from .sizes import PartSizes
+
+__all__ = ["Workload", "Component", "RankPlan", "plan_rank", "RUNTIME_BYTES", "STEP_RUNTIME_BYTES",
+           "CUDA_CONTEXT_BYTES", "COMPONENTS"]
+
+MiB = 1 << 20
+RUNTIME_BYTES = 550 * MiB
+"""One CPU rank of ``gnn-dist train`` before any graph array: the interpreter, torch, numba's
+kernels, gloo, torch's 2 MiB pages (``THP_MEM_ALLOC_ENABLE=1``): the resident set when training
+starts less the planner's block and features, 541-558 MiB on sbm-small and sbm-medium at P = 1,
+2, 4 (``benchmarks/memory_plan.py``)."""
+STEP_RUNTIME_BYTES = 40 * MiB
+"""What the first training step adds on a CPU rank besides the tensors: the autograd engine, the
+optimizer's first step, small blocks the heap keeps (36-65 MiB above the tensors on sbm-small)."""
+CUDA_CONTEXT_BYTES = 600 * MiB
+"""The CUDA context and cuBLAS/cuSPARSE workspaces on the device (not in ``max_memory_allocated``)."""
+
+COMPONENTS = ("runtime", "block", "features", "halo", "activations", "optimizer", "workspace")
+"""The components in the order the tables show them."""
+
+WORKSPACE_FACTOR: dict[str, float] = {"gcn": 1.1, "sage": 0.95, "gat": 0.55, "gin": 1.5, "gcnii": 1.1}
+"""Model -> the transient memory of the busiest backward layer, in units of that layer's
+``(S w_in + I w_out) b`` (its input and output gradients; fitted on sbm-medium, 3 layers x 128,
+one part); GAT adds its edge terms (:func:`_workspace`)."""
+
+_WIRE_BYTES = {"fp32": 4.0, "float32": 4.0, "fp16": 2.0, "float16": 2.0, "bf16": 2.0, "bfloat16": 2.0,
+               "int8": 1.0, "int4": 0.5, "int2": 0.25, "int1": 0.125}
+"""``--halo-dtype`` -> bytes per value on the wire (quantised rows add a per-row scale, neglected)."""
+
+_OPTIMIZER_STATE = {"adam": 8, "adamw": 8, "sgd": 0}
+"""Optimizer -> bytes of state per parameter (Adam's two moments; SGD without momentum none)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """The settings of a run that change its memory (what the planner reads of a ``RunConfig``)."""
+
+    model: str = "gcn"
+    hidden: int = 64
+    layers: int = 2
+    heads: int | None = None
+    out_heads: int | None = None
+    dropout: float = 0.5
+    optimizer: str = "adam"
+    select: str = "last"
+    pipeline: str = "sync"
+    recompute: str = "none"
+    precision: str = "fp32"
+    offload: bool = False
+    feature_storage: str = "device"
+    feature_cache_budget: str | int | float | None = None
+    static_halo: bool = True
+    halo_dtype: str | None = None
+    device: str = "cpu"
+    """``cpu`` or ``cuda``: where the ranks train."""
+
+    @classmethod
+    def from_config(cls, config: Any, device: str = "cpu") -> "Workload":
+        """The workload of a :class:`~gnn_dist.config.RunConfig`."""
+        m, t = config.model, config.trainer
+        return cls(model=m.model, hidden=m.hidden, layers=m.layers, heads=m.heads, out_heads=m.out_heads,
+                   dropout=m.dropout, optimizer=t.optim.optimizer, select=t.selection.select,
+                   pipeline=t.schedule.pipeline, recompute=t.memory.recompute,
+                   precision=getattr(t.memory, "precision", "fp32"),
+                   offload=getattr(t.memory, "offload_activations", False),
+                   feature_storage=t.features.feature_storage, feature_cache_budget=t.features.feature_cache_budget,
+                   static_halo=t.features.static_halo, halo_dtype=t.schedule.halo_dtype, device=device)
+
+    def replace(self, **changes: Any) -> "Workload":
+        return dataclasses.replace(self, **changes)
+
+    def flags(self) -> list[str]:
+        """The ``gnn-dist train`` flags of the memory settings that differ from the defaults."""
+        out = []
+        if self.feature_storage != "device":
+            out += ["--feature-storage", self.feature_storage]
+        if self.feature_cache_budget is not None:
+            out += ["--feature-cache-budget", str(self.feature_cache_budget)]
+        if self.recompute != "none":
+            out += ["--recompute", self.recompute]
+        if self.precision != "fp32":
+            out += ["--precision", self.precision]
+        if self.offload:
+            out += ["--offload-activations"]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Component:
+    """One component's predicted peak on the device and in host memory (bytes)."""
+
+    device: int
+    host: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RankPlan:
+    """The prediction for one rank: its components and their totals."""
+
+    part_id: int
+    components: dict[str, Component] = field(default_factory=dict)
+    device: str = "cpu"
+
+    @property
+    def total(self) -> int:
+        """The device's predicted peak (on CPU the process's whole resident memory)."""
+        return sum(c.device for c in self.components.values())
+
+    @property
+    def host(self) -> int:
+        """Host memory besides the device's (0 on CPU, where it is all one memory)."""
+        return sum(c.host for c in self.components.values())
+
+    @property
+    def allocated(self) -> int:
+        """What the measured peak counts: CPU the resident set (everything), CUDA the tensors
+        (``max_memory_allocated``: the total less the CUDA context)."""
+        return self.total - (self.components["runtime"].device if self.device == "cuda" else 0)
+
+    def bytes(self) -> dict[str, int]:
+        """Component -> device bytes."""
+        return {k: c.device for k, c in self.components.items()}
+
+
+def _activation_bytes(w: Workload) -> int:
+    return 2 if w.precision == "bf16" else 4
+
+
+def _layers(w: Workload, s: PartSizes) -> list[LayerShape]:
+    return layer_shapes(w.model, feature_dim=s.feature_dim, hidden=w.hidden, classes=s.num_classes,
+                        layers=w.layers, heads=w.heads, out_heads=w.out_heads, dropout=w.dropout)
+
+
+def _store_fed(w: Workload) -> bool:
+    """The first layer reads the feature store (a LayerInput): every built-in model but GCNII."""
+    return w.model != "gcnii"
+
+
+def _bytes(t: Terms, s: PartSizes, b: int) -> int:
+    return ((t.inner * s.inner + t.source * s.rows) * b + t.mask * s.inner + t.edge * s.edges * 4
+            + (t.edge_cast * s.edges * 2 if b == 2 else 0))
+
+
+def _feature_tier(w: Workload, s: PartSizes) -> tuple[int, int]:
+    """``(device tier bytes, all feature bytes)`` of the feature store (GCNII: its ``x``)."""
+    from ..cache.budget import parse_budget
+
+    rows = s.rows if (w.static_halo and _store_fed(w)) else s.inner
+    total = rows * s.feature_dim * 4
+    if w.feature_storage == "device" or not _store_fed(w):
+        return total, total
+    return min(parse_budget(w.feature_cache_budget, total), total), total
+
+
+def _chunked(w: Workload, s: PartSizes) -> bool:
+    """The first layer runs in chunks (the cache does not hold every row), each recomputed in
+    backward: it keeps only its output's terms."""
+    device, total = _feature_tier(w, s)
+    return _store_fed(w) and device < total
+
+
+def layer_saved(w: Workload, s: PartSizes, resident_input: bool = True) -> list[int]:
+    """Bytes each layer keeps for backward (then the outside terms last), as the recompute mode
+    says; ``resident_input``: a store-fed first layer's input rows are the store's own (not new
+    memory); a chunked first layer keeps its activation's terms only."""
+    if w.model not in SAVED:
+        raise ValueError(f"model: the memory planner has no formula for {w.model!r}; the built-in models are "
+                         f"{', '.join(sorted(SAVED))}")
+    b = _activation_bytes(w)
+    out = []
+    for shape in _layers(w, s):
+        fed = shape.index == 0 and _store_fed(w)
+        if fed and _chunked(w, s):
+            t = activation_terms(shape) if w.recompute == "none" else Terms()
+        elif w.recompute == "none":
+            t = SAVED[w.model](shape)
+            if fed and resident_input:
+                t = dataclasses.replace(t, source=max(0, t.source - shape.w_in))
+        elif fed:
+            t = Terms()
+        else:
+            t = Terms(source=shape.w_in) if w.recompute == "layers" else Terms(inner=shape.w_in)
+        out.append(_bytes(t, s, b))
+    outside = OUTSIDE.get(w.model)
+    out.append(0 if outside is None else _bytes(outside(s.feature_dim, w.hidden, w.recompute != "none"), s, b))
+    return out
+
+
+def num_parameters(w: Workload, s: PartSizes) -> int:
+    """Trainable parameters of the model, counted on the meta device (no memory)."""
+    import torch
+
+    from ..models import build_model
+
+    kwargs: dict[str, Any] = {}
+    if w.model == "gat":
+        kwargs = {"heads": w.heads or 8, "out_heads": w.out_heads or 1}
+    with torch.device("meta"):
+        model = build_model(w.model, in_dim=s.feature_dim, hidden_dim=w.hidden, out_dim=s.num_classes,
+                            num_layers=w.layers, dropout=w.dropout, **kwargs)
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def _runtime(w: Workload, s: PartSizes) -> Component:
+    """CPU: the interpreter with torch, numba and gloo (:data:`RUNTIME_BYTES`); CUDA: the context."""
+    if w.device == "cuda":
+        return Component(CUDA_CONTEXT_BYTES, RUNTIME_BYTES)
+    return Component(RUNTIME_BYTES)
+
+
+def _block(w: Workload, s: PartSizes) -> Component:
+    """The CSR ``8 (I + 1) + 8 E``, its transpose and edge destinations cached for backward
+    ``24 E + 8 S``, degrees and ids ``48 S``, labels, masks and the send list ``11 I + 8 R``, the
+    GCN normalisation ``4 S`` (int64, as the block holds them)."""
+    return Component(8 * (s.inner + 1) + 32 * s.edges + 60 * s.rows + 11 * s.inner + 8 * s.send)
+
+
+def _features(w: Workload, s: PartSizes) -> Component:
+    """The feature store ``S F 4`` (static halo rows; ``I F 4`` without them, GCNII's ``x``): all on
+    the device, or a device tier of the budget plus (``host``) a host copy; on CPU the pages of
+    ``features.npy`` the store was filled from stay mapped and resident (``I F 4``)."""
+    device, total = _feature_tier(w, s)
+    mapped = s.inner * s.feature_dim * 4
+    host = 0
+    if w.feature_storage != "device" and _store_fed(w):
+        host = total if w.feature_storage == "host" else s.halo * s.feature_dim * 4
+    if w.device == "cpu":
+        return Component(device + host + mapped)
+    return Component(device, host + mapped)
+
+
+def _halo(w: Workload, s: PartSizes) -> Component:
+    """One exchange in flight: the send rows ``R w`` and the received rows ``H w`` of the widest
+    exchanged layer, in the wire dtype (forward rows or backward gradients)."""
+    if s.num_parts <= 1:
+        return Component(0)
+    shapes = _layers(w, s)
+    widths = [sh.w_in for sh in shapes if sh.index > 0 or not w.static_halo or not _store_fed(w)]
+    if not widths:
+        return Component(0)
+    wire = _WIRE_BYTES.get(w.halo_dtype or w.precision, float(_activation_bytes(w)))
+    return Component(int((s.send + s.halo) * max(widths) * wire))
+
+
+def _activations(w: Workload, s: PartSizes) -> Component:
+    """What autograd keeps for backward (:mod:`.saved`); with offload (CUDA) the device holds the
+    two largest layers' and the host the rest."""
+    kept = layer_saved(w, s)
+    total = sum(kept)
+    if w.offload and w.device == "cuda":
+        on_device = sum(sorted(kept[:-1], reverse=True)[:2]) + kept[-1]
+        return Component(on_device, total - on_device)
+    return Component(total)
+
+
+def _optimizer(w: Workload, s: PartSizes) -> Component:
+    """Weights, gradients and the optimizer's state: ``(8 + state) N_p`` (Adam 8 B of moments per
+    parameter), ``+ 4 N_p`` for ``select best-val`` (the best epoch's weights), ``+ 2 N_p`` for bf16
+    (autocast's copies of the weights)."""
+    n = num_parameters(w, s)
+    per = 8 + _OPTIMIZER_STATE.get(w.optimizer, 8) + (4 if w.select == "best-val" else 0) \
+        + (2 if w.precision == "bf16" else 0)
+    return Component(per * n)
+
+
+def _workspace(w: Workload, s: PartSizes) -> Component:
+    """The busiest layer's backward: its input and output gradients ``(S w_in + I w_out) b`` times
+    the model's :data:`WORKSPACE_FACTOR` (GAT: plus the softmax backward's two ``[E, heads]``
+    float32 temporaries), the logits and their gradient ``2 I C 4``, with recomputation that
+    layer's saved tensors, computed again, and on CPU :data:`STEP_RUNTIME_BYTES`. bf16 on CPU:
+    the SpMM of bfloat16 rows accumulates in float32, so those temporaries are float32, plus
+    autocast's bfloat16 copy of the layer's input ``2 S w_in`` (measured: a bf16 step on CPU
+    needs 0.9x the fp32 step's transients, not 0.5x)."""
+    b = _activation_bytes(w)
+    shapes = _layers(w, s)
+    cpu_bf16 = w.device == "cpu" and b == 2
+    grads = max((s.rows * sh.w_in + s.inner * sh.w_out) * (4 if cpu_bf16 else b)
+                + (2 * s.rows * sh.w_in if cpu_bf16 else 0) for sh in shapes)
+    out = int(WORKSPACE_FACTOR.get(w.model, 1.0) * grads) + 2 * s.inner * s.num_classes * 4
+    if w.model == "gat":
+        out += 2 * s.edges * max(sh.heads for sh in shapes) * 4
+    if w.device == "cpu":
+        out += STEP_RUNTIME_BYTES
+    if w.recompute != "none":
+        out += max(layer_saved(w.replace(recompute="none"), s)[:-1])
+    return Component(out)
+
+
+_FORMULAS = {"runtime": _runtime, "block": _block, "features": _features, "halo": _halo,
+             "activations": _activations, "optimizer": _optimizer, "workspace": _workspace}
+"""Component -> its formula (docstrings: where each figure comes from)."""
+
+
+def plan_rank(sizes: PartSizes, workload: Workload) -> RankPlan:
+    """The predicted peak of the rank training part ``sizes`` as ``workload`` says."""
+    return RankPlan(sizes.part_id, {name: _FORMULAS[name](workload, sizes) for name in COMPONENTS},
+                    device=workload.device)

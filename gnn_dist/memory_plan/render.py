@@ -1,0 +1,55 @@
+"""The memory plan as text: a table of the components per rank (the largest ranks when there
+are many), the totals and the recommendation (``gnn-dist plan``'s output)."""
+
+from __future__ import annotations
+
+from partitioners.memory import format_bytes
+
+from .model import COMPONENTS
+from .plan import MemoryPlan
+
+__all__ = ["render_plan", "MAX_ROWS"]
+
+MAX_ROWS = 8
+"""Ranks shown in full; beyond it the largest ``MAX_ROWS`` and a summary line."""
+
+
+def render_plan(plan: MemoryPlan) -> list[str]:
+    """The lines of the plan's table and recommendation."""
+    w = plan.workload
+    settings = " ".join(w.flags()) or "(defaults)"
+    num_parts = plan.sizes[0].num_parts
+    ranks = f"{num_parts} rank(s)" if len(plan.ranks) == num_parts else f"{num_parts} ranks (the mean part)"
+    lines = [f"memory plan: {w.model}, {w.layers} layers x {w.hidden}, {ranks} on {w.device}; settings {settings}"]
+    head = ["part", "inner", "halo", "edges", *COMPONENTS, "total"]
+    order = sorted(range(len(plan.ranks)), key=lambda i: -plan.ranks[i].total)
+    shown = sorted(order[:MAX_ROWS])
+    rows = [head]
+    for i in shown:
+        r, s = plan.ranks[i], plan.sizes[i]
+        rows.append([str(r.part_id), f"{s.inner:,}", f"{s.halo:,}", f"{s.edges:,}",
+                     *(format_bytes(r.components[c].device) for c in COMPONENTS), format_bytes(r.total)])
+    widths = [max(len(row[j]) for row in rows) for j in range(len(head))]
+    lines += ["  ".join(cell.rjust(widths[j]) for j, cell in enumerate(row)) for row in rows]
+    if len(plan.ranks) > MAX_ROWS:
+        lines.append(f"... {len(plan.ranks) - MAX_ROWS} smaller rank(s) not shown")
+    largest = plan.largest
+    whole = sum(r.total for r in plan.ranks) * (num_parts // len(plan.ranks))   # a size spec: the mean part P times
+    lines.append(f"largest rank: part {largest.part_id}, ~{format_bytes(largest.total)}; all {num_parts} ranks "
+                 f"~{format_bytes(whole)}")
+    host = largest.host
+    if host:
+        lines.append(f"host memory of the largest rank besides the device: ~{format_bytes(host)}")
+    rec = plan.recommendation
+    if rec is not None:
+        limit = format_bytes(rec.device_memory)
+        if rec.fits:
+            flags = " ".join(rec.flags) or "(no flags)"
+            lines.append(f"fits {limit} per device with: {flags}  [{rec.name}: largest rank "
+                         f"~{format_bytes(rec.largest.total)}]")
+        else:
+            more = (f"; about {rec.parts_needed} parts would fit" if rec.parts_needed
+                    else "; more parts than 4096x these would be needed")
+            lines.append(f"nothing fits {limit} per device: the cheapest setting ({rec.name}: "
+                         f"{' '.join(rec.flags)}) needs ~{format_bytes(rec.largest.total)} on the largest rank{more}")
+    return lines

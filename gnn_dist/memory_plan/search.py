@@ -1,0 +1,128 @@
+"""The cheapest settings that fit: candidate memory settings in order of their cost, the first
+whose largest rank fits the device.
+
+The order (each rung tried as configured, then, on CUDA, with the features off the device and
+the largest cache budget that fits):
+
+1. **as configured**: nothing to pay.
+2. **feature cache budget** (``--feature-storage host --feature-cache-budget SIZE``, CUDA only):
+   exact; the rows outside the budget are copied host-to-device each epoch (the first layer
+   runs in chunks). On CPU the host tier is the same memory, so it saves nothing and is skipped.
+3. **recompute layers**: exact (bit-identical losses), ~1.15x epoch time (the layers' forward
+   again in backward), no extra communication.
+4. **bf16**: faster (0.8x epoch time on CPU), halves activations and halo bytes, but not exact
+   (bfloat16 rounding; accuracy within 0.3 points on the catalog: ``benchmarks/recompute.py``).
+   So it comes after the exact low-cost option, and with recompute layers next.
+5. **recompute all**: exact, ~1.3x epoch time and one more halo exchange per layer in backward
+   (a real network pays it), so after bf16; then bf16 with it.
+6. **offload activations** (CUDA only): the saved tensors cross PCIe twice per step; last.
+
+When none fits, the answer says so, with the cheapest rung's need and how many parts would fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .model import RankPlan, Workload, plan_rank
+from .sizes import PartSizes
+
+__all__ = ["LADDER", "Recommendation", "candidates", "recommend"]
+
+MiB = 1 << 20
+
+LADDER: tuple[tuple[str, dict[str, object]], ...] = (
+    ("as configured", {}),
+    ("recompute layers", {"recompute": "layers"}),
+    ("bf16", {"precision": "bf16"}),
+    ("bf16, recompute layers", {"precision": "bf16", "recompute": "layers"}),
+    ("recompute all", {"recompute": "all"}),
+    ("bf16, recompute all", {"precision": "bf16", "recompute": "all"}),
+    ("recompute all, offload", {"recompute": "all", "offload": True}),
+    ("bf16, recompute all, offload", {"precision": "bf16", "recompute": "all", "offload": True}),
+)
+"""The rungs (name, the workload fields they set), cheapest first (module docstring)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    """The first candidate that fits (``fits``), or the last one tried and why none did."""
+
+    fits: bool
+    name: str
+    workload: Workload
+    largest: RankPlan
+    """The largest rank's plan under ``workload``."""
+    device_memory: int
+    parts_needed: int | None = None
+    """When nothing fits: the fewest parts (a power of two times the current) that would."""
+
+    @property
+    def flags(self) -> list[str]:
+        return self.workload.flags()
+
+
+def _valid(w: Workload) -> bool:
+    from ..pipeline.recompute import recompute_error
+
+    return (not w.offload or w.device == "cuda") and recompute_error(w.recompute, w.pipeline) is None
+
+
+def candidates(base: Workload) -> list[tuple[str, Workload]]:
+    """The rungs applied to ``base`` (a rung never undoes a setting ``base`` already has), valid
+    for its pipeline and device, duplicates dropped."""
+    rank = {"none": 0, "layers": 1, "all": 2}
+    out: list[tuple[str, Workload]] = []
+    for name, changes in LADDER:
+        w = base.replace(**changes)
+        if rank[w.recompute] < rank[base.recompute] or (base.precision == "bf16" and w.precision != "bf16") \
+                or (base.offload and not w.offload):
+            w = w.replace(recompute=max(w.recompute, base.recompute, key=rank.__getitem__),
+                          precision="bf16" if "bf16" in (w.precision, base.precision) else w.precision,
+                          offload=w.offload or base.offload)
+        if _valid(w) and all(w != seen for _, seen in out):
+            out.append((name, w))
+    return out
+
+
+def _largest(sizes: list[PartSizes], w: Workload) -> RankPlan:
+    return max((plan_rank(s, w) for s in sizes), key=lambda p: p.total)
+
+
+def _with_budget(sizes: list[PartSizes], w: Workload, limit: int) -> Workload | None:
+    """``w`` with the features in host memory and the largest cache budget (whole MiB) that fits
+    ``limit``, or None (CPU, or nothing left for a cache)."""
+    if w.device != "cuda" or w.model == "gcnii":
+        return None
+    empty = w.replace(feature_storage="host", feature_cache_budget=0)
+    room = limit - _largest(sizes, empty).total
+    if room < 0:
+        return None
+    budget = f"{room // MiB}MiB"
+    return w.replace(feature_storage="host", feature_cache_budget=budget)
+
+
+def recommend(sizes: list[PartSizes], base: Workload, device_memory: int,
+              more_parts: Callable[[int], list[PartSizes]] | None = None) -> Recommendation:
+    """The first candidate of :func:`candidates` (each as is, then with a cache budget) whose
+    largest rank's total fits ``device_memory``; else the cheapest rung's plan with ``fits=False``
+    and, given ``more_parts`` (P -> the parts' sizes at P parts), the fewest parts that fit."""
+    tried = candidates(base)
+    for name, w in tried:
+        for option, label in ((w, name), (_with_budget(sizes, w, device_memory), f"{name}, feature cache budget")):
+            if option is None:
+                continue
+            largest = _largest(sizes, option)
+            if largest.total <= device_memory:
+                return Recommendation(True, label, option, largest, device_memory)
+    name, w = tried[-1]
+    needed = None
+    if more_parts is not None:
+        p = sizes[0].num_parts
+        for _ in range(12):
+            p *= 2
+            if recommend(more_parts(p), base, device_memory).fits:
+                needed = p
+                break
+    return Recommendation(False, name, w, _largest(sizes, w), device_memory, needed)

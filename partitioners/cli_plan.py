@@ -1,0 +1,143 @@
+"""``gnn-dist plan``: the memory planner's per-rank prediction of a training run and the cheapest
+memory settings that fit a device, for a partition folder (``--data``) or for a graph given by
+its sizes (``--nodes --edges --feature-dim --classes --parts``, the halo rows from a halo model).
+
+The training flags that change memory (``--model``, ``--hidden``, ``--layers``, ``--heads``,
+``--recompute``, ``--precision``, ``--feature-storage`` ...) are ``gnn_dist.train``'s own, parsed
+by its parser. Torch-free at import: the planner (``gnn_dist.memory_plan``) is imported when the
+verb runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .cli_args import UsageError, positive_int
+
+__all__ = ["add_plan_verb", "cmd_plan", "SPEC_FLAGS"]
+
+log = logging.getLogger("partitioners.cli")
+
+SPEC_FLAGS = ("nodes", "edges", "feature_dim", "classes", "parts")
+"""The size spec's flags (all needed without ``--data``)."""
+
+
+def _parts_list(text: str) -> list[int]:
+    try:
+        out = [int(v) for v in text.split(",")]
+    except ValueError:
+        out = []
+    if not out or any(p < 1 for p in out):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a part count or a comma-separated list of them "
+                                         f"(e.g. 8 or 8,16,32,64)")
+    return out
+
+
+def _ratio(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a halo ratio: halo rows per inner row, a number >= 0")
+    return value
+
+
+def add_plan_verb(sub: argparse._SubParsersAction, verbose: argparse.ArgumentParser) -> None:
+    """Add the ``plan`` parser to ``sub`` (``verbose``: the shared -v/-q parent)."""
+    p = sub.add_parser("plan", parents=[verbose], allow_abbrev=False,
+                       help="predict each rank's peak memory of a training run and the cheapest settings "
+                            "that fit a device",
+                       description="Per rank, the predicted peak of each component (runtime, block, features, "
+                                   "halo buffers, activations, optimizer, workspace) and the total; with "
+                                   "--device-memory the cheapest memory settings that fit. Training flags "
+                                   "(--model, --hidden, --layers, --heads, --recompute, --precision, "
+                                   "--feature-storage, --feature-cache-budget, ...) are gnn_dist.train's.",
+                       epilog="See docs/cli.md#plan and docs/scaling.md.")
+    p.add_argument("--data", metavar="DIR", help="partition folder (or give the sizes below)")
+    p.add_argument("--nodes", type=positive_int, metavar="N", help="size spec: nodes of the graph")
+    p.add_argument("--edges", type=positive_int, metavar="E",
+                   help="size spec: edges as published (stored both ways unless --directed)")
+    p.add_argument("--feature-dim", type=positive_int, metavar="F", help="size spec: input features per node")
+    p.add_argument("--classes", type=positive_int, metavar="C", help="size spec: classes")
+    p.add_argument("--parts", type=_parts_list, metavar="P[,P...]", help="size spec: parts (ranks), or a list")
+    p.add_argument("--directed", action="store_true", help="size spec: store the edges one way only")
+    p.add_argument("--halo-model", default="rmat", choices=("rmat", "sbm"),
+                   help="size spec: the METIS halo model (docs/scaling.md) (default: rmat)")
+    p.add_argument("--halo-ratio", type=_ratio, metavar="R", help="size spec: halo rows per inner row (overrides "
+                                                                  "--halo-model)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                   help="where the ranks train (default: cuda with --device-memory, else cpu)")
+    p.add_argument("--device-memory", metavar="SIZE", help="memory of one device (80GB, 512MiB): recommend the "
+                                                           "cheapest settings that fit it")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+
+
+def _sizes(args: argparse.Namespace) -> tuple[list[list[Any]], str]:
+    """The parts' sizes per part count, and a description of where they came from."""
+    from gnn_dist.memory_plan import sizes_from_meta, sizes_from_spec
+
+    given = [f for f in SPEC_FLAGS if getattr(args, f) is not None]
+    if args.data is not None:
+        if given:
+            raise UsageError(f"plan: --data {args.data} and --{given[0].replace('_', '-')} exclude each other; give "
+                             f"a partition folder or a size spec")
+        from .format import load_partition_meta
+
+        return [sizes_from_meta(load_partition_meta(args.data))], args.data
+    missing = [f"--{f.replace('_', '-')}" for f in SPEC_FLAGS if getattr(args, f) is None]
+    if missing:
+        raise UsageError(f"plan: give --data DIR (a partition folder) or a whole size spec; missing "
+                         f"{', '.join(missing)}")
+    out = [[sizes_from_spec(nodes=args.nodes, edges=args.edges, feature_dim=args.feature_dim,
+                            num_classes=args.classes, num_parts=p, halo=args.halo_ratio, halo_model=args.halo_model,
+                            symmetric=not args.directed)] for p in args.parts]
+    halo = f"halo ratio {args.halo_ratio}" if args.halo_ratio is not None else f"{args.halo_model} halo model"
+    return out, f"{args.nodes:,} nodes, {args.edges:,} edges, {args.feature_dim} features, {args.classes} classes, {halo}"
+
+
+def _config(rest: Sequence[str]) -> Any:
+    from gnn_dist.config_cli import UsageError as ConfigUsage, parse_run_config
+
+    try:
+        return parse_run_config(["--data", "-", *rest])[0]
+    except ConfigUsage as exc:
+        raise UsageError(f"plan: {str(exc).replace('gnn_dist.train: error: ', '')}") from None
+
+
+def cmd_plan(args: argparse.Namespace, rest: Sequence[str]) -> int:
+    from gnn_dist.memory_plan import Workload, plan_memory, render_plan, sizes_from_spec
+
+    from .memory import parse_size
+
+    limit = None
+    if args.device_memory is not None:
+        try:
+            limit = parse_size(args.device_memory)
+        except ValueError as exc:
+            raise UsageError(f"--device-memory: {exc}") from None
+    device = args.device or ("cuda" if limit is not None else "cpu")
+    config = _config(rest)
+    workload = Workload.from_config(config, device)
+    runs, source = _sizes(args)
+    def at(parts: int) -> list[Any]:
+        """The size spec's mean part at ``parts`` parts (how many parts would fit)."""
+        return [sizes_from_spec(nodes=args.nodes, edges=args.edges, feature_dim=args.feature_dim,
+                                num_classes=args.classes, num_parts=parts, halo=args.halo_ratio,
+                                halo_model=args.halo_model, symmetric=not args.directed)]
+    plans = [plan_memory(sizes, workload, limit, None if args.data is not None else at) for sizes in runs]
+    if args.json:
+        out = [p.to_json() for p in plans]
+        sys.stdout.write(json.dumps({"source": source, "plans": out} if len(out) > 1 else {"source": source, **out[0]},
+                                    indent=1) + "\n")
+        return 0
+    log.info(f"graph: {source}")
+    for p in plans:
+        for line in render_plan(p):
+            log.info(line)
+    return 0

@@ -45,19 +45,22 @@ def _keep(bits: torch.Tensor, threshold: int) -> torch.Tensor:
 
 class _MaskedScale(torch.autograd.Function):
     """``x * (mask * scale)`` that keeps the boolean mask for backward (1 byte an element), not
-    the float factor a plain product would keep (4): the same values both ways, bit for bit."""
+    the float factor a plain product would keep (4), and computes ``x * mask`` then scales it in
+    place: one ``[N, F]`` result, no float factor beside it. For float32 the same values as the
+    product with the factor, bit for bit (``x * 1 * s = x * s``, ``x * 0 * s = x * 0``, signs and
+    NaNs included); bfloat16 scales by ``s`` in float32 instead of ``s`` rounded to bfloat16."""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:  # type: ignore[override]
         ctx.save_for_backward(mask)
         ctx.scale = scale
-        return x * (mask.to(x.dtype) * scale)
+        return x.mul(mask).mul_(scale)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
         (mask,) = ctx.saved_tensors
-        return grad * (mask.to(grad.dtype) * ctx.scale), None, None
+        return grad.mul(mask).mul_(ctx.scale), None, None
 
 
 def _check_p(p: float, who: str) -> float:

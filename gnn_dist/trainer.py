@@ -265,13 +265,13 @@ class Trainer:
                 self.pipeline.flush()
                 self._log_early_stop()
             if self.metrics is not None:   # every rank's peak so far (a collective) and its prediction
-                both = all_gather_json([peak_memory_bytes(self.part.device), baseline])
+                both = all_gather_json([peak_memory_bytes(self.part.device), baseline], what="gather of peak memory")
                 rec["peak_memory_bytes"] = [peak for peak, _ in both]
                 rec["memory_baseline_bytes"] = [base for _, base in both]
                 rec["predicted_peak_bytes"] = self.predicted_peak
             self._after_epoch(rec, last=len(out) == epochs or stop)
         if out and report.log_every:
-            peaks = all_gather_json(peak_memory_bytes(self.part.device))  # every rank's; a collective
+            peaks = all_gather_json(peak_memory_bytes(self.part.device), what="gather of peak memory")
             if self.rank == 0:
                 log.info("summary: " + summary_line(out, self.part.meta.num_edges, peaks,
                                                     peak_memory_kind(self.part.device), self.predicted_peak))

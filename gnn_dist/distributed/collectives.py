@@ -316,12 +316,16 @@ def broadcast_bytes(data: bytes | None, src: int = 0, group: dist.ProcessGroup |
     return bytes(buf.cpu().numpy().tobytes())
 
 
-def all_gather_json(value: Any, group: dist.ProcessGroup | None = None) -> list[Any]:
+def all_gather_json(value: Any, group: dist.ProcessGroup | None = None, *,
+                    what: str = "gather of JSON values") -> list[Any]:
     """Every rank's JSON-able ``value`` (tuples arrive as lists), in rank order (a collective;
-    ``[value]`` without a group). JSON, not pickle: a peer's bytes are data, never code."""
+    ``[value]`` without a group; a failure is a :class:`~.errors.CollectiveError` naming
+    ``what``). JSON, not pickle: a peer's bytes are data, never code."""
     if not is_distributed(group):
         return [value]
-    return [json.loads(b) for b in _gather_bytes(json.dumps(value).encode(), group)]
+    with named_collective(what, group):
+        gathered = _gather_bytes(json.dumps(value).encode(), group)
+    return [json.loads(b) for b in gathered]
 
 
 def broadcast_json(value: Any, src: int = 0, group: dist.ProcessGroup | None = None) -> Any:

@@ -20,11 +20,11 @@ from typing import Any
 
 from partitioners.memory import MemoryLimitError, available_memory, format_bytes, parse_size
 
+from .memory_plan import RUNTIME_BYTES
+
 __all__ = ["RUNTIME_BYTES", "RankEstimate", "estimate_rank_memory", "check_training_memory", "memory_limit"]
 
 log = logging.getLogger(__name__)
-
-from .memory_plan import RUNTIME_BYTES
 
 
 @dataclass(frozen=True, slots=True)

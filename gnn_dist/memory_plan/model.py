@@ -16,6 +16,7 @@ interpreter); on CPU they are all the process's resident memory.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,10 +45,6 @@ WORKSPACE_FACTOR: dict[str, float] = {"gcn": 1.1, "sage": 0.95, "gat": 0.55, "gi
 """Model -> the transient memory of the busiest backward layer, in units of that layer's
 ``(S w_in + I w_out) b`` (its input and output gradients; fitted on sbm-medium, 3 layers x 128,
 one part); GAT adds its edge terms (:func:`_workspace`)."""
-
-_WIRE_BYTES = {"fp32": 4.0, "float32": 4.0, "fp16": 2.0, "float16": 2.0, "bf16": 2.0, "bfloat16": 2.0,
-               "int8": 1.0, "int4": 0.5, "int2": 0.25, "int1": 0.125}
-"""``--halo-dtype`` -> bytes per value on the wire (quantised rows add a per-row scale, neglected)."""
 
 _OPTIMIZER_STATE = {"adam": 8, "adamw": 8, "sgd": 0}
 """Optimizer -> bytes of state per parameter (Adam's two moments; SGD without momentum none)."""
@@ -209,18 +206,35 @@ def layer_saved(w: Workload, s: PartSizes, resident_input: bool = True) -> list[
 
 
 def num_parameters(w: Workload, s: PartSizes) -> int:
-    """Trainable parameters of the model, counted on the meta device (no memory)."""
+    """Trainable parameters of the model, counted on the meta device (no memory); the same for
+    every part and setting of one model, so counted once per model shape."""
+    return _count_parameters(w.model, s.feature_dim, w.hidden, s.num_classes, w.layers, w.heads, w.out_heads)
+
+
+@functools.lru_cache(maxsize=64)
+def _count_parameters(model_name: str, in_dim: int, hidden: int, out_dim: int, layers: int, heads: int | None,
+                      out_heads: int | None) -> int:
     import torch
 
     from ..models import build_model
 
     kwargs: dict[str, Any] = {}
-    if w.model == "gat":
-        kwargs = {"heads": w.heads or 8, "out_heads": w.out_heads or 1}
+    if model_name == "gat":
+        kwargs = {"heads": heads or 8, "out_heads": out_heads or 1}
     with torch.device("meta"):
-        model = build_model(w.model, in_dim=s.feature_dim, hidden_dim=w.hidden, out_dim=s.num_classes,
-                            num_layers=w.layers, dropout=w.dropout, **kwargs)
+        model = build_model(model_name, in_dim=in_dim, hidden_dim=hidden, out_dim=out_dim, num_layers=layers,
+                            **kwargs)
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def _wire_bytes(name: str) -> float:
+    """Bytes per value on the wire of a ``--halo-dtype`` (or ``--precision``) name, from the wire
+    codecs' registry (quantised rows add a per-row scale, neglected)."""
+    from ..distributed.codec import CAST_DTYPES, QUANTIZED_BITS
+
+    if name in CAST_DTYPES:
+        return float(CAST_DTYPES[name].itemsize)
+    return QUANTIZED_BITS[name] / 8
 
 
 def _runtime(w: Workload, s: PartSizes) -> Component:
@@ -260,7 +274,7 @@ def _halo(w: Workload, s: PartSizes) -> Component:
     widths = [sh.w_in for sh in shapes if sh.index > 0 or not w.static_halo or not _store_fed(w)]
     if not widths:
         return Component(0)
-    wire = _WIRE_BYTES.get(w.halo_dtype or w.precision, float(_activation_bytes(w)))
+    wire = _wire_bytes(w.halo_dtype or w.precision)
     return Component(int((s.send + s.halo) * max(widths) * wire))
 
 

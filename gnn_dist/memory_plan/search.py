@@ -72,7 +72,9 @@ def _valid(w: Workload) -> bool:
 def candidates(base: Workload) -> list[tuple[str, Workload]]:
     """The rungs applied to ``base`` (a rung never undoes a setting ``base`` already has), valid
     for its pipeline and device, duplicates dropped."""
-    rank = {"none": 0, "layers": 1, "all": 2}
+    from ..pipeline.recompute import RECOMPUTE_MODES
+
+    rank = {mode: i for i, mode in enumerate(RECOMPUTE_MODES)}   # none < layers < all
     out: list[tuple[str, Workload]] = []
     for name, changes in LADDER:
         w = base.replace(**changes)

@@ -25,12 +25,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .model import RankPlan, Workload, plan_rank
+from .model import MiB, RankPlan, Workload, plan_rank
 from .sizes import PartSizes
 
 __all__ = ["LADDER", "Recommendation", "candidates", "recommend"]
-
-MiB = 1 << 20
 
 LADDER: tuple[tuple[str, dict[str, object]], ...] = (
     ("as configured", {}),

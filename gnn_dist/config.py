@@ -23,6 +23,8 @@ in checkpoints (:meth:`RunConfig.to_dict`).
         report: ReportConfig            --eval-every, --log-every, --metrics
         selection: SelectionConfig      --select, --patience
         memory: MemoryConfig            --recompute, --precision, --offload-activations
+        parallel: ParallelConfig        --parallel, --stages, --chunks, --history-smoothing
+        task: TaskConfig                --task, --loss
       distributed: DistributedConfig    --backend, --timeout, --kernels
       epochs                            --epochs
       save_model                        --save-model
@@ -39,7 +41,8 @@ from .distributed.link import LinkModel, LinkSpecError
 
 __all__ = ["ConfigError", "OptimizerConfig", "ScheduleConfig", "FeatureConfig", "CheckpointConfig", "ReportConfig",
            "TrainerConfig", "ModelConfig", "DataConfig", "DistributedConfig", "RunConfig", "OPTIMIZERS",
-           "RESUME_MODES", "flag", "SelectionConfig", "SELECT_MODES", "MemoryConfig"]
+           "RESUME_MODES", "flag", "SelectionConfig", "SELECT_MODES", "MemoryConfig", "ParallelConfig",
+           "PARALLEL_MODES", "TaskConfig", "TASK_LOSSES"]
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 RESUME_MODES = ("auto", "latest")
@@ -49,6 +52,10 @@ validation accuracy (:mod:`gnn_dist.selection`)."""
 """``resume``: ``auto`` (the newest checkpoint if there is one, else a fresh start: right for a
 first start and for an elastic restart), ``latest`` (the newest checkpoint, which must exist),
 or the path of a checkpoint file."""
+PARALLEL_MODES = ("graph", "layer", "hybrid")
+"""``parallel``: graph parallelism (a part per rank), layer parallelism (GNNPipe: a stage of
+consecutive layers per rank, node chunks flowing stage to stage) or both (stages x parts):
+:mod:`gnn_dist.layer_parallel`."""
 
 
 class ConfigError(ValueError):
@@ -77,6 +84,11 @@ def _schedules() -> tuple[str, ...]:
 def _models() -> tuple[str, ...]:
     from .models import MODELS
     return tuple(sorted(MODELS))
+
+
+def _jk_modes() -> tuple[str, ...]:
+    from .models.shared import JK_MODES
+    return JK_MODES
 
 
 def _activations() -> tuple[str, ...]:
@@ -330,9 +342,75 @@ class MemoryConfig:
         _choice("precision", self.precision, _precisions())
 
 
+@dataclass(kw_only=True, slots=True)
+class ParallelConfig:
+    parallel: str = flag("--parallel", default="graph", choices=PARALLEL_MODES)
+    """How the ranks share the work: graph (a part of the graph per rank), layer (GNNPipe: S ranks each
+    hold a stage of consecutive layers over the whole graph, a 1-part folder; node chunks flow stage to
+    stage) or hybrid (P = S x G ranks: each stage graph-parallel over the G parts of the folder)."""
+    stages: int = flag("--stages", default=1, metavar="S")
+    """With parallel layer/hybrid: pipeline stages; S divides the ranks and the model's layers."""
+    chunks: int = flag("--chunks", default=1, metavar="K")
+    """With parallel layer/hybrid: node chunks (by a hash of the original id) that flow through the
+    stages; rows of chunks not yet computed this epoch are the previous epoch's (1: exact)."""
+    history_smoothing: float | None = flag("--history-smoothing", metavar="GAMMA")
+    """With parallel layer/hybrid and chunks > 1: moving average of the historical rows, factor GAMMA in
+    [0, 1), bias-corrected (default: none, the previous epoch's rows)."""
+
+    def __post_init__(self) -> None:
+        _choice("parallel", self.parallel, PARALLEL_MODES)
+        _int_at_least("stages", self.stages, 1)
+        _int_at_least("chunks", self.chunks, 1)
+        if self.history_smoothing is not None:
+            _require(_is_number(self.history_smoothing) and 0 <= self.history_smoothing < 1, "history_smoothing",
+                     self.history_smoothing, "a factor in [0, 1)")
+        if self.parallel == "graph":
+            for name, value, unset in (("stages", self.stages, 1), ("chunks", self.chunks, 1),
+                                       ("history_smoothing", self.history_smoothing, None)):
+                if value != unset:
+                    raise ConfigError(name, f"{value} applies to parallel layer or hybrid only, not parallel='graph' "
+                                            f"(--parallel layer --stages S)")
+
+
+def _tasks() -> tuple[str, ...]:
+    from .tasks import task_names
+    return ("auto", *task_names())
+
+
+TASK_LOSSES = ("auto", "ce", "bce", "mse", "mae")
+"""``loss``: the task's own (``auto``), or one by name (:data:`gnn_dist.tasks.LOSSES`)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class TaskConfig:
+    task: str = flag("--task", default="auto", choices=_tasks)
+    """What the model learns: auto (the partition's label kind decides: class ids -> classification, a 0/1
+    matrix -> multilabel, float targets -> regression) or a task by name, refused when the partition's
+    labels are of another kind."""
+    loss: str = flag("--loss", default="auto", choices=TASK_LOSSES)
+    """The training loss: auto (the task's own: ce for classification, bce for multilabel, mse for
+    regression), or ce, bce, mse, mae (mse and mae: regression)."""
+
+    def __post_init__(self) -> None:
+        _choice("task", self.task, _tasks())
+        _choice("loss", self.loss, TASK_LOSSES)
+        if self.task != "auto" and self.loss != "auto":
+            from .tasks import TASKS, resolve_task
+
+            resolve_task(self.task, self.loss, TASKS[self.task].label_kind, error=ConfigError)
+
+    def resolve(self, label_kind: str | None, where: str = "the partition") -> Any:
+        """The :class:`~gnn_dist.tasks.Task` for a partition whose labels are ``label_kind``
+        (:func:`gnn_dist.tasks.resolve_task`); a mismatch is a :class:`ConfigError`."""
+        from .tasks import resolve_task
+
+        return resolve_task(self.task, self.loss, label_kind, where=where, error=ConfigError)
+
+
 SECTIONS: dict[str, type] = {"optim": OptimizerConfig, "schedule": ScheduleConfig, "features": FeatureConfig,
                              "checkpoint": CheckpointConfig, "report": ReportConfig, "selection": SelectionConfig,
-                             "memory": MemoryConfig}
+                             "memory": MemoryConfig, "parallel": ParallelConfig,
+                             "task": TaskConfig}
 """The sections of :class:`TrainerConfig` by name."""
 
 
@@ -347,12 +425,18 @@ class TrainerConfig:
     report: ReportConfig = field(default_factory=ReportConfig)
     selection: SelectionConfig = field(default_factory=SelectionConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
 
     def __post_init__(self) -> None:
         from .pipeline.recompute import recompute_error
         why = recompute_error(self.memory.recompute, self.schedule.pipeline)
         if why is not None:
             raise ConfigError("recompute", why)
+        from .layer_parallel.options import unsupported_option
+        refused = unsupported_option(self)
+        if refused is not None:
+            raise ConfigError(*refused)
         if self.report.eval_every == 0:
             s = self.selection
             if s.select != "last":
@@ -396,6 +480,10 @@ class ModelConfig:
     node id like the other masks, so P ranks train what one does (not with --precompute-first-layer)."""
     activation: str = flag("--activation", default="relu", choices=_activations)
     """The nonlinearity after each hidden layer (elu: the GAT paper's)."""
+    jk: str = flag("--jk", default="last", choices=_jk_modes)
+    """Jumping knowledge: the last layer's output (last), or every layer's concatenated (cat) or their
+    element-wise maximum (max), then a linear map to the classes; models gcn, sage, gat, gin, resgcn,
+    ressage."""
     heads: int | None = flag("--heads")
     """With model gat: attention heads of the hidden layers (default: 8)."""
     out_heads: int | None = flag("--out-heads", metavar="K")
@@ -403,6 +491,10 @@ class ModelConfig:
     attn_dropout: float = flag("--attn-dropout", default=0.0, metavar="P")
     """With model gat: dropout of the attention coefficients of every layer, a probability in [0, 1);
     keyed by both endpoints' original ids, so P ranks train what one does."""
+    edge_dim: int | None = flag("--edge-dim", metavar="D")
+    """Width of the edge features the model reads, models gine (which needs them) and gat (which reads
+    them when the partition has them); must equal the partition's edge_feature_dim, or 0: gat ignores
+    them (default: the partition's)."""
     seed: int = flag("--seed", default=0)
     """Seed of the initial weights, dropout masks and boundary samples."""
 
@@ -414,6 +506,16 @@ class ModelConfig:
         _require(_is_number(self.input_dropout) and 0 <= self.input_dropout < 1, "input_dropout", self.input_dropout,
                  "a probability in [0, 1)")
         _choice("activation", self.activation, _activations())
+        _choice("jk", self.jk, _jk_modes())
+        if self.jk != "last":
+            from .models import MODELS
+            if self.jk not in getattr(MODELS[self.model], "jk_modes", ()):
+                takes = sorted(name for name, cls in MODELS.items() if self.jk in getattr(cls, "jk_modes", ()))
+                raise ConfigError("jk", f"{self.jk!r} applies to models {', '.join(takes)}, not {self.model!r}; "
+                                        f"leave it at 'last'")
+            if self.out_heads is not None:
+                raise ConfigError("out_heads", f"{self.out_heads} is the output layer's heads, which jk = "
+                                               f"{self.jk!r} replaces by a linear map; leave it unset")
         _int_at_least("heads", self.heads, 1, optional=True)
         _int_at_least("out_heads", self.out_heads, 1, optional=True)
         _require(_is_number(self.attn_dropout) and 0 <= self.attn_dropout < 1, "attn_dropout", self.attn_dropout,
@@ -422,10 +524,27 @@ class ModelConfig:
                                    ("attn_dropout", self.attn_dropout, 0)):
             if value != unset and self.model != "gat":
                 raise ConfigError(name, f"{value} applies to model gat only, not {self.model!r}")
+        _check_edge_dim(self.model, self.edge_dim)
         if self.model == "gat" and self.layers > 1 and self.hidden % (self.heads or 8):
             raise ConfigError("hidden", f"{self.hidden} is the total width of a gat layer and must be a multiple "
                                         f"of heads = {self.heads or 8}")
         _require(_is_int(self.seed), "seed", self.seed, "an integer")
+
+
+def _check_edge_dim(model: str, edge_dim: int | None) -> None:
+    """``edge_dim`` None, or >= 0 for a model that reads edge features (``edge_features`` on its
+    class: ``"required"`` refuses 0, ``"optional"`` takes it)."""
+    _int_at_least("edge_dim", edge_dim, 0, optional=True)
+    if edge_dim is None:
+        return
+    from .models import MODELS
+
+    reads = getattr(MODELS[model], "edge_features", None)
+    if reads is None:
+        takes = sorted(name for name, cls in MODELS.items() if getattr(cls, "edge_features", None))
+        raise ConfigError("edge_dim", f"{edge_dim} applies to models {', '.join(takes)}, not {model!r}")
+    if reads == "required" and edge_dim == 0:
+        raise ConfigError("edge_dim", f"0, but model {model!r} reads edge features; leave it unset (the partition's)")
 
 
 @dataclass(kw_only=True, slots=True)
@@ -489,6 +608,10 @@ class RunConfig:
                                                f"features is computed once, before any mask): drop one of them")
         _require(self.save_model is None or (isinstance(self.save_model, str) and self.save_model != ""),
                  "save_model", self.save_model, "the path of a file")
+        from .layer_parallel.options import model_error
+        refused = model_error(self.trainer.parallel, self.model.model, self.model.layers, self.model.jk)
+        if refused is not None:
+            raise ConfigError(*refused)
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved config as plain JSON values (a link as its ``latency_ms=L,gbps=B`` string)."""

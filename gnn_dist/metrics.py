@@ -4,13 +4,16 @@ end-of-run summary.
 A step's figures are a :class:`StepStats` value made from the recordings of that step (the
 exchanger's :class:`~gnn_dist.distributed.ExchangeStats` and the feature store's counts), not the
 differences of counters. An epoch's record is ``{"epoch": E, **StepStats, "epoch_time_s",
-"comm_bytes", "train_acc"/"val_acc"/"test_acc" (null when not evaluated), "eval_time_s"}``; with a
+"comm_bytes", "train_acc"/"val_acc"/"test_acc" (null when not evaluated; a regression has
+"train_mse"/"val_mse"/"test_mse", the same of "mae" and "r2" instead: :mod:`gnn_dist.tasks`),
+"eval_time_s"}``; with a
 metrics file also every rank's ``"peak_memory_bytes"`` (its peak so far in this ``fit``, from the
 warm baseline at its start, ``"memory_baseline_bytes"``) and the planner's
 ``"predicted_peak_bytes"`` (null when not known).
 
 The metrics file (rank 0, JSON lines) starts with one ``{"config": {...}}`` record (the resolved
-configuration), then one record per epoch. A resumed run keeps the epoch records before its
+configuration, and under ``"task"`` the resolved task's ``task``, ``loss``, ``metrics``,
+``select_metric`` and ``lower_is_better``: what ``gnn-dist report`` reads), then one record per epoch. A resumed run keeps the epoch records before its
 checkpoint and rewrites the rest, so the file reads like one uninterrupted run (the file is
 rewritten atomically: temp file and rename).
 """
@@ -119,12 +122,21 @@ class MetricsFile:
             f.write(json.dumps({k: _json_safe(v) for k, v in record.items()}) + "\n")
 
 
+def _regression_scores(rec: dict[str, Any]) -> str:
+    """A regression record's metrics: ``mse train T  val V  test S  (mae val .. test .., r2 val .. test ..)``."""
+    return (f"  mse train {rec['train_mse']:.4f}  val {rec['val_mse']:.4f}  test {rec['test_mse']:.4f}  "
+            f"(mae val {rec['val_mae']:.4f}  test {rec['test_mae']:.4f}, r2 val {rec['val_r2']:.4f}  "
+            f"test {rec['test_r2']:.4f})")
+
+
 def progress_line(rec: dict[str, Any], *, feature_store: bool) -> str:
-    """The rank-0 log line of an epoch record."""
+    """The rank-0 log line of an epoch record (accuracies, or a regression's errors)."""
     accs = "" if rec.get("val_acc") is None else (
         f"  train {rec['train_acc']:.4f}  val {rec['val_acc']:.4f}  test {rec['test_acc']:.4f}")
     if rec.get("val_rocauc") is not None:  # multi-label: ROC-AUC beside the micro-F1
         accs += f"  (roc-auc val {rec['val_rocauc']:.4f}  test {rec['test_rocauc']:.4f})"
+    if rec.get("val_mse") is not None:   # regression: its errors instead of accuracies
+        accs += _regression_scores(rec)
     line = (f"epoch {rec['epoch']:4d}  loss {rec['train_loss']:.4f}{accs}  "
             f"{rec['epoch_time_s'] * 1e3:.1f} ms (compute {rec['compute_time_s'] * 1e3:.1f}, "
             f"halo comm {rec['comm_time_s'] * 1e3:.1f}, exposed {rec['exposed_comm_s'] * 1e3:.1f})  "
@@ -136,8 +148,10 @@ def progress_line(rec: dict[str, Any], *, feature_store: bool) -> str:
 
 
 def summary_line(history: list[dict[str, Any]], num_edges: int, peaks: list[int | None] | None = None,
-                 peak_kind: str = "cpu rss", predicted: list[int] | None = None) -> str:
-    """The end-of-run line: epochs, mean epoch time, edges per second, best validation epoch, and
+                 peak_kind: str = "cpu rss", predicted: list[int] | None = None, *, metric: str = "acc",
+                 lower_is_better: bool = False) -> str:
+    """The end-of-run line: epochs, mean epoch time, edges per second, best validation epoch (by
+    ``val_{metric}``, the lowest with ``lower_is_better``: a regression's ``mse``), and
     with ``peaks`` (bytes, one per rank; None where unknown) the peak memory of each rank, with
     ``predicted`` (the memory planner's, one per rank) beside them as predicted / measured."""
     if not history:
@@ -146,10 +160,12 @@ def summary_line(history: list[dict[str, Any]], num_edges: int, peaks: list[int 
     mean = sum(times) / len(times)
     line = (f"{len(history)} epochs, mean epoch {mean * 1e3:.1f} ms, "
             f"{num_edges / mean if mean > 0 else float('inf'):.3g} edges/s")
-    scored = [r for r in history if r.get("val_acc") is not None]
+    val, test = f"val_{metric}", f"test_{metric}"
+    scored = [r for r in history if r.get(val) is not None]
     if scored:
-        best = max(scored, key=lambda r: r["val_acc"])
-        line += f", best val {best['val_acc']:.4f} at epoch {best['epoch']} (test {best['test_acc']:.4f})"
+        best = (min if lower_is_better else max)(scored, key=lambda r: r[val])
+        shown = "" if metric == "acc" else f" {metric}"
+        line += f", best val{shown} {best[val]:.4f} at epoch {best['epoch']} (test {best[test]:.4f})"
     if peaks:
         shown = ", ".join("?" if p is None else format_bytes(p) for p in peaks)
         line += f"; peak memory per rank ({peak_kind}): {shown}"

@@ -6,7 +6,7 @@ predict --model-file FILE`` (:mod:`gnn_dist.predict`) reads it; the format is sp
 values and tensors, so ``torch.load(FILE, weights_only=True)`` reads it and runs no code::
 
     {"format": "gnn-dist-model", "version": 1,
-     "header": "<JSON text>",         # model options, in_dim, out_dim, num_classes, label_kind, tensors, training
+     "header": "<JSON text>",         # model options, in_dim, out_dim, num_classes, label_kind, task, loss, tensors, training
      "sha256": "<hex>",               # of format, version, header and every tensor's bytes
      "state_dict": {name: tensor}}    # the model's parameters and buffers, on CPU
 
@@ -101,8 +101,22 @@ class ModelFile:
 
     @property
     def label_kind(self) -> str:
-        """``"class"`` (softmax over classes) or ``"multilabel"`` (a sigmoid per label)."""
+        """``"class"`` (softmax over classes), ``"multilabel"`` (a sigmoid per label) or
+        ``"regression"`` (the outputs are the predicted values)."""
         return str(self.header["label_kind"])
+
+    @property
+    def task(self) -> Any:
+        """The :class:`~gnn_dist.tasks.Task` the model was trained for: the header's ``task`` and
+        ``loss`` (a file written before they were recorded: its label kind's task)."""
+        from .tasks import TASKS, task_for_label_kind
+
+        kind = TASKS.get(self.header.get("task", "")) or task_for_label_kind(self.label_kind)
+        if kind is None or kind.label_kind != self.label_kind:
+            raise ModelFileError(f"its task {self.header.get('task')!r} is not a task of {self.label_kind!r} labels "
+                                 f"known to this version", path=self.path)
+        loss = self.header.get("loss")
+        return kind(loss if loss in kind.losses else None)
 
     def build(self, device: torch.device | str | None = None) -> torch.nn.Module:
         """The model, with the file's weights, in eval mode, on ``device`` (default CPU)."""
@@ -125,6 +139,11 @@ class ModelFile:
             raise ModelFileError(f"the model takes in_dim={self.in_dim} features per node but {data} has "
                                  f"feature_dim={meta.feature_dim}; predict on data with the features the model "
                                  f"was trained on", path=self.path)
+        edge_dim = self.model_config.edge_dim or 0
+        if edge_dim and int(meta.edge_feature_dim) != edge_dim:
+            raise ModelFileError(f"the model reads edge features of width {edge_dim} but {data} has "
+                                 f"edge_feature_dim={meta.edge_feature_dim}; predict on data with the edge features "
+                                 f"the model was trained on", path=self.path)
         if meta.label_kind is None:
             return
         if meta.label_kind != self.label_kind or int(meta.num_classes) != self.num_classes:
@@ -183,14 +202,16 @@ def check_output_file(path: str | os.PathLike, what: str) -> Path:
 
 
 def save_model_file(path: str | os.PathLike, model: torch.nn.Module, model_config: ModelConfig | dict[str, Any],
-                    meta: Any, *, info: dict[str, Any] | None = None) -> Path:
+                    meta: Any, *, info: dict[str, Any] | None = None, task: Any = None) -> Path:
     """Write ``model``'s weights as a model file at ``path`` (atomically: temp file, fsync, rename).
 
     ``model_config`` is what builds it again (a :class:`~gnn_dist.config.ModelConfig` or its
     dict), ``meta`` the ``PartitionMeta`` it was trained on (its ``feature_dim``, ``num_classes``
     and ``label_kind`` are recorded), ``info`` any JSON values to keep under ``training``
     (``gnn_dist.train`` records the epochs, final accuracies, the partition's fingerprint and the
-    run's whole configuration). Returns the path. Raises :class:`ModelFileError` when the model
+    run's whole configuration), ``task`` the :class:`~gnn_dist.tasks.Task` it was trained for
+    (recorded as ``task`` and ``loss``; default: the label kind's, with its natural loss).
+    Returns the path. Raises :class:`ModelFileError` when the model
     cannot be rebuilt from ``model_config`` with these weights.
     """
     from .atomic_file import atomic_write
@@ -209,6 +230,13 @@ def save_model_file(path: str | os.PathLike, model: torch.nn.Module, model_confi
     header = {"model": to_dict(config), "class": type(model).__name__, "in_dim": in_dim, "out_dim": out_dim,
               "num_classes": int(meta.num_classes), "label_kind": meta.label_kind or "class", "tensors": table,
               "training": _plain(info or {})}
+    if task is None:
+        from .tasks import task_for_label_kind
+
+        kind = task_for_label_kind(header["label_kind"])
+        task = kind() if kind is not None else None
+    if task is not None:
+        header |= {"task": task.name, "loss": task.loss}
     header_text = json.dumps(header, sort_keys=True, allow_nan=False)
     payload = {"format": MODEL_FORMAT, "version": MODEL_VERSION, "header": header_text,
                "sha256": _digest(MODEL_VERSION, header_text, state, sorted(state)), "state_dict": state}
@@ -252,7 +280,7 @@ def load_model_file(path: str | os.PathLike) -> ModelFile:
         raise ModelFileError(f"its header lacks {[k for k in _HEADER_KEYS if k not in header]}", path=p)
     widths = [header[k] for k in ("in_dim", "out_dim", "num_classes")]
     if not (isinstance(header["model"], dict) and all(type(w) is int and w >= 0 for w in widths)
-            and header["label_kind"] in ("class", "multilabel")):
+            and header["label_kind"] in ("class", "multilabel", "regression")):
         raise ModelFileError("its header's model, in_dim, out_dim, num_classes or label_kind is malformed", path=p)
     if header["tensors"] != _tensor_table(state):
         raise ModelFileError("its tensors are not the ones its header lists: corrupt or modified", path=p)
@@ -288,5 +316,5 @@ def save_trained_model(config: RunConfig, trainer: Any, final: dict[str, Any]) -
     path = Path(config.save_model)
     with all_ranks_agree(f"writing the model file {path}"):
         if get_rank() == 0:
-            save_model_file(path, trainer.model, config.model, meta, info=info)
+            save_model_file(path, trainer.model, config.model, meta, info=info, task=getattr(trainer, "task", None))
     return path

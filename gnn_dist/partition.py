@@ -89,6 +89,11 @@ class LocalPartition:
     def feature_dim(self) -> int:
         return int(self.meta.feature_dim)
 
+    @property
+    def edge_feature_dim(self) -> int:
+        """``D_e`` of the part's edge features (:attr:`Block.edge_attr <gnn_dist.nn.Block.edge_attr>`); 0 without."""
+        return int(self.meta.edge_feature_dim)
+
     def exchange(self, h_inner: torch.Tensor) -> torch.Tensor:
         """``[I, F] -> [I + H, F]``: inner rows, then the halo rows fetched from their owners,
         exactly (as they are, at once: evaluation's exchange)."""
@@ -152,6 +157,7 @@ def _build_block(data: PartData, num_inner: int, num_halo: int, device: torch.de
         src_original_ids=torch.from_numpy(np.array(data.original_ids)),
         edge_weight=None if data.edge_weight is None else torch.from_numpy(np.array(data.edge_weight)),
         weighted_degree=None if data.weighted_degree is None else torch.from_numpy(np.array(data.weighted_degree)),
+        edge_attr=None if data.edge_attr is None else torch.from_numpy(np.array(data.edge_attr)),
         kernels=kernels,
     ).to(device)
     return prepare(block)

@@ -14,9 +14,10 @@ orders them by original node id and writes ``--out`` (``.npz``, temp file + rena
 
 - ``node_ids`` int64 ``[N]``: the input graph's node ids, ascending;
 - ``probabilities`` float32 ``[N, C]``: softmax of the logits (a sigmoid per label for a
-  multi-label model);
+  multi-label model; none for a regression model);
 - ``predicted`` int64 ``[N]``: the class of the largest logit, as training's evaluation counts it
-  (multi-label: uint8 ``[N, C]``, logit > 0, i.e. probability > 0.5);
+  (multi-label: uint8 ``[N, C]``, logit > 0, i.e. probability > 0.5; regression: float32
+  ``[N, D]``, the predicted values, the model's outputs);
 - with ``--embeddings``: ``embeddings`` float32 ``[N, H]``, the output of layer ``K`` (0-based;
   default the last hidden layer, after its activation) and ``embedding_layer`` (K).
 
@@ -56,14 +57,16 @@ class Predictions:
     """The gathered predictions, one row per node, by ascending original id (numpy arrays)."""
 
     node_ids: np.ndarray
-    probabilities: np.ndarray
+    probabilities: np.ndarray | None
+    """None for a regression model (its ``predicted`` are the values)."""
     predicted: np.ndarray
     embeddings: np.ndarray | None = None
     embedding_layer: int | None = None
 
     def arrays(self) -> dict[str, np.ndarray]:
         """What :meth:`save` writes, by name."""
-        out = {"node_ids": self.node_ids, "probabilities": self.probabilities, "predicted": self.predicted}
+        probabilities = {} if self.probabilities is None else {"probabilities": self.probabilities}
+        out = {"node_ids": self.node_ids, **probabilities, "predicted": self.predicted}
         if self.embeddings is not None:
             out |= {"embeddings": self.embeddings, "embedding_layer": np.int64(self.embedding_layer)}
         return out
@@ -133,7 +136,8 @@ def check_prediction(data: str | os.PathLike, model_file: str | os.PathLike, out
     check_output_file(out, "--out")
     resolve_kernels(environ.kernels())   # as the ranks will
     c = model.model_config
-    return (f"{model_file}: model {c.model} ({c.layers} layers, in_dim {model.in_dim}, {model.out_dim} outputs) "
+    return (f"{model_file}: model {c.model} ({c.layers} layers, in_dim {model.in_dim}, {model.out_dim} outputs, "
+            f"task {model.task.name}) "
             f"on {data}" + (f"; embeddings of layer {chosen}" if chosen is not None else ""))
 
 
@@ -155,6 +159,7 @@ def predict(data: str | os.PathLike, model_file: str | os.PathLike, *, embedding
     with all_ranks_agree(f"reading the model file {model_file}"):
         mf = _load_checked(data, model_file)
         model = mf.build(device)
+        task = mf.task
         chosen = embedding_layer(mf, layer) if embeddings else None
     digests = all_gather_json(mf.sha256)
     if len(set(digests)) > 1:
@@ -168,20 +173,19 @@ def predict(data: str | os.PathLike, model_file: str | os.PathLike, *, embedding
         if chosen is not None and view.output is None:
             raise ValueError(f"--embeddings: the model {type(model).__name__} does not run its layers through "
                              f"part.run_layer, so its layer outputs cannot be read")
-        if mf.label_kind == "multilabel":   # from the logits, as training's evaluation decides
-            probs, pred = torch.sigmoid(logits), (logits > 0).to(torch.uint8)
-        else:
-            probs, pred = torch.softmax(logits, dim=-1), logits.argmax(-1)
+        probs, pred = task.predict(logits)   # from the logits, as training's evaluation decides
         ids = part.original_ids[:part.num_inner].to(torch.int64)
-        rows = [ids, probs.float(), pred] + ([] if view.output is None else [view.output.float()])
+        rows = [ids, pred] + ([] if probs is None else [probs.float()]) \
+            + ([] if view.output is None else [view.output.float()])
         gathered = [gather_rows(t.contiguous()) for t in rows]
     if get_rank() != 0:
         return None
     arrays = [torch.cat(g).cpu().numpy() for g in gathered]  # type: ignore[arg-type]
     order = np.argsort(arrays[0], kind="stable")
-    node_ids, probabilities, predicted, *emb = (a[order] for a in arrays)
+    node_ids, predicted, *rest = (a[order] for a in arrays)
+    probabilities = rest.pop(0) if probs is not None else None
     return Predictions(node_ids=node_ids, probabilities=probabilities, predicted=predicted,
-                       embeddings=emb[0] if emb else None, embedding_layer=chosen)
+                       embeddings=rest[0] if rest else None, embedding_layer=chosen)
 
 
 class UsageError(ValueError):
@@ -200,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-file", required=True, metavar="FILE",
                    help="the model file gnn_dist.train --save-model wrote")
     p.add_argument("--out", required=True, metavar="FILE.npz",
-                   help="where rank 0 writes node_ids, probabilities, predicted (and embeddings); its folder "
+                   help="where rank 0 writes node_ids, probabilities (not for regression), predicted (and embeddings); its folder "
                         "must exist")
     p.add_argument("--embeddings", action="store_true",
                    help="also write the output of a layer (default: the last hidden layer) as embeddings")
@@ -267,7 +271,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with all_ranks_agree(f"writing {args.out}"):
             if preds is not None:
                 preds.save(args.out)
-                log.info(f"wrote {args.out}: {len(preds.node_ids)} nodes, {preds.probabilities.shape[1]} classes"
+                width = preds.predicted.shape[1] if preds.probabilities is None else preds.probabilities.shape[1]
+                log.info(f"wrote {args.out}: {len(preds.node_ids)} nodes, {width} "
+                         f"{'values' if preds.probabilities is None else 'classes'}"
                          + (f", embeddings of layer {preds.embedding_layer} ({preds.embeddings.shape[1]} wide)"
                             if preds.embeddings is not None else ""))
 

@@ -1,8 +1,9 @@
 """Model selection: which weights a run ends with (``select``), and when it stops (``patience``).
 
 The trainer shows each evaluated epoch's record to a :class:`ModelSelection`, which keeps the
-best one so far (the highest validation accuracy; the first such epoch on a tie) and counts the
-evaluations since. With ``select="best-val"`` it also keeps a copy of that epoch's state dict,
+best one so far (the best validation value of the task's metric, ``val_{metric}``: the highest
+accuracy, or the lowest error of a regression, :attr:`gnn_dist.tasks.Task.select_metric`; the
+first such epoch on a tie) and counts the evaluations since. With ``select="best-val"`` it also keeps a copy of that epoch's state dict,
 and :meth:`~ModelSelection.restore_best` loads it into the model at the end of
 :meth:`Trainer.fit <gnn_dist.trainer.Trainer.fit>`; the weights training had reached are kept
 aside meanwhile (:meth:`~ModelSelection.training_state`), so a later ``fit`` continues from them
@@ -10,10 +11,11 @@ aside meanwhile (:meth:`~ModelSelection.training_state`), so a later ``fit`` con
 ``patience=K``, :attr:`~ModelSelection.stopped` turns True once K evaluations in a row have not
 improved on the best.
 
-Every rank takes the same decisions: the accuracies are all-reduced counts (integers, exact in
-float64), the same on every rank, so no collective is needed here. The state
-(:meth:`~ModelSelection.state_dict`: the best record and the count as plain values, the best
-weights as tensors) goes into checkpoints and comes back on resume.
+Every rank takes the same decisions: the metrics are computed from all-reduced sums (the
+accuracies from integer counts, exact in float64), the same on every rank, so no collective is
+needed here. The state (:meth:`~ModelSelection.state_dict`: the metric watched, the best record
+and the count as plain values, the best weights as tensors) goes into checkpoints and comes back
+on resume; a checkpoint written before the metric was recorded watched ``val_acc``.
 """
 
 from __future__ import annotations
@@ -23,10 +25,17 @@ from typing import Any
 
 import torch
 
-__all__ = ["ModelSelection", "BEST_KEYS"]
+__all__ = ["ModelSelection", "BEST_KEYS", "best_keys"]
 
 BEST_KEYS = ("epoch", "train_acc", "val_acc", "test_acc")
-"""What the best record holds: the epoch (0-based, as in the epoch records) and its accuracies."""
+"""What the best record holds when the metric is the accuracy: the epoch (0-based, as in the
+epoch records) and its accuracies (:func:`best_keys` of another metric)."""
+
+
+def best_keys(metric: str) -> tuple[str, ...]:
+    """The best record's keys when selection watches ``val_{metric}``: the epoch and the metric
+    on the three masks."""
+    return ("epoch", f"train_{metric}", f"val_{metric}", f"test_{metric}")
 
 
 def _copy(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -38,14 +47,20 @@ class ModelSelection:
 
     Args:
         config: a :class:`~gnn_dist.config.SelectionConfig` (``select``, ``patience``).
+        metric: the metric watched on the validation mask (``val_{metric}``; default ``acc``).
+        lower_is_better: whether a lower value is better (an error such as ``mse``).
 
     Attributes:
-        best: the best epoch's record (:data:`BEST_KEYS`), or None before the first evaluation.
+        best: the best epoch's record (:func:`best_keys`), or None before the first evaluation.
         since_best: evaluations since the best one.
     """
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: Any, metric: str = "acc", lower_is_better: bool = False) -> None:
         self.config = config
+        self.metric, self.lower_is_better = metric, lower_is_better
+        self.keys = best_keys(metric)
+        self.key = f"val_{metric}"
+        """The record key watched."""
         self.best: dict[str, Any] | None = None
         self.since_best = 0
         self._weights: dict[str, torch.Tensor] | None = None
@@ -58,7 +73,7 @@ class ModelSelection:
 
     @property
     def active(self) -> bool:
-        """Whether the run depends on the validation accuracy (``best-val`` or a patience)."""
+        """Whether the run depends on the validation metric (``best-val`` or a patience)."""
         return self.keeps_weights or self.config.patience is not None
 
     @property
@@ -71,10 +86,10 @@ class ModelSelection:
         """Take an epoch's record (after its evaluation); True when it is the new best.
 
         Raises:
-            ValueError: ``best-val`` or a patience, and the validation accuracy is NaN (no
+            ValueError: ``best-val`` or a patience, and the validation metric is NaN (no
                 validation nodes in the partition).
         """
-        val = record.get("val_acc")
+        val = record.get(self.key)
         if val is None:
             return False
         if math.isnan(val):
@@ -84,14 +99,17 @@ class ModelSelection:
                                  + " needs validation nodes, but the partition's val_mask is empty: partition the "
                                    "graph with a validation mask, or use --select last without --patience")
             return False
-        if self.best is None or val > self.best["val_acc"]:
-            self.best = {k: record[k] for k in BEST_KEYS}
+        if self.best is None or self._better(val, self.best[self.key]):
+            self.best = {k: record[k] for k in self.keys}
             self.since_best = 0
             if self.keeps_weights:
                 self._weights = _copy(model.state_dict())
             return True
         self.since_best += 1
         return False
+
+    def _better(self, value: float, best: float) -> bool:
+        return value < best if self.lower_is_better else value > best
 
     def restore_best(self, model: torch.nn.Module) -> dict[str, Any] | None:
         """``best-val``: load the best epoch's weights into ``model`` (its current ones are kept
@@ -115,9 +133,10 @@ class ModelSelection:
         return self._parked if self._parked is not None else model.state_dict()
 
     def state_dict(self) -> dict[str, Any]:
-        """``{"select", "best", "since_best", "weights"}``: plain values and tensors only
+        """``{"select", "metric", "best", "since_best", "weights"}``: plain values and tensors only
         (``weights`` is the best epoch's state dict with ``best-val``, else None)."""
-        return {"select": self.config.select, "best": None if self.best is None else dict(self.best),
+        return {"select": self.config.select, "metric": self.metric,
+                "best": None if self.best is None else dict(self.best),
                 "since_best": int(self.since_best), "weights": self._weights}
 
     def load_state_dict(self, state: dict[str, Any] | None) -> str | None:
@@ -133,19 +152,26 @@ class ModelSelection:
         if state is None:
             return "the checkpoint holds no model-selection state" if self.active else None
         best, weights = state.get("best"), state.get("weights")
-        if best is not None and (not isinstance(best, dict) or any(k not in best for k in BEST_KEYS)):
-            raise ValueError(f"the model-selection state's best record {best!r} lacks one of {', '.join(BEST_KEYS)}")
+        theirs = state.get("metric", "acc")   # checkpoints before the metric was recorded: the accuracy
+        if not isinstance(theirs, str):
+            raise ValueError(f"the model-selection state's metric {theirs!r} is not a name")
+        if best is not None and (not isinstance(best, dict) or any(k not in best for k in best_keys(theirs))):
+            raise ValueError(f"the model-selection state's best record {best!r} lacks one of "
+                             f"{', '.join(best_keys(theirs))}")
         if weights is not None and (not isinstance(weights, dict)
                                     or not all(isinstance(v, torch.Tensor) for v in weights.values())):
             raise ValueError("the model-selection state's weights are not a state dict of tensors")
+        if theirs != self.metric:
+            return (f"the checkpoint's model selection watched val_{theirs}, this run's watches {self.key}"
+                    if self.active and best is not None else None)
         if self.keeps_weights and best is not None and weights is None:
             return (f"the checkpoint was written with select={state.get('select')!r} and holds no best-val weights")
-        self.best = None if best is None else {k: best[k] for k in BEST_KEYS}
+        self.best = None if best is None else {k: best[k] for k in self.keys}
         self.since_best = int(state.get("since_best", 0))
         self._weights = weights if self.keeps_weights else None
         return None
 
     def __repr__(self) -> str:
-        best = "none" if self.best is None else f"epoch {self.best['epoch']} (val {self.best['val_acc']:.4f})"
+        best = "none" if self.best is None else f"epoch {self.best['epoch']} ({self.key} {self.best[self.key]:.4f})"
         return (f"ModelSelection(select={self.config.select!r}, patience={self.config.patience}, best={best}, "
                 f"since_best={self.since_best})")

@@ -89,10 +89,21 @@ def build(config: RunConfig, device: Any = None) -> Any:
 
     kernels = resolve_kernels(config.distributed.kernels or environ.kernels())
     _check_memory(config)
+    if config.trainer.parallel.parallel != "graph":   # layer/hybrid: a stage per rank (gnn_dist.layer_parallel)
+        from .layer_parallel import build_trainer
+
+        trainer = build_trainer(config, device, kernels)
+        log.info(f"{trainer.part!r}: stage {trainer.layout.stage} of {trainer.layout.stages} "
+                 f"(layers {trainer.layout.layers.start}-{trainer.layout.layers.stop - 1})")
+        return trainer
     part = load_partition(config.data.data, device=device, verify=config.data.verify, kernels=kernels)
     log.info(f"{part!r}")
     torch.manual_seed(config.model.seed)
-    model = build_model(config.model, in_dim=part.feature_dim, out_dim=part.num_classes)
+    task = config.trainer.task.resolve(part.meta.label_kind, where=str(part.path))   # its output width
+    from .models import resolve_edge_dim
+
+    config.model = resolve_edge_dim(config.model, part.edge_feature_dim, str(part.path))   # --edge-dim: the partition's
+    model = build_model(config.model, in_dim=part.feature_dim, out_dim=task.out_dim(part.num_classes))
     trainer = Trainer(model, part, config.trainer, run_config=config.to_dict())
     trainer.predicted_peak = _log_memory_plan(part, config)
     return trainer

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from .cache.input import InputFeatures
 from .cache.store import FeatureStore, StoreCounts
@@ -45,8 +44,8 @@ from .pipeline.recompute import with_recompute
 from .offload import ActivationOffload, check_offload_device
 from .precision import autocast
 from .tensorboard_log import TensorBoardLog
-from .scoring import multilabel_roc_auc
 from .selection import ModelSelection
+from .tasks import Task
 
 __all__ = ["Trainer", "TrainerConfig"]
 
@@ -76,7 +75,9 @@ class Trainer:
             raise ValueError(f"pass a TrainerConfig or its fields, not both (got config and {', '.join(fields)})")
         self.config = config if config is not None else TrainerConfig.from_fields(**fields)
         self._check_part(part)
-        self._check_model_fits(model, part)
+        self.task: Task = self.config.task.resolve(part.meta.label_kind, where=str(part.path))
+        """What the run learns (:mod:`gnn_dist.tasks`): the loss, the metrics, what selection watches."""
+        self._check_model_fits(model, part, self.task)
         if self.config.memory.offload_activations:
             check_offload_device(part.device)
         if getattr(model, "input_dropout", 0) and self.config.features.precompute_first_layer:
@@ -102,14 +103,14 @@ class Trainer:
         self.optimizer = kind(self.model.parameters(), lr=c.optim.lr, weight_decay=c.optim.weight_decay)
         self.epoch = 0
         self.history: list[dict[str, Any]] = []
-        self.selection = ModelSelection(c.selection)
+        self.selection = ModelSelection(c.selection, self.task.select_metric, self.task.lower_is_better)
         """The best epoch so far and the weights it had (``select``), the early stop (``patience``)."""
         self.metrics = None if c.report.metrics_path is None else MetricsFile(c.report.metrics_path)
         self.tensorboard: TensorBoardLog | None = None
         if c.report.tensorboard is not None:
             with all_ranks_agree(f"opening the TensorBoard log {c.report.tensorboard}"):
                 if self.rank == 0:
-                    self.tensorboard = TensorBoardLog(c.report.tensorboard)
+                    self.tensorboard = TensorBoardLog(c.report.tensorboard, metrics=self.task.metrics_shown)
         self._run_config = run_config if run_config is not None else {"trainer": to_dict(self.config)}
         self._metrics_started = False
 
@@ -123,21 +124,17 @@ class Trainer:
             raise ValueError(f"{part.path}: the partition has no training nodes (train_mask is empty everywhere)")
 
     @staticmethod
-    def _check_model_fits(model: torch.nn.Module, part: Any) -> None:
-        """The model's input/output widths against the partition's (same on every rank: no collective)."""
+    def _check_model_fits(model: torch.nn.Module, part: Any, task: Task) -> None:
+        """The model's input/output widths against the partition's and the task's (same on every
+        rank: no collective)."""
         in_dim, out_dim = getattr(model, "in_dim", None), getattr(model, "out_dim", None)
         if isinstance(in_dim, int) and in_dim != part.feature_dim:
             raise ValueError(f"{part.path}: the model's input width in_dim={in_dim} does not match the "
                              f"partition's feature width {part.feature_dim}; build the model with "
                              f"in_dim={part.feature_dim}")
-        if isinstance(out_dim, int):
-            if part.multilabel and out_dim != part.num_classes:
-                raise ValueError(f"{part.path}: the model's output width out_dim={out_dim} does not match "
-                                 f"the {part.num_classes} labels of this multi-label partition")
-            if not part.multilabel and out_dim < part.num_classes:
-                raise ValueError(f"{part.path}: the model's output width out_dim={out_dim} is smaller than "
-                                 f"the partition's {part.num_classes} classes; build it with "
-                                 f"out_dim={part.num_classes}")
+        why = task.width_problem(out_dim, part.num_classes) if isinstance(out_dim, int) else None
+        if why is not None:
+            raise ValueError(f"{part.path}: {why}")
 
     def new_pipeline(self) -> Pipeline:
         """A fresh schedule (a stale one starts with a synchronous step); boundary samples are
@@ -147,12 +144,9 @@ class Trainer:
     # ------------------------------------------------------------------ one step
     def _loss_sum(self, logits: torch.Tensor) -> torch.Tensor:
         """Sum of the per-node losses over this rank's training rows (a zero that still depends on
-        the logits when there are none, so the backward runs every collective)."""
-        mask = self.part.train_mask
-        if self.part.multilabel:  # per node: the mean over its labels
-            return F.binary_cross_entropy_with_logits(logits[mask], self.part.y[mask], reduction="sum") \
-                / self.part.num_classes
-        return F.cross_entropy(logits[mask], self.part.y[mask], reduction="sum")
+        the logits when there are none, so the backward runs every collective): the task's
+        :meth:`~gnn_dist.tasks.Task.loss_sum`."""
+        return self.task.loss_sum(logits, self.part.y, self.part.train_mask)
 
     def _all_reduce_grads(self) -> int:
         """Sum the gradients over ranks; returns the bytes this rank sent (0 on one rank)."""
@@ -160,6 +154,12 @@ class Trainer:
         if not is_distributed():
             return 0
         return sum(p.numel() * p.element_size() for p in self.model.parameters() if p.requires_grad)
+
+    def _check_finite_loss(self, value: float) -> None:
+        """Raise (on every rank alike: ``value`` is the all-reduced loss) when the loss is not finite."""
+        if not math.isfinite(value):
+            raise FloatingPointError(f"epoch {self.epoch}: the training loss is {value}; lower the "
+                                     f"learning rate (lr={self.config.optim.lr}) or check the input features")
 
     def train_step(self) -> StepStats:
         """One optimizer step on every rank (a collective)."""
@@ -178,9 +178,7 @@ class Trainer:
             loss_total = loss.detach().reshape(1).clone()
             all_reduce_sum(loss_total)
             value = float(loss_total.item())
-            if not math.isfinite(value):
-                raise FloatingPointError(f"epoch {self.epoch}: the training loss is {value}; lower the "
-                                         f"learning rate (lr={self.config.optim.lr}) or check the input features")
+            self._check_finite_loss(value)
             self.optimizer.step()
         if self.inputs is not None:
             self.inputs.end_epoch()
@@ -199,31 +197,19 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        """Accuracy (micro-F1 for multi-label, and ROC-AUC: ``train_rocauc`` ...) on the
-        train/val/test masks, over all ranks, with the exact exchange (never the training
-        schedule's wire format or link)."""
+        """The task's metrics on the train/val/test masks, over all ranks (accuracy; micro-F1 and
+        ROC-AUC for multi-label; mse, mae and r2 for regression: ``train_acc``, ``val_mse`` ...),
+        with the exact exchange (never the training schedule's wire format or link): the model's
+        forward, then :meth:`_eval_metrics`."""
         self.model.eval()
         with autocast(self.part.device, self.config.memory.precision):
             logits = self.model(self.part, self._model_input()).float()
-        p = self.part
-        stats = []
-        for mask in (p.train_mask, p.val_mask, p.test_mask):
-            if p.multilabel:
-                pred = (logits[mask] > 0).float()
-                true = p.y[mask]
-                tp = (pred * true).sum()
-                stats += [2 * tp, 2 * tp + (pred * (1 - true)).sum() + ((1 - pred) * true).sum()]
-            else:
-                stats += [(logits[mask].argmax(-1) == p.y[mask]).sum(), mask.sum()]
-        counts = torch.stack([s.to(torch.float64) for s in stats])
-        all_reduce_sum(counts)
-        c = counts.tolist()
-        out = {f"{name}_acc": (c[2 * i] / c[2 * i + 1] if c[2 * i + 1] else float("nan"))
-               for i, name in enumerate(("train", "val", "test"))}
-        if p.multilabel:  # ogbn-proteins' metric, over every rank's rows
-            for name, mask in (("train", p.train_mask), ("val", p.val_mask), ("test", p.test_mask)):
-                out[f"{name}_rocauc"] = multilabel_roc_auc(logits[mask], p.y[mask])
-        return out
+        return self._eval_metrics(logits)
+
+    def _eval_metrics(self, logits: torch.Tensor) -> dict[str, float]:
+        """The evaluation metrics of this rank's float ``logits`` ``[I, out_dim]`` (a collective:
+        the task's :meth:`~gnn_dist.tasks.Task.metrics`)."""
+        return self.task.metrics(logits, self.part)
 
     # ------------------------------------------------------------------ loop
     def fit(self, epochs: int) -> list[dict[str, Any]]:
@@ -256,7 +242,7 @@ class Trainer:
                 rec["eval_time_s"] = time.perf_counter() - t1
                 self.selection.observe(rec, self.model)
             else:
-                rec.update({"train_acc": None, "val_acc": None, "test_acc": None})
+                rec.update(self.task.unevaluated())
             self.epoch += 1
             self.history.append(rec)
             out.append(rec)
@@ -274,28 +260,35 @@ class Trainer:
             peaks = all_gather_json(peak_memory_bytes(self.part.device), what="gather of peak memory")
             if self.rank == 0:
                 log.info("summary: " + summary_line(out, self.part.meta.num_edges, peaks,
-                                                    peak_memory_kind(self.part.device), self.predicted_peak))
+                                                    peak_memory_kind(self.part.device), self.predicted_peak,
+                                                    metric=self.task.select_metric,
+                                                    lower_is_better=self.task.lower_is_better))
         best = self.selection.restore_best(self.model)
         if best is not None and self.rank == 0:
+            m = self.selection.metric
             log.info(f"select best-val: the model holds the weights of epoch {best['epoch']} "
-                     f"(val {best['val_acc']:.4f}, test {best['test_acc']:.4f})")
+                     f"(val{_shown(m)} {best[f'val_{m}']:.4f}, test {best[f'test_{m}']:.4f})")
         return out
 
     def _log_early_stop(self) -> None:
         best = self.selection.best
         if self.rank == 0 and best is not None:
-            log.info(f"early stop after epoch {self.epoch - 1}: the validation accuracy has not improved for "
-                     f"{self.selection.since_best} evaluations (best {best['val_acc']:.4f} at epoch {best['epoch']})")
+            m = self.selection.metric
+            what = "accuracy" if m == "acc" else m
+            log.info(f"early stop after epoch {self.epoch - 1}: the validation {what} has not improved for "
+                     f"{self.selection.since_best} evaluations (best {best[f'val_{m}']:.4f} at epoch {best['epoch']})")
 
     def _start_metrics(self) -> None:
-        """Rank 0 (re)starts the metrics file once: the config record, then the epoch records
-        before this trainer's epoch (a resumed run)."""
+        """Rank 0 (re)starts the metrics file once: the config record (the run's configuration and
+        its resolved task: what ``gnn-dist report`` charts and picks the best epoch by), then the
+        epoch records before this trainer's epoch (a resumed run)."""
         if self.metrics is None or self._metrics_started:
             return
         self._metrics_started = True
+        task = self.task.record()
         with all_ranks_agree(f"preparing the metrics file {self.metrics.path}"):
             if self.rank == 0:
-                self.metrics.start(self._run_config, self.epoch)
+                self.metrics.start({**self._run_config, "task": task}, self.epoch)
 
     def _after_epoch(self, rec: dict[str, Any], last: bool) -> None:
         c = self.config
@@ -327,6 +320,11 @@ class Trainer:
         if path is None and c.checkpoint_dir is None:
             raise ValueError("resume needs a path or checkpoint_dir")
         return self.checkpoints.resume(self, path)
+
+
+def _shown(metric: str) -> str:
+    """`` mse`` in a log line for a metric other than the accuracy (which is shown bare)."""
+    return "" if metric == "acc" else f" {metric}"
 
 
 def _recording(store: FeatureStore | None) -> contextlib.AbstractContextManager[StoreCounts]:

@@ -49,8 +49,12 @@ def check_run(config: RunConfig) -> str:
         from .offload import check_offload_device
 
         check_offload_device("cuda" if torch.cuda.is_available() and config.distributed.backend != "gloo" else "cpu")
+    task = config.trainer.task.resolve(meta.label_kind, where=str(path))   # --task/--loss against the labels
+    from .models import resolve_edge_dim
+
+    model_config = resolve_edge_dim(config.model, meta.edge_feature_dim, str(path))   # as train.build resolves it
     with torch.device("meta"):
-        build_model(config.model, in_dim=int(meta.feature_dim), out_dim=int(meta.num_classes))
+        build_model(model_config, in_dim=int(meta.feature_dim), out_dim=task.out_dim(int(meta.num_classes)))
     parts = list(range(meta.num_parts))   # gnn-dist train runs every part on this machine
     check_training_memory(meta, config, parts, local_ranks=len(parts))
     if config.save_model is not None:
@@ -61,8 +65,10 @@ def check_run(config: RunConfig) -> str:
         from .tensorboard_log import require_tensorboard
 
         require_tensorboard()
+    labels = f"{meta.num_classes} classes" if task.name != "regression" else f"{meta.num_classes} regression targets"
     return (f"{path}: {meta.num_parts} parts, {meta.num_nodes} nodes, {meta.feature_dim} features, "
-            f"{meta.num_classes} classes; model {config.model.model}, pipeline {config.trainer.schedule.pipeline}")
+            f"{labels}; model {config.model.model}, task {task.name} ({task.loss}), "
+            f"pipeline {config.trainer.schedule.pipeline}")
 
 
 def validate_run(config: RunConfig, *, quiet: bool = False) -> int:

@@ -16,12 +16,17 @@ large      2,000,000    ~36M-40M         scale tests (~5-6 s and ~0.9 GB peak RS
 communities (250, 500, 1000 and 1000 nodes from tiny to large; 95% of the edges inside one), so
 partitioners have locality to find, as in real graphs; ``rmat-*``
 (:func:`~partitioners.synthetic.rmat_graph`) have skewed degrees and random labels, for scale and
-partition quality only. Edge counts are stored (directed) edges, both directions of each
+partition quality only; ``sbm-regression`` is ``sbm-tiny``'s graph with float regression targets
+(:func:`~partitioners.synthetic.regression_targets`) as labels, for node regression;
+``sbm-edges`` is ``sbm-tiny`` with 4 edge features whose first column says, noisily, whether an
+edge joins two nodes of one class (:func:`~partitioners.synthetic_edges.planted_edge_features`),
+for the layers that read edge features (``--model gine``, GAT). Edge counts are stored (directed) edges, both directions of each
 undirected edge, measured with seed 0; other seeds differ by a few percent.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,17 +55,23 @@ class DatasetInfo:
     feature_dim: int
     """Feature columns (float32)."""
     num_classes: int
-    """Number of label classes."""
+    """Number of label classes (the target width D for regression)."""
+    label_kind: str = "class"
+    """``"class"``, or ``"regression"`` (float32 ``[N, D]`` targets: ``sbm-regression``)."""
     description: str
     """One line for listings."""
     params: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the generator (everything except ``seed`` and ``name``)."""
+    edge_feature_dim: int = 0
+    """Edge feature columns (float32, :func:`~partitioners.synthetic_edges.planted_edge_features`); 0: none."""
 
     def sizes(self) -> GraphSize:
         """The sizes of the graph :func:`load_dataset` builds, for a memory estimate before it
-        is generated (float32 features, int64 labels, three masks, symmetric)."""
+        is generated (float32 features, int64 labels or float32 targets, three masks, symmetric)."""
+        label_bytes = 4 * self.num_classes if self.label_kind == "regression" else 8
         return GraphSize(num_nodes=self.num_nodes, num_edges=self.num_edges, symmetric=True,
-                         feature_bytes=4 * self.feature_dim, label_bytes=8, num_masks=3)
+                         feature_bytes=4 * self.feature_dim, label_bytes=label_bytes, num_masks=3,
+                         edge_attr_bytes=4 * self.edge_feature_dim)
 
 
 def _sbm(size: str, num_nodes: int, num_edges: int, num_classes: int, feature_dim: int,
@@ -68,8 +79,10 @@ def _sbm(size: str, num_nodes: int, num_edges: int, num_classes: int, feature_di
     params = {"num_nodes": num_nodes, "num_classes": num_classes, "feature_dim": feature_dim,
               "avg_degree": 20.0, "p_in_ratio": 8.0, "degree_exponent": 3.0,
               "community_size": 1000, "p_local": 0.95, "feature_noise": 0.75, **params}
+    targets = params.get("target_dim")
     return DatasetInfo(name=f"sbm-{size}", family="sbm", num_nodes=num_nodes, num_edges=num_edges,
-                       feature_dim=feature_dim, num_classes=num_classes,
+                       feature_dim=feature_dim, num_classes=num_classes if targets is None else targets,
+                       label_kind="class" if targets is None else "regression",
                        description=description, params=params)
 
 
@@ -84,6 +97,11 @@ def _rmat(size: str, num_nodes: int, num_edges: int, num_classes: int, feature_d
 
 _SBM_NOTE = "degree-corrected SBM with communities, learnable labels"
 _RMAT_NOTE = "Graph500 R-MAT, skewed degrees, random labels (scale/partitioning only)"
+_REGRESSION_NOTE = ("sbm-tiny's graph and features with 4 regression targets planted over it (a random linear "
+                    "map of the 2-hop mean features, plus noise): node regression")
+
+_EDGES_NOTE = ("sbm-tiny with 4 edge features, the first a noisy same-class flag: for gine and gat with "
+               "edge features")
 
 _CATALOG: dict[str, DatasetInfo] = {d.name: d for d in (
     _sbm("tiny", 1_000, 13_700, 4, 16, f"{_SBM_NOTE}; for unit tests",
@@ -95,11 +113,15 @@ _CATALOG: dict[str, DatasetInfo] = {d.name: d for d in (
     _rmat("small", 10_000, 190_000, 8, 32, 140_000, _RMAT_NOTE),
     _rmat("medium", 200_000, 3_960_000, 8, 64, 2_300_000, _RMAT_NOTE),
     _rmat("large", 2_000_000, 40_200_000, 8, 64, 21_000_000, _RMAT_NOTE),
+    _sbm("regression", 1_000, 13_700, 4, 16, _REGRESSION_NOTE, avg_degree=16.0, p_in_ratio=6.0,
+         feature_noise=0.9, community_size=250, target_dim=4, train_frac=0.5, val_frac=0.2, test_frac=0.3),
+    dataclasses.replace(_sbm("edges", 1_000, 13_700, 4, 16, _EDGES_NOTE, avg_degree=16.0, p_in_ratio=6.0,
+                             feature_noise=0.9, community_size=250), edge_feature_dim=4),
 )}
 
 
 def list_datasets() -> list[DatasetInfo]:
-    """Every catalog entry, SBM first, each family from tiny to large."""
+    """Every catalog entry, SBM first, each family from tiny to large, then ``sbm-regression``."""
     return list(_CATALOG.values())
 
 
@@ -121,4 +143,9 @@ def load_dataset(name: str, seed: int = 0) -> Graph:
     log.info("generating %s (%s nodes, ~%s edges, seed %s)", name, f"{info.num_nodes:,}",
              f"{info.num_edges:,}", seed)
     make = sbm_graph if info.family == "sbm" else rmat_graph
-    return make(**info.params, seed=seed, name=name)
+    graph = make(**info.params, seed=seed, name=name)
+    if info.edge_feature_dim:
+        from .synthetic_edges import planted_edge_features
+
+        graph = dataclasses.replace(graph, edge_attr=planted_edge_features(graph, info.edge_feature_dim, seed=seed))
+    return graph

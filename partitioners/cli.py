@@ -310,16 +310,19 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from .catalog import list_datasets
+    from .report import labels_text
 
     infos = list_datasets()
     if args.json:
         _emit_json([asdict(d) for d in infos])
         return EXIT_OK
     width = max(len(d.name) for d in infos)
-    log.info(f"{'name':<{width}}  {'nodes':>10}  {'~edges':>12}  {'dim':>4}  {'classes':>7}  description")
-    for d in infos:
+    labels = [labels_text(d.num_classes, d.label_kind) for d in infos]
+    lw = max(len("labels"), *map(len, labels))
+    log.info(f"{'name':<{width}}  {'nodes':>10}  {'~edges':>12}  {'dim':>4}  {'labels':>{lw}}  description")
+    for d, text in zip(infos, labels):
         log.info(f"{d.name:<{width}}  {d.num_nodes:>10,}  {d.num_edges:>12,}  {d.feature_dim:>4}  "
-                 f"{d.num_classes:>7}  {d.description}")
+                 f"{text:>{lw}}  {d.description}")
     return EXIT_OK
 
 

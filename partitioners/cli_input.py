@@ -1,5 +1,6 @@
-"""The input flags of ``gnn-dist partition``: node data files, a random split, edge weights,
-relabelling, Planetoid sets; and the warning about a folder that cannot be trained.
+"""The input flags of ``gnn-dist partition``: node data files, what the labels hold, a random
+split, edge weights, relabelling, Planetoid sets; and the warning about a folder that cannot be
+trained.
 
 ``cli.py`` adds these flags with :func:`add_input_arguments`, checks them before any reading
 with :func:`check_input_request`, and reads ``--input`` with :func:`read_input`, which returns
@@ -13,6 +14,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from .errors import GraphError
 from .graph import Graph
 
 __all__ = ["NODE_DATA_FLAGS", "add_input_arguments", "check_input_request", "read_input",
@@ -28,6 +30,10 @@ _RELABEL_FORMATS = ("edgelist", "npy")
 _EXTENDABLE_FORMATS = ("edgelist", "npy")
 """Formats whose node count is the largest id + 1: node data may add isolated nodes."""
 SPLIT_EXAMPLE = "0.6,0.2,0.2"
+LABEL_KIND_CHOICES = ("auto", "class", "multilabel", "regression")
+"""``--label-kind``: ``auto`` infers the kind from the labels' dtype, shape and values."""
+_KIND_SHAPES = {"class": "class ids, one per node [N]", "multilabel": "a 0/1 multi-label matrix [N, C]",
+                "regression": "float regression targets [N] or [N, D]"}
 
 
 def _split_fractions(value: str) -> tuple[float, float, float]:
@@ -48,7 +54,12 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of this module on the ``partition`` parser."""
     g = p.add_argument_group("node data and input options (--input only; docs/cli.md)")
     g.add_argument("--features", metavar="F.npy", help="node features, float [N, F]")
-    g.add_argument("--labels", metavar="L.npy", help="node labels: int class ids [N], or 0/1 [N, C] multi-label")
+    g.add_argument("--labels", metavar="L.npy", help="node labels: int class ids [N], or 0/1 [N, C] multi-label, "
+                                                     "or float regression targets [N] / [N, D]")
+    g.add_argument("--label-kind", choices=LABEL_KIND_CHOICES, default="auto",
+                   help="what the input's labels hold: auto (integers are class ids [N] or a 0/1 matrix [N, C]; "
+                        "floats the same when all whole / all 0 or 1, regression targets otherwise), or class, "
+                        "multilabel, regression (floats stay targets even when whole-valued)")
     for mask in ("train", "val", "test"):
         g.add_argument(f"--{mask}-mask", metavar="M.npy",
                        help=f"{mask} nodes: a bool [N] mask, or an int array of node ids")
@@ -76,7 +87,8 @@ def _node_files(args: argparse.Namespace) -> Any:
 
 def _input_flags(args: argparse.Namespace) -> list[str]:
     flags = [flag for f, flag in NODE_DATA_FLAGS.items() if getattr(args, f) is not None]
-    flags += [flag for flag, on in (("--split", args.split is not None), ("--weighted", args.weighted),
+    flags += [flag for flag, on in (("--label-kind", args.label_kind != "auto"),
+                                    ("--split", args.split is not None), ("--weighted", args.weighted),
                                     ("--relabel", args.relabel),
                                     ("--planetoid-name", args.planetoid_name is not None)) if on]
     return flags
@@ -137,8 +149,6 @@ def read_input(args: argparse.Namespace) -> tuple[Graph, dict[str, Any]]:
     graphs are cleaned as the usual loaders do). Then node data files, then ``--split``.
     """
     from .cli_args import UsageError
-    from .io import read_graph
-    from .io.node_data import attach_node_data
 
     fmt = input_format(args)
     options: dict[str, Any] = {k: True for k in _CLEANING if getattr(args, k)}
@@ -147,17 +157,17 @@ def read_input(args: argparse.Namespace) -> tuple[Graph, dict[str, Any]]:
             options[key] = True
     if args.planetoid_name is not None:
         options["planetoid_name"] = args.planetoid_name
-    if fmt == "npy-dir":
-        from .outofcore.npy_dir import open_npy_dir, read_npy_dir
-
-        out_parent = Path(args.out).absolute().parent
-        out_parent.mkdir(parents=True, exist_ok=True)
-        graph = read_npy_dir(getattr(args, "npy_dir", None) or open_npy_dir(args.input),
-                             scratch_dir=args.scratch_dir or out_parent,
-                             progress=not args.no_progress, **options)
-    else:
-        graph = read_graph(args.input, fmt, **options)
-    graph = attach_node_data(graph, _node_files(args), extend=fmt in _EXTENDABLE_FORMATS and not args.relabel)
+    kind = None if args.label_kind == "auto" else args.label_kind
+    if kind is not None:
+        options["label_kind"] = kind
+    try:
+        graph = _read_graph(args, fmt, options, kind)
+    except GraphError as exc:
+        if kind is None or "labels" not in str(exc):
+            raise
+        raise GraphError(f"{exc} (--label-kind {kind} reads the labels as {_KIND_SHAPES[kind]}: give such "
+                         f"labels, or --label-kind auto to infer the kind from the values)") from None
+    _check_label_kind(args, graph, kind)
     extra: dict[str, Any] = {}
     has_masks = [m for m in ("train_mask", "val_mask", "test_mask") if getattr(graph, m) is not None]
     if args.split is not None:
@@ -175,6 +185,40 @@ def read_input(args: argparse.Namespace) -> tuple[Graph, dict[str, Any]]:
         raise UsageError(f"--balance train needs training nodes, but {args.input} has no train mask: "
                          f"add --train-mask M.npy or --split {SPLIT_EXAMPLE}, or drop train from --balance")
     return graph, extra
+
+
+def _read_graph(args: argparse.Namespace, fmt: str, options: dict[str, Any], label_kind: str | None) -> Graph:
+    """The graph of ``--input`` read with the reader's ``options``, then the node data files."""
+    from .io import read_graph
+    from .io.node_data import attach_node_data
+
+    if fmt == "npy-dir":
+        from .outofcore.npy_dir import open_npy_dir, read_npy_dir
+
+        out_parent = Path(args.out).absolute().parent
+        out_parent.mkdir(parents=True, exist_ok=True)
+        graph = read_npy_dir(getattr(args, "npy_dir", None) or open_npy_dir(args.input),
+                             scratch_dir=args.scratch_dir or out_parent,
+                             progress=not args.no_progress, **options)
+    else:
+        graph = read_graph(args.input, fmt, **options)
+    return attach_node_data(graph, _node_files(args), extend=fmt in _EXTENDABLE_FORMATS and not args.relabel,
+                            label_kind=label_kind)
+
+
+def _check_label_kind(args: argparse.Namespace, graph: Graph, kind: str | None) -> None:
+    """``--label-kind K``: the input has labels, and they are of kind K (class ids and a
+    multi-label matrix differ by their shape, which no flag changes)."""
+    from .cli_args import UsageError
+
+    if kind is None or graph.label_kind == kind:
+        return
+    if graph.y is None:
+        source = "labels.npy in the npy-dir" if graph.scratch_dir is not None else "--labels L.npy"
+        raise UsageError(f"--label-kind {kind}: {args.input} has no labels; add {source}, or drop --label-kind")
+    raise UsageError(f"--label-kind {kind}: the labels of {args.input} are {_KIND_SHAPES[graph.label_kind]} "
+                     f"(shape {list(graph.y.shape)}), not {_KIND_SHAPES[kind]}: use --label-kind "
+                     f"{graph.label_kind} or auto")
 
 
 def untrainable_warning(graph: Graph) -> str | None:

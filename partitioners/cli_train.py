@@ -78,12 +78,30 @@ def cmd_train(args: argparse.Namespace, rest: Sequence[str]) -> int:
     from .format import load_partition_meta
 
     num_parts = load_partition_meta(args.data).num_parts
-    nproc = args.nproc or num_parts
-    if nproc != num_parts:
-        raise UsageError(f"--nproc {nproc} differs from the {num_parts} parts of {args.data}: "
-                         f"gnn_dist.train runs one rank per part; drop --nproc or re-partition "
-                         f"with --parts {nproc}")
+    stages = _stages(rest)   # --parallel layer/hybrid: S stages x the folder's parts
+    nproc = args.nproc or num_parts * stages
+    if nproc != num_parts * stages:
+        raise UsageError(f"--nproc {nproc} differs from the {num_parts} parts of {args.data}"
+                         + (f" x {stages} stages" if stages > 1 else "")
+                         + f": gnn_dist.train runs one rank per part (and stage); drop --nproc or re-partition "
+                           f"with --parts {nproc // stages if nproc % stages == 0 else nproc}")
     return _run_agent(args, rest, nproc, "gnn_dist.train", max_restarts=args.max_restarts)
+
+
+def _stages(rest: Sequence[str]) -> int:
+    """The pipeline stages ``rest`` asks for (``--parallel layer|hybrid --stages S``), else 1;
+    a malformed value is left to gnn_dist.train's own parser."""
+    def value(flag: str) -> str | None:
+        for i, arg in enumerate(rest):
+            if arg == flag and i + 1 < len(rest):
+                return rest[i + 1]
+            if arg.startswith(flag + "="):
+                return arg.split("=", 1)[1]
+        return None
+    stages = value("--stages")
+    if value("--parallel") not in ("layer", "hybrid") or stages is None or not stages.isdigit() or int(stages) < 1:
+        return 1
+    return int(stages)
 
 
 def cmd_predict(args: argparse.Namespace, rest: Sequence[str]) -> int:

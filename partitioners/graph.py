@@ -8,11 +8,13 @@ what each option changed is counted in :attr:`Graph.preprocessing`.
 
 Node data, all optional, indexed by node id:
   ``x``            float32/float16 ``[N, F]`` features
-  ``y``            int64 ``[N]`` class ids in ``[0, num_classes)``, or uint8 ``[N, C]`` 0/1 multi-label
+  ``y``            int64 ``[N]`` class ids in ``[0, num_classes)``, or uint8 ``[N, C]`` 0/1 multi-label,
+                   or float32 ``[N, D]`` regression targets (``num_classes`` is then ``D``; a 1-D
+                   float target is stored as ``[N, 1]``): see :attr:`Graph.label_kind`
   ``*_mask``       bool ``[N]`` train/val/test masks
   ``node_names``   int64 or unicode ``[N]``: the input's id of each node, when a reader relabelled
                    them to ``0..N-1`` (``relabel=True``); None when the ids are the input's own
-Edge data: ``edge_weight`` float32 ``[E]`` in CSR order.
+Edge data, in CSR order: ``edge_weight`` float32 ``[E]``, ``edge_attr`` float32 ``[E, D]`` (edge features).
 
 The checks of each array are in :mod:`partitioners.graph_checks`, the CSR builder in
 :mod:`partitioners.graph_csr`. This module is torch-free.
@@ -27,10 +29,10 @@ from typing import Any, Iterator
 import numpy as np
 
 from .errors import GraphError
-from .graph_checks import (as_int_array, check_edge_weight, check_features, check_ids,
-                           check_labels, check_mask, check_node_names)
+from .graph_checks import (as_int_array, check_edge_attr, check_edge_weight, check_features, check_ids,
+                           check_labels, check_mask, check_node_names, label_kind_of)
 from . import graph_csr
-from .graph_csr import MAX_NODES, build_csr, index_dtype
+from .graph_csr import MAX_NODES, build_csr_edge_data, index_dtype
 
 __all__ = ["Graph", "index_dtype"]
 
@@ -64,12 +66,14 @@ class Graph:
     x: np.ndarray | None = None
     """float32/float16 ``[N, F]`` node features, or None."""
     y: np.ndarray | None = None
-    """int64 ``[N]`` class ids, or uint8 ``[N, C]`` multi-label matrix, or None."""
+    """int64 ``[N]`` class ids, or uint8 ``[N, C]`` multi-label matrix, or float32 ``[N, D]``
+    regression targets, or None."""
     train_mask: np.ndarray | None = None
     val_mask: np.ndarray | None = None
     test_mask: np.ndarray | None = None
     num_classes: int = 0
-    """Number of classes (columns for multi-label); 0 when there are no labels."""
+    """Number of classes (columns for multi-label, the target width ``D`` for regression); 0 when
+    there are no labels."""
     symmetric: bool = False
     """True when every edge u->v has its reverse v->u (set by symmetrize or checked on demand)."""
     name: str = ""
@@ -81,6 +85,13 @@ class Graph:
     """Set for a graph read out of core (:mod:`partitioners.outofcore`), whose arrays are memory
     maps: the folder where later stages put their own scratch files (METIS's adjacency). None:
     the arrays are in memory."""
+    label_kind: str | None = None
+    """What ``y`` holds: ``"class"``, ``"multilabel"`` or ``"regression"`` (None without labels).
+    Given, it decides how ``y`` is read (``"regression"``: whole-valued or 0/1 float targets stay
+    targets); left None it is inferred: integers are class ids (``[N]``) or a 0/1 matrix
+    (``[N, C]``), floats the same when their values are, and regression targets otherwise."""
+    edge_attr: np.ndarray | None = None
+    """float32 ``[E, D]`` edge features in CSR order (row ``e`` belongs to edge ``indices[e]``), or None."""
 
     def __post_init__(self) -> None:
         self.indptr = np.asarray(self.indptr, dtype=np.int64)
@@ -98,10 +109,13 @@ class Graph:
         self.indices = self.indices.astype(index_dtype(n), copy=False)
         if self.edge_weight is not None:
             self.edge_weight = check_edge_weight(self.edge_weight, self.indices.size, "the graph has")
+        if self.edge_attr is not None:
+            self.edge_attr = check_edge_attr(self.edge_attr, self.indices.size, "the graph has")
         if self.x is not None:
             self.x = check_features(self.x, n)
         if self.y is not None:
-            self.y, self.num_classes = check_labels(self.y, n, self.num_classes or None)
+            self.y, self.num_classes = check_labels(self.y, n, self.num_classes or None, self.label_kind)
+        self.label_kind = label_kind_of(self.y)
         for name in _MASK_NAMES:
             m = getattr(self, name)
             if m is not None:
@@ -116,14 +130,19 @@ class Graph:
                    val_mask: Any = None, test_mask: Any = None, edge_weight: Any = None,
                    num_classes: int | None = None, symmetrize: bool = False,
                    remove_self_loops: bool = False, remove_duplicates: bool = False,
-                   name: str = "", node_names: Any = None) -> "Graph":
+                   name: str = "", node_names: Any = None, label_kind: str | None = None,
+                   edge_attr: Any = None) -> "Graph":
         """Build from parallel arrays of edge sources and destinations (edge ``src[i] -> dst[i]``).
 
         ``num_nodes`` defaults to ``max(id) + 1`` (or the feature/label row count when larger).
         Options, each counted in :attr:`preprocessing`: ``symmetrize`` adds the reverse of every
         edge whose reverse is missing; ``remove_self_loops``; ``remove_duplicates`` keeps the first
-        of repeated (src, dst) pairs (and its weight). ``node_names``: the input's id of each
-        node when the caller relabelled them (kept as :attr:`node_names`).
+        of repeated (src, dst) pairs (and its weight and features). ``edge_attr``: edge features
+        ``[E, D]`` in input order, kept in CSR order like the weights; a reverse added by
+        ``symmetrize`` gets the features (and weight) of the first edge it reverses.
+        ``node_names``: the input's id of each
+        node when the caller relabelled them (kept as :attr:`node_names`). ``label_kind``: what
+        ``labels`` hold (:attr:`label_kind`; default: inferred).
         """
         src = as_int_array("src", src)
         dst = as_int_array("dst", dst)
@@ -146,13 +165,14 @@ class Graph:
         w = None
         if edge_weight is not None:  # checked here so the index is the caller's, not CSR order
             w = check_edge_weight(edge_weight, src.size, "there are")
-        indptr, indices, w, report = build_csr(src, dst, num_nodes, w, symmetrize=symmetrize,
-                                               remove_self_loops=remove_self_loops,
-                                               remove_duplicates=remove_duplicates)
-        return cls(indptr=indptr, indices=indices, edge_weight=w, x=features, y=labels,
+        attr = None if edge_attr is None else check_edge_attr(edge_attr, src.size, "there are")
+        indptr, indices, w, attr, report = build_csr_edge_data(
+            src, dst, num_nodes, w, attr, symmetrize=symmetrize, remove_self_loops=remove_self_loops,
+            remove_duplicates=remove_duplicates)
+        return cls(indptr=indptr, indices=indices, edge_weight=w, edge_attr=attr, x=features, y=labels,
                    train_mask=train_mask, val_mask=val_mask, test_mask=test_mask,
                    num_classes=num_classes or 0, symmetric=symmetrize, name=name,
-                   preprocessing=report, node_names=node_names)
+                   preprocessing=report, node_names=node_names, label_kind=label_kind)
 
     @classmethod
     def from_scipy(cls, adj: Any, *, use_weights: bool = False, **kwargs: Any) -> "Graph":
@@ -215,6 +235,7 @@ class Graph:
         if ei is None:
             raise GraphError("the PyG Data object has no edge_index")
         w = np_of("edge_weight")
+        kwargs.setdefault("edge_attr", np_of("edge_attr"))
         y = np_of("y")
         if y is not None and y.ndim == 2 and y.shape[1] == 1:
             y = y[:, 0]
@@ -260,8 +281,13 @@ class Graph:
         return 0 if self.x is None else int(self.x.shape[1])
 
     @property
+    def edge_feature_dim(self) -> int:
+        """``D`` of :attr:`edge_attr`; 0 without edge features."""
+        return 0 if self.edge_attr is None else int(self.edge_attr.shape[1])
+
+    @property
     def multilabel(self) -> bool:
-        return self.y is not None and self.y.ndim == 2
+        return self.label_kind == "multilabel"
 
     def in_degree(self) -> np.ndarray:
         """int64 ``[N]``: number of in-edges of each node."""
@@ -328,5 +354,5 @@ class Graph:
         if self.x is not None:
             parts.append(f"x={self.x.dtype}[{self.x.shape[0]}, {self.x.shape[1]}]")
         if self.y is not None:
-            parts.append(f"num_classes={self.num_classes}" + (" multilabel" if self.multilabel else ""))
+            parts.append(f"num_classes={self.num_classes}" + ("" if self.label_kind == "class" else f" {self.label_kind}"))
         return f"Graph({', '.join(parts)})"

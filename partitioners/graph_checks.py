@@ -14,8 +14,8 @@ import numpy as np
 from .chunks import rows_per_step
 from .errors import GraphError
 
-__all__ = ["as_int_array", "check_edge_weight", "check_features", "check_ids", "check_labels", "check_mask",
-           "check_node_names", "first_bad"]
+__all__ = ["as_int_array", "check_edge_attr", "check_edge_weight", "check_features", "check_ids", "check_labels", "check_mask",
+           "check_node_names", "check_targets", "first_bad", "label_kind_of", "LABEL_KINDS"]
 
 
 CHECK_BYTES = 64 << 20
@@ -97,11 +97,74 @@ def check_features(x: Any, num_nodes: int) -> np.ndarray:
     return np.ascontiguousarray(x)
 
 
-def check_labels(y: Any, num_nodes: int, num_classes: int | None) -> tuple[np.ndarray, int]:
-    """``(labels, num_classes)``: int64 ``[N]`` class ids or a uint8 ``[N, C]`` 0/1 matrix."""
+LABEL_KINDS = ("class", "multilabel", "regression")
+"""What labels can be: class ids, a 0/1 multi-label matrix, or real-valued regression targets."""
+
+
+def label_kind_of(y: np.ndarray | None) -> str | None:
+    """The kind of labels stored as a :class:`~partitioners.graph.Graph` stores them (after
+    :func:`check_labels`): float32 ``[N, D]`` regression targets, uint8 ``[N, C]`` multi-label,
+    int64 ``[N]`` class ids; None without labels."""
+    if y is None:
+        return None
+    if np.issubdtype(y.dtype, np.floating):
+        return "regression"
+    return "multilabel" if y.ndim == 2 else "class"
+
+
+def _infer_label_kind(y: np.ndarray) -> str:
+    """The kind of labels given as ``y`` when none is named: integers (and bools) are class ids
+    (``[N]``) or a 0/1 matrix (``[N, C]``); floats are read as those when their values are (whole
+    numbers ``[N]``, only 0 and 1 ``[N, C]``: how PyG and numpy users often store them), and as
+    regression targets otherwise."""
+    if not np.issubdtype(y.dtype, np.floating):
+        return "multilabel" if y.ndim == 2 else "class"
+    if y.ndim == 1 and y.size and _first_where(y, lambda c: ~(c == np.round(c))) is None:
+        return "class"
+    if y.ndim == 2 and _first_where(y, lambda c: ~np.isin(c, (0, 1))) is None:
+        return "multilabel"
+    return "regression"
+
+
+def check_targets(y: np.ndarray, num_classes: int | None) -> tuple[np.ndarray, int]:
+    """``(targets, D)``: regression targets as a float32 ``[N, D]`` array of finite values (a 1-D
+    ``[N]`` becomes ``[N, 1]``; a float32 input, a memory map included, is kept as it is)."""
+    if y.ndim not in (1, 2) or (y.ndim == 2 and y.shape[1] == 0):
+        raise GraphError(f"regression targets must be [num_nodes] or [num_nodes, D] with D >= 1, got shape {y.shape}")
+    if not (np.issubdtype(y.dtype, np.floating) or np.issubdtype(y.dtype, np.integer) or y.dtype == np.bool_):
+        raise GraphError(f"regression targets must be numbers, got dtype {y.dtype}")
+    if np.issubdtype(y.dtype, np.floating):
+        bad = _first_where(y, lambda c: ~np.isfinite(c))
+        if bad is not None:
+            where = ", ".join(str(i) for i in bad)
+            raise GraphError(f"labels[{where}] = {y[bad]} is not finite (NaN or inf); regression targets must be "
+                             f"finite: drop or fill the nodes without a target")
+    y = y.reshape(-1, 1) if y.ndim == 1 else y
+    if y.dtype != np.float32:
+        y = y.astype(np.float32)
+    width = int(y.shape[1])
+    if num_classes is not None and num_classes != width:
+        raise GraphError(f"num_classes={num_classes} but the regression targets have {width} columns "
+                         f"(for regression num_classes is the target width D)")
+    return y, width
+
+
+def check_labels(y: Any, num_nodes: int, num_classes: int | None,
+                 kind: str | None = None) -> tuple[np.ndarray, int]:
+    """``(labels, num_classes)``: int64 ``[N]`` class ids, a uint8 ``[N, C]`` 0/1 matrix, or
+    float32 ``[N, D]`` regression targets (``num_classes`` is then ``D``). ``kind`` (one of
+    :data:`LABEL_KINDS`) says whether ``y`` holds regression targets or categories (``class`` and
+    ``multilabel`` alike: which of them is ``y``'s shape, ``[N]`` or ``[N, C]``, so a graph
+    copied with ``dataclasses.replace(g, y=...)`` may change between them); None infers it
+    (:func:`_infer_label_kind`)."""
     y = np.asarray(y)
     if y.shape[:1] != (num_nodes,):
         raise GraphError(f"labels has {y.shape[0] if y.ndim else 0} rows but the graph has {num_nodes} nodes")
+    if kind is not None and kind not in LABEL_KINDS:
+        raise GraphError(f"label_kind={kind!r} is not one of {', '.join(LABEL_KINDS)}")
+    kind = kind or _infer_label_kind(y)
+    if kind == "regression":
+        return check_targets(y, num_classes)
     if y.ndim == 2:  # multi-label 0/1 matrix
         bad = _first_where(y, lambda c: ~np.isin(c, (0, 1)))
         if bad is not None:
@@ -156,6 +219,24 @@ def check_edge_weight(w: Any, num_edges: int, where: str) -> np.ndarray:
         i = bad[0]
         raise GraphError(f"edge_weight[{i}] = {w[i]} is not finite")
     return w
+
+
+def check_edge_attr(a: Any, num_edges: int, where: str) -> np.ndarray:
+    """float32 ``[E, D]`` edge features (``D >= 1``; ``[E]`` is read as ``[E, 1]``), all finite;
+    ``where`` ends the size message (``"the graph has"``, ``"there are"``)."""
+    a = np.asarray(a)
+    if a.ndim == 1:
+        a = a.reshape(-1, 1)
+    if a.ndim != 2 or a.shape[0] != num_edges or a.shape[1] < 1:
+        raise GraphError(f"edge_attr has shape {list(a.shape)} but {where} {num_edges} edges; "
+                         f"edge features are [num_edges, D] with D >= 1")
+    if not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_) or np.issubdtype(a.dtype, np.complexfloating):
+        raise GraphError(f"edge_attr must hold real numbers, got dtype {a.dtype}")
+    a = a.astype(np.float32, copy=False)
+    bad = _first_where(a, lambda c: ~np.isfinite(c))
+    if bad is not None:
+        raise GraphError(f"edge_attr[{bad[0]}, {bad[1]}] = {a[bad]} is not finite")
+    return a
 
 
 def check_node_names(names: Any, num_nodes: int) -> np.ndarray:

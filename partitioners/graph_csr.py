@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CHUNK", "MAX_NODES", "build_csr", "csr_from_keys", "edge_keys", "index_dtype"]
+__all__ = ["CHUNK", "MAX_NODES", "build_csr", "build_csr_edge_data", "csr_from_keys", "edge_keys", "index_dtype"]
 
 
 def index_dtype(num_nodes: int) -> np.dtype:
@@ -47,6 +47,26 @@ def build_csr(src: np.ndarray, dst: np.ndarray, n: int, w: np.ndarray | None, *,
         report["self_loops_removed"] = loops
     return csr_from_keys(keys, n, w, num_keys=num_keys, symmetrize=symmetrize,
                          remove_duplicates=remove_duplicates, report=report)
+
+
+def build_csr_edge_data(src: np.ndarray, dst: np.ndarray, n: int, w: np.ndarray | None,
+                        attr: np.ndarray | None, **options: bool,
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None, dict[str, int]]:
+    """:func:`build_csr` carrying edge features ``attr`` (float32 ``[E, D]`` or None) as well as
+    the weights: ``(indptr, indices, edge_weight, edge_attr, report)``.
+
+    With ``attr`` the builder carries each edge's input position (int64) where it would carry a
+    weight, then gathers the weights and feature rows by it. So a stored edge has the data of the
+    input edge the weighted build keeps for it: the first of repeated edges with
+    ``remove_duplicates``, and an added reverse ``v -> u`` the data of the first ``u -> v``. Without
+    ``attr`` this is :func:`build_csr` itself (same arrays, same work).
+    """
+    if attr is None:
+        indptr, indices, w, report = build_csr(src, dst, n, w, **options)
+        return indptr, indices, w, None, report
+    indptr, indices, origin, report = build_csr(src, dst, n, np.arange(src.size, dtype=np.int64), **options)
+    assert origin is not None
+    return indptr, indices, None if w is None else w[origin], attr[origin], report
 
 
 def edge_keys(src: np.ndarray, dst: np.ndarray, n: int, w: np.ndarray | None, *,

@@ -68,6 +68,8 @@ class GraphSize:
     """Bool masks (train/val/test) the graph holds."""
     weighted: bool = False
     """The graph has ``edge_weight`` (float32 ``[E]``)."""
+    edge_attr_bytes: int = 0
+    """Bytes of one edge's feature row (``4 D`` for ``edge_attr`` float32 ``[E, D]``; 0 without)."""
     index_bytes: int = 4
     """Bytes of one entry of ``indices`` (4 while ``N < 2**31 - 1``, else 8)."""
     on_disk: bool = False
@@ -84,6 +86,7 @@ class GraphSize:
                    feature_bytes=0 if graph.x is None else graph.x.shape[1] * graph.x.itemsize,
                    label_bytes=0 if y is None else (y.shape[1] if y.ndim == 2 else 1) * y.itemsize,
                    num_masks=int(masks), weighted=graph.edge_weight is not None,
+                   edge_attr_bytes=4 * int(getattr(graph, "edge_feature_dim", 0)),
                    index_bytes=graph.indices.itemsize,
                    on_disk=getattr(graph, "scratch_dir", None) is not None)
 
@@ -94,7 +97,7 @@ class GraphSize:
             return 0
         n, e = self.num_nodes, self.num_edges
         per_node = self.feature_bytes + self.label_bytes + self.num_masks
-        return 8 * (n + 1) + e * (self.index_bytes + (4 if self.weighted else 0)) + n * per_node
+        return 8 * (n + 1) + e * (self.index_bytes + (4 if self.weighted else 0) + self.edge_attr_bytes) + n * per_node
 
     @property
     def adjacency_entries(self) -> int:

@@ -10,7 +10,18 @@ from typing import Any
 from .format import PartitionMeta
 from .format.layout import ORIGINAL_NAMES_FILE
 
-__all__ = ["describe_lines", "report_lines"]
+__all__ = ["describe_lines", "labels_text", "report_lines"]
+
+
+_LABEL_WORDS = {"class": "classes", "multilabel": "multi-label", "regression": "targets"}
+"""A label kind -> what its ``num_classes`` counts, in listings (``8 classes``, ``4 targets``)."""
+
+
+def labels_text(num_classes: int, label_kind: str | None) -> str:
+    """``8 classes``, ``112 multi-label``, ``4 targets``, or ``none`` without labels."""
+    if label_kind is None:
+        return "none"
+    return f"{num_classes} {_LABEL_WORDS.get(label_kind, label_kind)}"
 
 
 def _number(v: Any) -> bool:
@@ -63,13 +74,14 @@ def describe_lines(meta: PartitionMeta, verbose: bool = False) -> list[str]:
     if raw.get("symmetrized"):
         kind += " (symmetrized)"
     features = f"dim {meta.feature_dim} {meta.feature_dtype}" if meta.feature_dim else "none"
-    labels = f"{meta.num_classes} classes ({meta.label_kind})" if meta.label_kind else "none"
+    labels = labels_text(meta.num_classes, meta.label_kind)
     entries = list(meta.files.values()) + [e for pm in meta.parts for e in pm.files.values()]
     lines = [
         f"{meta.path}: {raw.get('format')} version {meta.version} (written by "
         f"{created.get('tool', '?')} {created.get('version', '?')}), name {meta.name or '-'}",
         f"graph: {meta.num_nodes} nodes, {meta.num_edges} edges, {kind}, "
-        f"{'weighted' if meta.weighted else 'unweighted'}; features {features}; labels {labels}",
+        f"{'weighted' if meta.weighted else 'unweighted'}; features {features}; labels {labels}"
+        + (f"; edge features dim {meta.edge_feature_dim}" if meta.edge_feature_dim else ""),
         f"method: {meta.method} {json.dumps(meta.method_params, sort_keys=True)}, seed {meta.seed}",
         f"files: {len(entries)} arrays, {sum(e.size for e in entries) / 2**20:.2f} MiB "
         f"(sizes and sha256 recorded in partition.json)",

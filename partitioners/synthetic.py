@@ -50,6 +50,13 @@ orthonormal when ``F >= K`` (random unit vectors otherwise). The defaults make r
 weak classifier (nearest centroid ~0.5 with ``K = 8``) and 2-hop smoothed features a strong
 one (~0.92); see ``datasets/README.md`` for the measured numbers.
 
+Regression targets (``sbm_graph(target_dim=D)``, the catalog's ``sbm-regression``): the same
+graph and features, and as labels float32 ``[N, D]`` targets planted over the graph
+(:func:`regression_targets`): a fixed random linear map of the 2-hop mean-aggregated features,
+standardised per column, plus a little noise. A 2-layer GCN can fit them; a model of a node's
+own features (an MLP) cannot fully, since the 2-hop mean averages the neighbours' centroids and
+noise, which a node's own row does not show.
+
 Legend: ``N`` nodes, ``E`` stored (directed) edges, ``F`` feature dim, ``K`` classes.
 """
 
@@ -65,7 +72,7 @@ from .argcheck import check_float, check_int, check_seed
 from .graph import Graph
 from .graph_csr import csr_from_keys, index_dtype
 
-__all__ = ["sbm_graph", "sbm_communities", "rmat_graph", "random_split"]
+__all__ = ["sbm_graph", "sbm_communities", "rmat_graph", "random_split", "regression_targets"]
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +83,7 @@ _FEATURE_ROWS = 1 << 16
 """Rows of features generated per step (bounds the temporaries; does not change the result)."""
 
 # stream purposes (the first spawn_key entry)
-_LABELS, _EDGES, _FEATURES, _SPLIT, _PERM, _CENTROIDS, _DEGREES, _COMMUNITIES = range(8)
+_LABELS, _EDGES, _FEATURES, _SPLIT, _PERM, _CENTROIDS, _DEGREES, _COMMUNITIES, _TARGETS = range(9)
 
 _FEATURE_DTYPES = ("float32", "float16")
 
@@ -321,12 +328,39 @@ def _sbm_centroids(feature_dim: int, k: int, seed: int) -> np.ndarray:
     return centroids.astype(np.float32)
 
 
+def regression_targets(indptr: np.ndarray, indices: np.ndarray, x: np.ndarray, target_dim: int, seed: int,
+                       noise: float = 0.1) -> np.ndarray:
+    r"""float32 ``[N, D]`` targets planted over a graph: :math:`t = \mathrm{std}(M^2 X W) + \sigma \epsilon`.
+
+    :math:`M` is the mean over a node's in-neighbours and itself (:math:`(M h)_v = (h_v +
+    \sum_{u \to v} h_u) / (d_v + 1)`), applied twice to the features :math:`X` ``[N, F]``;
+    :math:`W` ``[F, D]`` a fixed random Gaussian map (stream ``_TARGETS`` of ``seed``), each
+    column of the result standardised to mean 0 and standard deviation 1, then
+    :math:`\sigma` ``noise`` times standard normal noise added.
+    """
+    import scipy.sparse as sp
+
+    n, f = x.shape
+    adj = sp.csr_matrix((np.ones(indices.size, np.float64), indices, indptr), shape=(n, n))
+    inv = 1.0 / (np.diff(indptr).astype(np.float64) + 1.0)
+    h = x.astype(np.float64)
+    for _ in range(2):
+        h = (h + adj @ h) * inv[:, None]
+    g = _rng(seed, _TARGETS)
+    t = h @ (g.standard_normal((f, target_dim)) / math.sqrt(f))
+    t -= t.mean(axis=0)
+    t /= np.maximum(t.std(axis=0), 1e-12)
+    t += noise * g.standard_normal(t.shape)
+    return t.astype(np.float32)
+
+
 def sbm_graph(num_nodes: int, num_classes: int, feature_dim: int, *, avg_degree: float = 20.0,
               p_in_ratio: float = 8.0, degree_exponent: float | None = 3.0,
               community_size: int | None = 1000, p_local: float = 0.95,
               feature_noise: float = 0.75, train_frac: float = 0.1,
               val_frac: float = 0.1, test_frac: float = 0.8, seed: int = 0,
-              feature_dtype: str = "float32", name: str = "") -> Graph:
+              feature_dtype: str = "float32", name: str = "", target_dim: int | None = None,
+              target_noise: float = 0.1) -> Graph:
     """A degree-corrected stochastic block model with planted communities: labels learnable from
     the graph much better than from the features, and community locality a partitioner can use.
 
@@ -350,8 +384,13 @@ def sbm_graph(num_nodes: int, num_classes: int, feature_dim: int, *, avg_degree:
         seed: non-negative seed; the same seed and parameters give identical arrays (default: ``0``).
         feature_dtype: ``"float32"`` or ``"float16"`` (default: ``"float32"``).
         name: stored in :attr:`Graph.name`.
+        target_dim: ``D`` (>= 1): the labels are float32 ``[N, D]`` regression targets
+            (:func:`regression_targets`) instead of the classes (default: None, classes).
+        target_noise: with ``target_dim``, the standard deviation of the targets' noise
+            (default: ``0.1``; the targets' own is 1).
 
-    Shapes: ``x`` ``[N, F]``, ``y`` int64 ``[N]``, masks bool ``[N]``, ``E ~ 0.9 * avg_degree * N``.
+    Shapes: ``x`` ``[N, F]``, ``y`` int64 ``[N]`` (float32 ``[N, D]`` with ``target_dim``),
+    masks bool ``[N]``, ``E ~ 0.9 * avg_degree * N``.
     """
     seed = check_seed(seed)
     num_classes = check_int("num_classes", num_classes, 2)
@@ -365,6 +404,9 @@ def sbm_graph(num_nodes: int, num_classes: int, feature_dim: int, *, avg_degree:
         community_size = check_int("community_size", community_size, 1)
     p_local = check_float("p_local", p_local, 0.0, 1.0)
     feature_noise = check_float("feature_noise", feature_noise, 0.0)
+    if target_dim is not None:
+        target_dim = check_int("target_dim", target_dim, 1)
+        target_noise = check_float("target_noise", target_noise, 0.0)
     _check_feature_dtype(feature_dtype)
     n, k = num_nodes, num_classes
     masks = random_split(n, train_frac, val_frac, test_frac, seed)
@@ -382,9 +424,11 @@ def sbm_graph(num_nodes: int, num_classes: int, feature_dim: int, *, avg_degree:
     del keys
     centroids = _sbm_centroids(feature_dim, k, seed)
     x = _gaussian_features(n, feature_dim, seed, feature_dtype, centroids, y, feature_noise)
-    graph = Graph(indptr=indptr, indices=indices, x=x, y=y, train_mask=masks[0],
-                  val_mask=masks[1], test_mask=masks[2], num_classes=k, symmetric=True,
-                  name=name, preprocessing=report)
+    labels = y if target_dim is None else regression_targets(indptr, indices, x, target_dim, seed, target_noise)
+    graph = Graph(indptr=indptr, indices=indices, x=x, y=labels, train_mask=masks[0],
+                  val_mask=masks[1], test_mask=masks[2], num_classes=k if target_dim is None else target_dim,
+                  symmetric=True, name=name, preprocessing=report,
+                  label_kind="class" if target_dim is None else "regression")
     log.debug("sbm_graph: %r, %d communities (%s)", graph, num_comm, report)
     return graph
 

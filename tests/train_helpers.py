@@ -1,6 +1,7 @@
 """Shared helpers of the training tests: a small labelled random graph, running a command tree
-(torchrun and its ranks) with a timeout that kills the whole tree, and making a harness rank
-(``tests/mp_utils.py``) look like a torchrun rank so that it can run ``gnn_dist.train.main``."""
+(torchrun and its ranks) with a timeout that kills the whole tree, making a harness rank
+(``tests/mp_utils.py``) look like a torchrun rank so that it can run ``gnn_dist.train.main``, and
+a job whose rank 1 stalls mid-training (:func:`train_until_rank_one_stalls`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -87,3 +91,58 @@ class ErrorLines(logging.Handler):
 
     def __exit__(self, *exc: object) -> None:
         self.logger.removeHandler(self)
+
+
+STALL_TIMEOUT_S = 8
+"""The collective timeout (``--timeout``) of a job with a stalled rank."""
+
+
+def train_until_rank_one_stalls(rank: int, world_size: int, port: int, metrics: str, args: list[str]) -> None:
+    """Rank ``rank`` of a job on ``127.0.0.1:port`` running ``gnn_dist.train.main(args)`` (``args``
+    name the metrics file ``metrics`` and ``--timeout`` :data:`STALL_TIMEOUT_S`); rank 1 stops
+    itself (SIGSTOP) once two epochs are logged, so the others must fail by themselves, naming
+    what they waited for. Never returns: raises ``main``'s exit code and error lines (so the
+    harness records them)."""
+    from gnn_dist.train import main
+
+    launch_env(rank, world_size, port)
+    if rank == 1:
+        def stall() -> None:
+            while True:
+                if os.path.exists(metrics) and len(Path(metrics).read_text().splitlines()) >= 3:
+                    os.kill(os.getpid(), signal.SIGSTOP)
+                time.sleep(0.02)
+
+        threading.Thread(target=stall, daemon=True).start()
+    with ErrorLines("gnn_dist.train") as errors:
+        code = main(args)
+    raise RuntimeError(f"main returned {code}: {errors.lines}")
+
+
+def stalled_job_message(outcomes: list[Any]) -> str:
+    """Rank 0's error of a :func:`train_until_rank_one_stalls` job, after asserting that it ended
+    by itself (not killed by the harness) with exit code 1 and the collectives' one line for a
+    peer that is past the timeout."""
+    survivor = outcomes[0]
+    assert survivor.killed_by_harness is None, survivor.describe()
+    message = str(survivor.error)
+    assert "main returned 1" in message and "did not complete" in message, survivor.describe()
+    assert "A peer has died, stalled or is past the collective timeout" in message, message
+    return message
+
+
+def saved_tensor_bytes(trainer: Any) -> int:
+    """Bytes of the distinct storages autograd saves for backward in one ``trainer.train_step()``
+    (parameters excluded): what the memory planner's saved-tensor terms predict."""
+    import torch
+
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        if not isinstance(t, torch.nn.Parameter):
+            s = t.untyped_storage()
+            storages[s.data_ptr()] = s.nbytes()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        trainer.train_step()
+    return sum(storages.values())

@@ -20,7 +20,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from .saved import OUTSIDE, SAVED, LayerShape, Terms, activation_terms, layer_shapes
+from .saved import OUTSIDE, SAVED, TENSOR_INPUT, LayerShape, Terms, activation_terms, jk_terms, layer_shapes
 from .sizes import PartSizes
 
 __all__ = ["Workload", "Component", "RankPlan", "plan_rank", "RUNTIME_BYTES", "STEP_RUNTIME_BYTES",
@@ -59,6 +59,7 @@ class Workload:
     layers: int = 2
     heads: int | None = None
     out_heads: int | None = None
+    jk: str = "last"
     dropout: float = 0.5
     optimizer: str = "adam"
     select: str = "last"
@@ -78,6 +79,7 @@ class Workload:
         """The workload of a :class:`~gnn_dist.config.RunConfig`."""
         m, t = config.model, config.trainer
         return cls(model=m.model, hidden=m.hidden, layers=m.layers, heads=m.heads, out_heads=m.out_heads,
+                   jk=getattr(m, "jk", "last"),
                    dropout=m.dropout, optimizer=t.optim.optimizer, select=t.selection.select,
                    pipeline=t.schedule.pipeline, recompute=t.memory.recompute,
                    precision=getattr(t.memory, "precision", "fp32"),
@@ -147,16 +149,18 @@ def _activation_bytes(w: Workload) -> int:
 
 def _layers(w: Workload, s: PartSizes) -> list[LayerShape]:
     return layer_shapes(w.model, feature_dim=s.feature_dim, hidden=w.hidden, classes=s.num_classes,
-                        layers=w.layers, heads=w.heads, out_heads=w.out_heads, dropout=w.dropout)
+                        layers=w.layers, heads=w.heads, out_heads=w.out_heads, dropout=w.dropout, jk=w.jk)
 
 
 def _store_fed(w: Workload) -> bool:
-    """The first layer reads the feature store (a LayerInput): every built-in model but GCNII."""
-    return w.model != "gcnii"
+    """The first layer reads the feature store (a LayerInput): every built-in model but those
+    of :data:`~.saved.TENSOR_INPUT` (GCNII, ResGCN, ResGraphSAGE)."""
+    return w.model not in TENSOR_INPUT
 
 
 def _bytes(t: Terms, s: PartSizes, b: int) -> int:
-    return ((t.inner * s.inner + t.source * s.rows) * b + t.mask * s.inner + t.edge * s.edges * 4
+    return ((t.inner * s.inner + t.source * s.rows) * b + t.mask * s.inner + t.source_mask * s.rows
+            + t.edge * s.edges * 4
             + (t.edge_cast * s.edges * 2 if b == 2 else 0))
 
 
@@ -201,19 +205,21 @@ def layer_saved(w: Workload, s: PartSizes, resident_input: bool = True) -> list[
             t = Terms(source=shape.w_in) if w.recompute == "layers" else Terms(inner=shape.w_in)
         out.append(_bytes(t, s, b))
     outside = OUTSIDE.get(w.model)
-    out.append(0 if outside is None else _bytes(outside(s.feature_dim, w.hidden, w.recompute != "none"), s, b))
+    t = Terms() if outside is None else outside(s.feature_dim, w.hidden, w.recompute != "none")
+    t = t + jk_terms(w.model, hidden=w.hidden, layers=w.layers, jk=w.jk, dropout=w.dropout)
+    out.append(_bytes(t, s, b))
     return out
 
 
 def num_parameters(w: Workload, s: PartSizes) -> int:
     """Trainable parameters of the model, counted on the meta device (no memory); the same for
     every part and setting of one model, so counted once per model shape."""
-    return _count_parameters(w.model, s.feature_dim, w.hidden, s.num_classes, w.layers, w.heads, w.out_heads)
+    return _count_parameters(w.model, s.feature_dim, w.hidden, s.num_classes, w.layers, w.heads, w.out_heads, w.jk)
 
 
 @functools.lru_cache(maxsize=64)
 def _count_parameters(model_name: str, in_dim: int, hidden: int, out_dim: int, layers: int, heads: int | None,
-                      out_heads: int | None) -> int:
+                      out_heads: int | None, jk: str = "last") -> int:
     import torch
 
     from ..models import build_model
@@ -223,7 +229,7 @@ def _count_parameters(model_name: str, in_dim: int, hidden: int, out_dim: int, l
         kwargs = {"heads": heads or 8, "out_heads": out_heads or 1}
     with torch.device("meta"):
         model = build_model(model_name, in_dim=in_dim, hidden_dim=hidden, out_dim=out_dim, num_layers=layers,
-                            **kwargs)
+                            jk=jk, **kwargs)
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 

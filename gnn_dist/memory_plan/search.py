@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .model import MiB, RankPlan, Workload, plan_rank
+from .saved import TENSOR_INPUT
 from .sizes import PartSizes
 
 __all__ = ["LADDER", "Recommendation", "candidates", "recommend"]
@@ -93,7 +94,7 @@ def _largest(sizes: list[PartSizes], w: Workload) -> RankPlan:
 def _with_budget(sizes: list[PartSizes], w: Workload, limit: int) -> Workload | None:
     """``w`` with the features in host memory and the largest cache budget (whole MiB) that fits
     ``limit``, or None (CPU, or nothing left for a cache)."""
-    if w.device != "cuda" or w.model == "gcnii":
+    if w.device != "cuda" or w.model in TENSOR_INPUT:
         return None
     empty = w.replace(feature_storage="host", feature_cache_budget=0)
     room = limit - _largest(sizes, empty).total

@@ -1,11 +1,15 @@
-"""Built-in multi-layer GNNs (GCN, GraphSAGE, GAT, GIN, GCNII) that run on one rank's part."""
+"""Built-in multi-layer GNNs (GCN, GraphSAGE, GAT, GIN, GINE, GCNII, ResGCN, ResGraphSAGE) that run on one rank's part."""
 
 from __future__ import annotations
 
 from .basic_gnn import (GAT, GCN, GIN, MODELS, Activation, BasicGNN, FullGraph, GraphSAGE, LayerInput, PartLike,
                         build_model, register_model)
+from .edge_features import resolve_edge_dim
 from .gcnii import GCNII
+from .gine import GINE
+from .residual import DeepResidualGNN, ResGCN, ResGraphSAGE
 
-__all__ = ["BasicGNN", "GCN", "GraphSAGE", "GAT", "GIN", "GCNII", "MODELS", "build_model", "register_model", "FullGraph",
+__all__ = ["BasicGNN", "GCN", "GraphSAGE", "GAT", "GIN", "GINE", "resolve_edge_dim", "GCNII", "DeepResidualGNN", "ResGCN", "ResGraphSAGE",
+           "MODELS", "build_model", "register_model", "FullGraph",
            "PartLike",
            "LayerInput", "Activation"]

@@ -15,6 +15,7 @@ from torch import nn
 from ..nn import (INPUT_LAYER, Block, DropoutKey, GATConv, GCNConv, GINConv, RowDropout, SAGEConv, get_activation,
                   hash_dropout)
 from ..nn.part import Activation, FullGraph, LayerInput, PartLike
+from .shared import JK_MODES, check_jk, check_model_args, jk_width, jumping_knowledge
 
 __all__ = ["PartLike", "LayerInput", "Activation", "FullGraph", "BasicGNN", "GCN", "GraphSAGE", "GAT", "GIN",
            "MODELS", "register_model", "build_model"]
@@ -57,6 +58,13 @@ class BasicGNN(nn.Module):
             (default: :obj:`0.`)
         activation (str, optional): the nonlinearity after each hidden layer, a name of
             :data:`~gnn_dist.nn.ACTIVATIONS`. (default: :obj:`"relu"`)
+        jk (str, optional): jumping knowledge, as PyG's ``BasicGNN(jk=...)``: ``"last"`` the
+            last conv's output (PyG's ``jk=None``: the last conv maps to ``out_dim``, no
+            activation after it); ``"cat"`` or ``"max"``: every conv maps to ``hidden_dim`` and
+            is followed by the activation and dropout, the ``num_layers`` outputs are combined
+            (:func:`~gnn_dist.models.shared.jumping_knowledge`) and :attr:`lin`, a
+            ``Linear(hidden_dim or num_layers * hidden_dim, out_dim)``, maps them to the
+            output. (default: :obj:`"last"`)
         **layer_kwargs: passed to :meth:`init_conv`.
 
     Shapes:
@@ -64,22 +72,21 @@ class BasicGNN(nn.Module):
         - **output:** logits :math:`(I, F_{out})`
     """
 
+    jk_modes = JK_MODES
+    """The ``jk`` modes the model takes (``--jk``)."""
+
     accepts_layer_input = True
     """``forward`` takes a :class:`LayerInput` as ``x`` (the Trainer then passes its
     ``InputFeatures``: features through the store, halo rows fetched once)."""
 
     def __init__(self, in_dim: int, hidden_dim: int, out_dim: int, num_layers: int, dropout: float = 0.5,
-                 seed: int = 0, *, input_dropout: float = 0.0, activation: str = "relu", **layer_kwargs: Any) -> None:
+                 seed: int = 0, *, input_dropout: float = 0.0, activation: str = "relu", jk: str = "last",
+                 **layer_kwargs: Any) -> None:
         super().__init__()
         name = self.__class__.__name__
-        for arg, v in (("in_dim", in_dim), ("hidden_dim", hidden_dim), ("out_dim", out_dim),
-                       ("num_layers", num_layers)):
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name}: {arg} must be a positive int, got {v!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"{name}: dropout must be in [0, 1), got {dropout}")
-        if not 0.0 <= input_dropout < 1.0:
-            raise ValueError(f"{name}: input_dropout must be in [0, 1), got {input_dropout}")
+        check_model_args(name, in_dim=in_dim, hidden_dim=hidden_dim, out_dim=out_dim, num_layers=num_layers,
+                         dropout=dropout, input_dropout=input_dropout)
+        self.jk = check_jk(name, jk)
         self._act = get_activation(activation)
         self.in_dim = in_dim
         self.hidden_dim = hidden_dim
@@ -91,9 +98,10 @@ class BasicGNN(nn.Module):
         self.seed = int(seed)
         self.convs = nn.ModuleList()
         for i in range(num_layers):
-            last = i == num_layers - 1
+            last = i == num_layers - 1 and jk == "last"
             self.convs.append(self.init_conv(in_dim if i == 0 else hidden_dim, out_dim if last else hidden_dim,
                                              last=last, **layer_kwargs))
+        self.lin = None if jk == "last" else nn.Linear(jk_width(jk, hidden_dim, num_layers), out_dim)
         self.register_buffer("dropout_step", torch.zeros((), dtype=torch.long))
 
     def init_conv(self, in_channels: int, out_channels: int, *, last: bool, **kwargs: Any) -> nn.Module:
@@ -101,9 +109,11 @@ class BasicGNN(nn.Module):
         raise NotImplementedError
 
     def reset_parameters(self) -> None:
-        """Re-initialise the convs (``dropout_step`` is kept)."""
+        """Re-initialise the convs and :attr:`lin` (``dropout_step`` is kept)."""
         for conv in self.convs:
             conv.reset_parameters()
+        if self.jk != "last":
+            self.lin.reset_parameters()
 
     def forward(self, part: PartLike, x: torch.Tensor | LayerInput) -> torch.Tensor:
         block = part.block
@@ -111,9 +121,16 @@ class BasicGNN(nn.Module):
         ids = block.src_original_ids[:block.num_dst]
         step = self.dropout_step.clone()   # this step's value: work recomputed in backward draws the same masks
         h = self._drop_input(x, block, step) if self.training and self.input_dropout > 0 else x
+        xs = []
         for i, conv in enumerate(self.convs):
             act = self._activation(i, step, ids) if i < self.num_layers - 1 else None
             h = part.run_layer(i, conv, h, dropout_key=DropoutKey(self.seed, step, i), activation=act)
+            if self.jk != "last":
+                if act is None:   # the last conv's activation, after the layer: no exchange follows it
+                    h = self._activation(i, step, ids)(h, None)
+                xs.append(h)
+        if self.jk != "last":
+            h = self.lin(jumping_knowledge(self.jk, xs))
         if self.training:
             with torch.no_grad():
                 self.dropout_step += 1
@@ -155,7 +172,8 @@ class BasicGNN(nn.Module):
         return act
 
     def __repr__(self) -> str:
-        return f"{self.__class__.__name__}({self.in_dim}, {self.out_dim}, num_layers={self.num_layers})"
+        jk = "" if self.jk == "last" else f", jk={self.jk}"
+        return f"{self.__class__.__name__}({self.in_dim}, {self.out_dim}, num_layers={self.num_layers}{jk})"
 
 
 MODELS: dict[str, type[BasicGNN]] = {}
@@ -198,8 +216,13 @@ class GAT(BasicGNN):
     ``hidden_dim // heads``, concatenated (so ``hidden_dim`` is the total width and must be a
     multiple of ``heads``); the output layer has ``out_heads`` heads (default 1), averaged.
     ``attn_dropout`` (default 0) is the attention-coefficient dropout of every layer, keyed like
-    the feature dropout. Other keyword arguments go to every :class:`~gnn_dist.nn.GATConv`.
+    the feature dropout. ``edge_dim`` (``--edge-dim``, default the partition's edge feature width)
+    makes every layer's scores read the edge features. Other keyword arguments go to every
+    :class:`~gnn_dist.nn.GATConv`.
     """
+
+    edge_features = "optional"
+    """Reads the block's ``edge_attr`` when built with ``edge_dim`` (:mod:`gnn_dist.models.edge_features`)."""
 
     def init_conv(self, in_channels: int, out_channels: int, *, last: bool, heads: int = 8, out_heads: int = 1,
                   attn_dropout: float = 0.0, **kwargs: Any) -> nn.Module:
@@ -224,12 +247,13 @@ class GIN(BasicGNN):
 def build_model(spec: str | Any, *, in_dim: int, out_dim: int, hidden_dim: int | None = None,
                 num_layers: int | None = None, dropout: float | None = None, seed: int | None = None,
                 heads: int | None = None, input_dropout: float | None = None, activation: str | None = None,
-                **layer_kwargs: Any) -> BasicGNN:
+                jk: str | None = None, **layer_kwargs: Any) -> BasicGNN:
     """The model ``MODELS[name]``. ``spec`` is its name (then ``hidden_dim`` and ``num_layers``
     are required) or a :class:`~gnn_dist.config.ModelConfig` (``model``, ``hidden``, ``layers``,
-    ``dropout``, ``input_dropout``, ``activation``, ``heads``, ``out_heads``, ``attn_dropout``,
+    ``dropout``, ``input_dropout``, ``activation``, ``jk``, ``heads``, ``out_heads``, ``attn_dropout``,
     ``seed``; keyword arguments override it). ``heads`` (GAT only) is left at the model's default
-    when None; GAT's ``out_heads`` and ``attn_dropout`` are layer keyword arguments."""
+    when None; GAT's ``out_heads`` and ``attn_dropout`` are layer keyword arguments; ``jk`` is
+    passed only when not ``"last"``, to a model whose ``jk_modes`` hold it."""
     if not isinstance(spec, str):
         hidden_dim = spec.hidden if hidden_dim is None else hidden_dim
         num_layers = spec.layers if num_layers is None else num_layers
@@ -238,10 +262,13 @@ def build_model(spec: str | Any, *, in_dim: int, out_dim: int, hidden_dim: int |
         heads = spec.heads if heads is None else heads
         input_dropout = spec.input_dropout if input_dropout is None else input_dropout
         activation = spec.activation if activation is None else activation
+        jk = getattr(spec, "jk", "last") if jk is None else jk
         if spec.out_heads is not None:
             layer_kwargs.setdefault("out_heads", spec.out_heads)
         if spec.attn_dropout:
             layer_kwargs.setdefault("attn_dropout", spec.attn_dropout)
+        if getattr(spec, "edge_dim", None):   # resolved against the partition (models.edge_features)
+            layer_kwargs.setdefault("edge_dim", spec.edge_dim)
         spec = spec.model
     name = spec
     if name not in MODELS:
@@ -256,5 +283,10 @@ def build_model(spec: str | Any, *, in_dim: int, out_dim: int, hidden_dim: int |
         layer_kwargs["input_dropout"] = input_dropout
     if activation is not None and activation != "relu":
         layer_kwargs["activation"] = activation
+    if jk is not None and jk != "last":
+        if jk not in getattr(MODELS[name], "jk_modes", ()):
+            raise ValueError(f"jk={jk!r} does not apply to the {name!r} model (its jk modes: "
+                             f"{', '.join(getattr(MODELS[name], 'jk_modes', ())) or 'none'})")
+        layer_kwargs["jk"] = jk
     return MODELS[name](in_dim, hidden_dim, out_dim, num_layers, dropout=0.5 if dropout is None else dropout,
                         seed=0 if seed is None else seed, **layer_kwargs)

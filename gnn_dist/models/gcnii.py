@@ -8,6 +8,7 @@ from torch import nn
 from ..nn import INPUT_LAYER, DropoutKey, GCN2Conv, get_activation, hash_dropout
 from ..nn.part import Activation, PartLike
 from .basic_gnn import register_model
+from .shared import check_inner_rows, check_model_args
 
 __all__ = ["GCNII"]
 
@@ -48,12 +49,8 @@ class GCNII(nn.Module):
                  seed: int = 0, *, input_dropout: float = 0.0, activation: str = "relu", alpha: float = 0.1,
                  theta: float = 0.5, shared_weights: bool = True) -> None:
         super().__init__()
-        for arg, v in (("in_dim", in_dim), ("hidden_dim", hidden_dim), ("out_dim", out_dim),
-                       ("num_layers", num_layers)):
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"GCNII: {arg} must be a positive int, got {v!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"GCNII: dropout must be in [0, 1), got {dropout}")
+        check_model_args("GCNII", in_dim=in_dim, hidden_dim=hidden_dim, out_dim=out_dim, num_layers=num_layers,
+                         dropout=dropout)
         if input_dropout:
             raise ValueError("GCNII: input_dropout is its dropout (before the first linear map); leave it at 0")
         self.in_dim, self.hidden_dim, self.out_dim, self.num_layers = in_dim, hidden_dim, out_dim, num_layers
@@ -75,9 +72,7 @@ class GCNII(nn.Module):
 
     def forward(self, part: PartLike, x: torch.Tensor) -> torch.Tensor:
         block = part.block
-        if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape != (block.num_dst, self.in_dim):
-            shape = list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"GCNII: x must be the inner rows' features [{block.num_dst}, {self.in_dim}], got {shape}")
+        check_inner_rows("GCNII", x, block, self.in_dim)
         ids = block.src_original_ids[:block.num_dst]
         step = self.dropout_step.clone()   # this step's value: work recomputed in backward draws the same masks
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from .activations import ACTIVATIONS, get_activation, register_activation
 from .block import Block, BlockError
+from .deep_gcn_layer import DeepGCNLayer
 from .decomposable import DecomposableLayer, is_decomposable, propagate, propagate_groups
 from .dropout import INPUT_LAYER, DropoutKey, RowDropout, hash_bits, hash_dropout, hash_edge_dropout
 from .gat_conv import GATConv
 from .gcn2_conv import GCN2Conv
 from .gcn_conv import GCNConv, gcn_norm
 from .gin_conv import GINConv
+from .gine_conv import GINEConv
 from .sage_conv import SAGEConv
 from .sparse import edge_softmax, prepare, sddmm, spmm
 
@@ -34,6 +36,8 @@ __all__ = [
     "SAGEConv",
     "GATConv",
     "GINConv",
+    "GINEConv",
+    "DeepGCNLayer",
     "DropoutKey",
     "RowDropout",
     "INPUT_LAYER",

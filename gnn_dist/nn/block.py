@@ -39,8 +39,8 @@ class Block:
 
     Shapes:
         ``indptr`` int64 ``[D + 1]``, ``indices`` int64 ``[E]`` (local source ids),
-        ``edge_weight`` float ``[E]`` or None, ``in_degree``/``out_degree``/``self_loops``/
-        ``src_original_ids`` int64 ``[S]``.
+        ``edge_weight`` float ``[E]`` or None, ``edge_attr`` float ``[E, D_e]`` or None (both in
+        edge order), ``in_degree``/``out_degree``/``self_loops``/``src_original_ids`` int64 ``[S]``.
     """
 
     num_src: int
@@ -65,6 +65,10 @@ class Block:
     """float32 ``[S, 2]`` of a weighted graph: each local row's in-edge weight sum in the whole
     graph without self-loops, and the weight of its self-loop (0 without one); None when
     unweighted or not stored (partition folders written before it was)."""
+    edge_attr: torch.Tensor | None = None
+    """float32 ``[E, D_e]`` edge features, row ``e`` those of edge ``e`` (CSR order, aligned with
+    :attr:`indices` and :attr:`edge_index`), or None. Every block derived from this one (a
+    sub-block, a split by source) carries its edges' rows."""
     kernels: Kernels | None = None
     """The aggregation kernels of this block (and the blocks derived from it); None: the
     process's default (:func:`~gnn_dist.kernels.default_kernels`). See :meth:`with_kernels`."""
@@ -74,7 +78,8 @@ class Block:
     @classmethod
     def from_csr(cls, *, indptr: Any, indices: Any, num_src: int, in_degree: Any, out_degree: Any,
                  self_loops: Any, src_original_ids: Any, edge_weight: Any = None,
-                 weighted_degree: Any = None, kernels: str | Kernels | None = None) -> "Block":
+                 weighted_degree: Any = None, kernels: str | Kernels | None = None,
+                 edge_attr: Any = None) -> "Block":
         """Validate and build a block from its CSR arrays (numpy arrays or tensors).
 
         Checks shapes, id ranges and that the block holds every in-edge of its destinations
@@ -157,20 +162,22 @@ class Block:
             if not bool(torch.isfinite(wdeg).all()):
                 raise BlockError("weighted_degree holds a value that is not finite")
         block = cls(num_src=num_src, num_dst=num_dst, indptr=indptr_t, indices=indices_t, edge_weight=weight,
-                    weighted_degree=wdeg, kernels=None if kernels is None else resolve_kernels(kernels), **arrays)
+                    weighted_degree=wdeg, kernels=None if kernels is None else resolve_kernels(kernels),
+                    edge_attr=_edge_attr(edge_attr, indices_t.numel()), **arrays)
         block._cache["dst_index"] = dst
         return block
 
     @classmethod
     def from_graph(cls, indptr: Any, indices: Any, dst_nodes: Any = None, *, edge_weight: Any = None,
-                   original_ids: Any = None) -> "Block":
+                   original_ids: Any = None, edge_attr: Any = None) -> "Block":
         """The block of destinations ``dst_nodes`` of a whole graph held in memory.
 
         The graph is given as CSR by destination over ``N = len(indptr) - 1`` nodes (``indices``
         are source ids). ``dst_nodes`` (default: all nodes, in order) become the inner rows in the
         given order; the halo rows are the other sources of their in-edges, in ascending id.
         Degrees are computed on the whole graph. ``original_ids`` (int64 ``[N]``, default
-        ``arange(N)``) gives each node's id for :attr:`src_original_ids`. This is how a single
+        ``arange(N)``) gives each node's id for :attr:`src_original_ids`; ``edge_attr`` ``[E, D_e]``
+        (CSR order) the edges' features, kept with their edges. This is how a single
         device runs a model on a whole graph, and how tests build the parts of a split graph.
         """
         g_indptr = _as_long("indptr", indptr)
@@ -191,10 +198,11 @@ class Block:
             raise BlockError(f"original_ids has {orig.numel()} entries but the graph has {n} nodes")
         weight = None if edge_weight is None else torch.as_tensor(edge_weight)
         wdeg = None if weight is None else _weighted_degree(g_dst, g_indices, weight.to(torch.float32), n)
+        attr = _edge_attr(edge_attr, g_indices.numel())
         if dst_nodes is None:
             return cls.from_csr(indptr=g_indptr, indices=g_indices, num_src=n, in_degree=in_degree,
                                 out_degree=out_degree, self_loops=self_loops, src_original_ids=orig,
-                                edge_weight=weight, weighted_degree=wdeg)
+                                edge_weight=weight, weighted_degree=wdeg, edge_attr=attr)
         dst_t = _as_long("dst_nodes", dst_nodes)
         if dst_t.numel() and (int(dst_t.min()) < 0 or int(dst_t.max()) >= n):
             raise BlockError(f"dst_nodes must lie in [0, {n})")
@@ -218,7 +226,8 @@ class Block:
                             in_degree=in_degree[rows], out_degree=out_degree[rows],
                             self_loops=self_loops[rows], src_original_ids=orig[rows],
                             edge_weight=None if weight is None else weight[edge_pos],
-                            weighted_degree=None if wdeg is None else wdeg[rows])
+                            weighted_degree=None if wdeg is None else wdeg[rows],
+                            edge_attr=None if attr is None else attr[edge_pos])
 
     # ------------------------------------------------------------------ views
     def sub_block(self, dst_rows: Any) -> tuple["Block", torch.Tensor]:
@@ -257,6 +266,7 @@ class Block:
                     in_degree=self.in_degree[rows], out_degree=self.out_degree[rows],
                     self_loops=self.self_loops[rows], src_original_ids=self.src_original_ids[rows],
                     weighted_degree=None if self.weighted_degree is None else self.weighted_degree[rows],
+                    edge_attr=None if self.edge_attr is None else self.edge_attr[edge_pos],
                     kernels=self.kernels)
         sub._cache["dst_index"] = row
         return sub, rows
@@ -264,6 +274,11 @@ class Block:
     @property
     def num_edges(self) -> int:
         return int(self.indices.numel())
+
+    @property
+    def edge_dim(self) -> int:
+        """``D_e``, the width of :attr:`edge_attr`; 0 without edge features."""
+        return 0 if self.edge_attr is None else int(self.edge_attr.shape[1])
 
     @property
     def num_halo(self) -> int:
@@ -361,7 +376,7 @@ class Block:
         return replace(self, indptr=mv(self.indptr), indices=mv(self.indices), edge_weight=mv(self.edge_weight),
                        in_degree=mv(self.in_degree), out_degree=mv(self.out_degree),
                        self_loops=mv(self.self_loops), src_original_ids=mv(self.src_original_ids),
-                       weighted_degree=mv(self.weighted_degree))
+                       weighted_degree=mv(self.weighted_degree), edge_attr=mv(self.edge_attr))
 
     def check_src(self, x_src: torch.Tensor, in_channels: int | None, who: str) -> None:
         """Raise ``ValueError`` unless ``x_src`` is ``[S, in_channels]`` (``who`` names the layer)."""
@@ -375,7 +390,7 @@ class Block:
             raise ValueError(f"{who}: x_src has {x_src.shape[1]} features per row but in_channels = {in_channels}")
 
     def __repr__(self) -> str:
-        w = ", weighted" if self.edge_weight is not None else ""
+        w = (", weighted" if self.edge_weight is not None else "") + (f", edge_dim={self.edge_dim}" if self.edge_dim else "")
         return (f"Block(num_src={self.num_src}, num_dst={self.num_dst}, num_halo={self.num_halo}, "
                 f"num_edges={self.num_edges}{w}, device={self.device})")
 
@@ -391,6 +406,23 @@ def _weighted_degree(dst: torch.Tensor, src: torch.Tensor, weight: torch.Tensor,
     has = last >= 0
     out[has, 1] = weight[last[has]].to(torch.float64)
     return out.to(torch.float32)
+
+
+def _edge_attr(a: Any, num_edges: int) -> torch.Tensor | None:
+    """``a`` as a float ``[E, D_e]`` tensor of finite values (float32 unless floating already), or
+    None; BlockError naming ``edge_attr`` otherwise."""
+    if a is None:
+        return None
+    t = a if isinstance(a, torch.Tensor) else torch.from_numpy(np.array(a))  # a copy: mmaps are read-only
+    if t.dim() != 2 or t.shape[0] != num_edges or t.shape[1] < 1:
+        raise BlockError(f"edge_attr has shape {list(t.shape)} but the block has {num_edges} edges; "
+                         f"edge features are [num_edges, D] with D >= 1")
+    if not t.is_floating_point():
+        t = t.float()
+    if not bool(torch.isfinite(t).all()):
+        e = int(torch.nonzero(~torch.isfinite(t))[0, 0])
+        raise BlockError(f"edge_attr[{e}] holds a value that is not finite")
+    return t
 
 
 def _as_long(name: str, a: Any) -> torch.Tensor:

@@ -51,6 +51,7 @@ def _sub_block(block: Block, edges: torch.Tensor, lo: int, hi: int) -> Block:
                 in_degree=block.in_degree[rows], out_degree=block.out_degree[rows],
                 self_loops=block.self_loops[rows], src_original_ids=block.src_original_ids[rows],
                 weighted_degree=None if block.weighted_degree is None else block.weighted_degree[rows],
+                edge_attr=None if block.edge_attr is None else block.edge_attr[edges],
                 kernels=block.kernels)
     # its sources are renumbered from ``lo``: which edges are self-loops is the full block's answer
     sub._cache["self_loop_mask"] = block.self_loop_mask[edges]

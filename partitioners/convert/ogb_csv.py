@@ -4,8 +4,8 @@ reads, :mod:`partitioners.io.ogb`) into an npy-dir, block by block.
 ``raw/edge.csv.gz`` goes to ``src.npy``/``dst.npy`` in its order (OGB's edges as stored, not
 symmetrised), ``raw/node-feat.csv.gz`` to ``features.npy`` (float32) and
 ``raw/node-label.csv.gz`` to ``labels.npy``, each parsed by the OGB reader's own block parsers
-(same checks, same messages); the split files become the three masks. ``raw/edge-feat`` is
-not converted. Memory: one block of text and its rows, plus one byte per node (masks, "no
+(same checks, same messages); ``raw/edge-feat.csv.gz`` to ``edge_attr.npy`` (float32
+``[E, D]``, in the edges' order); the split files become the three masks. Memory: one block of text and its rows, plus one byte per node (masks, "no
 label" flags).
 
 This module is torch-free.
@@ -20,7 +20,8 @@ from typing import Any
 from ..io.edgelist import edge_layout, iter_edge_blocks
 from ..io.ogb import find_csv
 from .ogb_nodes import csv_features, csv_labels, finish_ogb, stored_num_nodes
-from .sinks import EdgeWriter, progress_bar
+from ..io.ogb import iter_feature_blocks
+from .sinks import EdgeWriter, progress_bar, write_rows
 
 __all__ = ["convert_ogb_csv"]
 
@@ -44,9 +45,13 @@ def convert_ogb_csv(root: Path, folder: Path, *, split: str | None = None, chunk
         summary = edges.close()
     features = csv_features(folder, raw, num_nodes, chunk_bytes, progress)
     labels = csv_labels(folder, raw, num_nodes, chunk_bytes, progress)
-    if find_csv(raw, "edge-feat") is not None:
-        log.info("%s: raw/edge-feat is not converted (edge features are not used)", root)
-    files = {"edges": edge_file, "features": features and features.source, "labels": labels and labels.summary.source}
+    edge_feat = find_csv(raw, "edge-feat")
+    if edge_feat is not None:
+        write_rows(folder / "edge_attr.npy", iter_feature_blocks(edge_feat, chunk_bytes), dtype="float32",
+                   rows=summary.num_edges, source=edge_feat, what="edge feature", unit="edges",
+                   bar=progress_bar(progress, "edge features", "edge", summary.num_edges))
+    files = {"edges": edge_file, "features": features and features.source, "labels": labels and labels.summary.source,
+             "edge_features": edge_feat}
     return finish_ogb(folder, root, num_nodes=num_nodes, edges=summary, features=features, labels=labels,
                       split=split, chunk_bytes=chunk_bytes,
                       files={k: str(v.relative_to(root)) for k, v in files.items() if v is not None})

@@ -137,12 +137,13 @@ class RowsSummary:
 
 
 def write_rows(path: Path, blocks: Iterator[np.ndarray], *, dtype: Any, rows: int | None, source: Path,
-               what: str, bar: Any) -> RowsSummary | None:
+               what: str, bar: Any, unit: str = "nodes") -> RowsSummary | None:
     """Write node rows (``[n, ...]`` blocks, cast to ``dtype``, or kept as they come when None) to
     ``path``; None when there is no block.
 
     ``rows``: the dataset's node count when known: a GraphError names ``source`` as soon as it
-    has more rows, and at the end when it has fewer.
+    has more rows, and at the end when it has fewer (``unit``: what the rows are, ``edges`` for
+    edge features).
     """
     writer: NpyStreamWriter | None = None
     try:
@@ -151,7 +152,7 @@ def write_rows(path: Path, blocks: Iterator[np.ndarray], *, dtype: Any, rows: in
                 writer = NpyStreamWriter(path, block.dtype if dtype is None else dtype, block.shape[1:])
             if rows is not None and writer.rows + block.shape[0] > rows:
                 raise GraphError(f"{source}: the {what} file has more than {rows} rows, but the "
-                                 f"dataset has {rows} nodes")
+                                 f"dataset has {rows} {unit}")
             writer.append(block)
             bar.update(block.shape[0])
             del block
@@ -159,7 +160,7 @@ def write_rows(path: Path, blocks: Iterator[np.ndarray], *, dtype: Any, rows: in
             return None
         if rows is not None and writer.rows != rows:
             raise GraphError(f"{source}: the {what} file has {writer.rows} rows, but the dataset has "
-                             f"{rows} nodes")
+                             f"{rows} {unit}")
         shape = writer.close()
         return RowsSummary(path, shape, writer.dtype.name, source)
     except BaseException:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["count_part_edges", "gather_part_edges", "weighted_in_degree"]
+__all__ = ["count_part_edges", "gather_edge_rows", "gather_part_edges", "weighted_in_degree"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -50,6 +50,20 @@ def gather_part_edges(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray
             out[k] = local
             if weighted:
                 out_weight[k] = weight[e]
+            k += 1
+    return k
+
+
+@numba.njit(cache=True, nogil=True)
+def gather_edge_rows(indptr: np.ndarray, nodes: np.ndarray, rows: np.ndarray, out: np.ndarray) -> int:
+    """The edge rows (``rows`` ``[E, D]``, in CSR order) of the in-edges of ``nodes``, node by
+    node in CSR order, into ``out``: the order :func:`gather_part_edges` writes the edges in.
+    Returns the number of rows written."""
+    k = 0
+    for i in range(nodes.size):
+        v = nodes[i]
+        for e in range(indptr[v], indptr[v + 1]):
+            out[k, :] = rows[e, :]
             k += 1
     return k
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .layout import (EDGE_WEIGHT, FEATURES, GLOBAL_IDS, HALO_OFFSETS, HOTNESS, IN_DEGREE, INDICES,
+from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, GLOBAL_IDS, HALO_OFFSETS, HOTNESS, IN_DEGREE, INDICES,
                      INDPTR, LABELS, MASKS, ORIGINAL_IDS, OUT_DEGREE, SELF_LOOPS,
                      SEND_INDEX, SEND_OFFSETS, WEIGHTED_DEGREE, local_index_dtype)
 from .meta import PartitionMeta, PartMeta
@@ -43,12 +43,16 @@ def expected_layout(meta: PartitionMeta, pm: PartMeta) -> dict[str, tuple[str, S
     if meta.weighted:
         out[EDGE_WEIGHT] = ("float32", (ne,))
         out[WEIGHTED_DEGREE] = ("float32", (nl, 2))
+    if meta.edge_feature_dim:
+        out[EDGE_ATTR] = ("float32", (ne, meta.edge_feature_dim))
     if meta.feature_dim:
         out[FEATURES] = (str(meta.feature_dtype), (ni, meta.feature_dim))
     if meta.label_kind == "class":
         out[LABELS] = ("int64", (ni,))
     elif meta.label_kind == "multilabel":
         out[LABELS] = ("uint8", (ni, meta.num_classes))
+    elif meta.label_kind == "regression":
+        out[LABELS] = ("float32", (ni, meta.num_classes))
     for m in MASKS:
         out[m] = ("bool", (ni,))
     return out
@@ -98,7 +102,7 @@ def value_problems(meta: PartitionMeta, pm: PartMeta, a: dict[str, np.ndarray]) 
     """
     problems: list[Problem] = []
     ni, nh, nl = pm.num_inner, pm.num_halo, pm.num_local
-    n, p = meta.num_nodes, pm.part_id
+    n = meta.num_nodes
     starts = meta.part_starts()
     indptr = np.asarray(a[INDPTR])
     indices = np.asarray(a[INDICES])
@@ -159,6 +163,8 @@ def value_problems(meta: PartitionMeta, pm: PartMeta, a: dict[str, np.ndarray]) 
         elif not np.allclose(wd[:ni, 0], local, rtol=1e-5, atol=1e-6):
             problems.append((WEIGHTED_DEGREE, "in-edge weights of inner rows differ from their CSR rows' weights"))
     del rows
+    if EDGE_ATTR in a and not _all_finite(a[EDGE_ATTR]):
+        problems.append((EDGE_ATTR, "edge features must be finite (a NaN or inf)"))
     hot = np.bincount(src_inner, minlength=ni) + np.bincount(send, minlength=ni)
     hotness = np.asarray(a[HOTNESS])
     if not np.array_equal(hotness, hot):
@@ -174,8 +180,14 @@ def value_problems(meta: PartitionMeta, pm: PartMeta, a: dict[str, np.ndarray]) 
     return problems + _label_problems(meta, pm, a)
 
 
+def _all_finite(a: np.ndarray, step: int = 1 << 20) -> bool:
+    """Whether every value of ``a`` (a memory map, say) is finite, ``step`` rows at a time."""
+    return all(np.isfinite(np.asarray(a[lo:lo + step])).all() for lo in range(0, a.shape[0], step))
+
+
 def _label_problems(meta: PartitionMeta, pm: PartMeta, a: dict[str, np.ndarray]) -> list[Problem]:
-    """Class ids in range, a 0/1 multi-label matrix, and ``num_train`` against the train mask."""
+    """Class ids in range, a 0/1 multi-label matrix, finite regression targets, and ``num_train``
+    against the train mask."""
     problems: list[Problem] = []
     if LABELS in a:
         y = np.asarray(a[LABELS])
@@ -183,6 +195,9 @@ def _label_problems(meta: PartitionMeta, pm: PartMeta, a: dict[str, np.ndarray])
             problems.append((LABELS, f"class ids must be in [0, num_classes = {meta.num_classes})"))
         if meta.label_kind == "multilabel" and y.size and int(y.max()) > 1:
             problems.append((LABELS, "a multi-label matrix holds only 0 and 1"))
+        if meta.label_kind == "regression" and y.size and not np.isfinite(y).all():
+            problems.append((LABELS, "regression targets must be finite (a NaN or inf at row "
+                                     f"{int(np.argwhere(~np.isfinite(y))[0][0])})"))
     train = a.get(MASKS[0])
     if train is not None and int(np.count_nonzero(train)) != pm.num_train:
         problems.append((MASKS[0], f"num_train is {pm.num_train} in partition.json but the mask has "

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "FORMAT_NAME", "FORMAT_VERSION", "TOOL_NAME", "META_FILE", "NODE_MAP_FILE", "ORIGINAL_NAMES_FILE",
-    "INDPTR", "INDICES", "EDGE_WEIGHT", "HALO_OFFSETS", "SEND_INDEX", "SEND_OFFSETS",
+    "FORMAT_NAME", "FORMAT_VERSION", "FORMAT_MINOR_VERSION", "TOOL_NAME", "META_FILE", "NODE_MAP_FILE", "ORIGINAL_NAMES_FILE",
+    "INDPTR", "INDICES", "EDGE_WEIGHT", "EDGE_ATTR", "HALO_OFFSETS", "SEND_INDEX", "SEND_OFFSETS",
     "GLOBAL_IDS", "ORIGINAL_IDS", "IN_DEGREE", "OUT_DEGREE", "SELF_LOOPS", "HOTNESS",
     "FEATURES", "LABELS", "MASKS", "REQUIRED_PART_FILES", "OPTIONAL_PART_FILES",
     "LABEL_KINDS", "part_dir_name", "local_index_dtype",
@@ -20,6 +20,11 @@ FORMAT_NAME = "gnn-dist-partition"
 """Value of ``partition.json``'s ``format`` field."""
 FORMAT_VERSION = 1
 """The one major version this code writes and reads."""
+FORMAT_MINOR_VERSION = 1
+"""The minor version this code writes (``partition.json``'s ``minor_version``; absent = 0) and
+the newest it reads. A minor version only adds optional files and fields, so a reader reads
+every folder of its major version up to its own minor; 1 added edge features
+(:data:`EDGE_ATTR`, ``edge_feature_dim``)."""
 TOOL_NAME = "gnn-dist"
 
 META_FILE = "partition.json"
@@ -31,6 +36,9 @@ the input's ids were relabelled: ``gnn-dist partition --relabel``)."""
 INDPTR = "indptr.npy"
 INDICES = "indices.npy"
 EDGE_WEIGHT = "edge_weight.npy"
+EDGE_ATTR = "edge_attr.npy"
+"""Optional (minor version 1), graphs with edge features: float32 ``[E_p, D]``, row ``e`` the
+features of the part's CSR edge ``e`` (``D`` = ``edge_feature_dim``)."""
 WEIGHTED_DEGREE = "weighted_degree.npy"
 """Optional, weighted graphs: float32 ``[ni + nh, 2]``, each local row's global in-edge weight sum
 without self-loops, and its self-loop's weight (0 without one). Written since gnn-dist 0.x for
@@ -51,11 +59,13 @@ MASKS = ("train_mask.npy", "val_mask.npy", "test_mask.npy")
 REQUIRED_PART_FILES = (INDPTR, INDICES, HALO_OFFSETS, SEND_INDEX, SEND_OFFSETS, GLOBAL_IDS,
                        ORIGINAL_IDS, IN_DEGREE, OUT_DEGREE, SELF_LOOPS, HOTNESS)
 """Files every part folder has (an empty part included)."""
-OPTIONAL_PART_FILES = (EDGE_WEIGHT, WEIGHTED_DEGREE, FEATURES, LABELS, *MASKS)
+OPTIONAL_PART_FILES = (EDGE_WEIGHT, WEIGHTED_DEGREE, EDGE_ATTR, FEATURES, LABELS, *MASKS)
 """Files a part folder has when the graph has that data (then every part has them;
 :data:`WEIGHTED_DEGREE` may be missing from a weighted folder written before it existed)."""
 
-LABEL_KINDS = ("class", "multilabel", None)
+LABEL_KINDS = ("class", "multilabel", "regression", None)
+"""``partition.json``'s ``label_kind``: int64 ``[n]`` class ids, uint8 ``[n, C]`` 0/1 labels,
+float32 ``[n, D]`` regression targets (``num_classes`` = D), or no labels."""
 
 
 def part_dir_name(part_id: int) -> str:

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import PartitionFormatError
-from .layout import (EDGE_WEIGHT, FEATURES, FORMAT_NAME, FORMAT_VERSION, LABEL_KINDS, LABELS,
+from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, FORMAT_MINOR_VERSION, FORMAT_NAME, FORMAT_VERSION,
+                     LABEL_KINDS, LABELS,
                      MASKS, META_FILE, NODE_MAP_FILE, OPTIONAL_PART_FILES, ORIGINAL_NAMES_FILE,
                      REQUIRED_PART_FILES, WEIGHTED_DEGREE, part_dir_name)
 
@@ -91,7 +92,8 @@ class PartitionMeta:
     """``float32``/``float16``, or None without features."""
     num_classes: int
     label_kind: str | None
-    """``"class"``, ``"multilabel"`` or None (unlabelled)."""
+    """``"class"``, ``"multilabel"``, ``"regression"`` (``num_classes`` is then the target
+    width D) or None (unlabelled)."""
     weighted: bool
     directed: bool
     method: str
@@ -107,6 +109,10 @@ class PartitionMeta:
     """How the masks were made when the partitioner made them (``{"kind": "random", "fractions":
     [train, val, test], "seed": S, "counts": {...}}``, ``{"kind": "planetoid", ...}``); None
     when the input's own masks were used, or there are none (and in folders written before)."""
+    minor_version: int = 0
+    """``partition.json``'s ``minor_version`` (0 when absent: folders written before it existed)."""
+    edge_feature_dim: int = 0
+    """``D`` of each part's ``edge_attr.npy`` (float32 ``[E_p, D]``); 0 without edge features."""
 
     @property
     def masks(self) -> tuple[str, ...]:
@@ -159,6 +165,14 @@ def read_meta_json(folder: str | Path) -> tuple[Path, dict[str, Any]]:
         raise _err(meta_path, f"unknown format version {version!r}: this reader supports version "
                               f"{FORMAT_VERSION} only (re-partition the graph with this gnn-dist, or "
                               f"use the gnn-dist that wrote it)", found=version, expected=FORMAT_VERSION)
+    minor = raw.get("minor_version", 0)
+    if isinstance(minor, bool) or not isinstance(minor, int) or minor < 0:
+        raise _err(meta_path, f"field minor_version must be a non-negative integer (absent: 0), got {minor!r}")
+    if minor > FORMAT_MINOR_VERSION:
+        raise _err(meta_path, f"format version {version}.{minor} is newer than this reader's "
+                              f"{FORMAT_VERSION}.{FORMAT_MINOR_VERSION}: the folder may hold files this gnn-dist does "
+                              f"not know; upgrade gnn-dist (or re-partition with this one)",
+                   found=f"{version}.{minor}", expected=f"{FORMAT_VERSION}.{FORMAT_MINOR_VERSION}")
     return meta_path, raw
 
 
@@ -235,11 +249,12 @@ def _part_meta(d: Any, p: int, meta: dict[str, Any], meta_path: Path) -> PartMet
         if name not in files_raw:
             raise _err(meta_path, f"field {where}files lacks required file {name!r}")
     wanted = {EDGE_WEIGHT: bool(meta["weighted"]), FEATURES: meta["feature_dim"] > 0,
-              LABELS: meta["label_kind"] is not None}
+              LABELS: meta["label_kind"] is not None, EDGE_ATTR: meta["edge_feature_dim"] > 0}
     for name, want in wanted.items():
         if (name in files_raw) != want:
             raise _err(meta_path, f"field {where}files {'lacks' if want else 'has'} {name!r} but "
-                                  f"weighted/feature_dim/label_kind say it {'should' if want else 'should not'}")
+                                  f"weighted/feature_dim/label_kind/edge_feature_dim say it "
+                                  f"{'should' if want else 'should not'}")
     if WEIGHTED_DEGREE in files_raw and not meta["weighted"]:
         raise _err(meta_path, f"field {where}files has {WEIGHTED_DEGREE!r} but the graph is not weighted")
     pdir = part_dir_name(p)
@@ -271,6 +286,9 @@ def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> Part
     label_kind = raw.get("label_kind")
     if label_kind not in LABEL_KINDS:
         raise _err(meta_path, f"field label_kind = {label_kind!r}: expected one of {list(LABEL_KINDS)}")
+    if label_kind == "regression" and num_classes < 1:
+        raise _err(meta_path, f"field num_classes = {num_classes}: regression targets need their width D >= 1 "
+                              f"(label_kind is 'regression')")
     for key in ("weighted", "directed"):
         if not isinstance(raw.get(key), bool):
             raise _err(meta_path, f"field {key} must be true or false, got {raw.get(key)!r}")
@@ -291,8 +309,13 @@ def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> Part
     if not isinstance(parts_raw, list) or len(parts_raw) != num_parts:
         n = len(parts_raw) if isinstance(parts_raw, list) else parts_raw
         raise _err(meta_path, f"field parts must list num_parts = {num_parts} parts, got {n!r}")
+    minor_version = raw.get("minor_version", 0)   # checked by read_meta_json
+    edge_feature_dim = _int(raw, "edge_feature_dim", "", meta_path) if "edge_feature_dim" in raw else 0
+    if edge_feature_dim and minor_version < 1:
+        raise _err(meta_path, f"field edge_feature_dim = {edge_feature_dim} needs minor_version >= 1 "
+                              f"(edge features came with format 1.1), got {minor_version}")
     checked = {"weighted": raw["weighted"], "feature_dim": feature_dim, "label_kind": label_kind,
-               "num_nodes": num_nodes, "num_edges": num_edges}
+               "num_nodes": num_nodes, "num_edges": num_edges, "edge_feature_dim": edge_feature_dim}
     parts = [_part_meta(d, p, checked, meta_path) for p, d in enumerate(parts_raw)]
 
     start = 0
@@ -333,4 +356,5 @@ def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> Part
                          feature_dtype=feature_dtype, num_classes=num_classes, label_kind=label_kind,
                          weighted=raw["weighted"], directed=raw["directed"], method=method,
                          method_params=method_params, seed=seed, name=str(name), quality=quality,
-                         files=files, parts=parts, raw=raw, split=split)
+                         files=files, parts=parts, raw=raw, split=split, minor_version=minor_version,
+                         edge_feature_dim=edge_feature_dim)

@@ -57,6 +57,8 @@ class PartData:
     """int64 ``[ni]``: descending; the device-cache rank of inner rows."""
     edge_weight: np.ndarray | None = None
     """float32 ``[E_p]``, or None when unweighted."""
+    edge_attr: np.ndarray | None = None
+    """float32 ``[E_p, D]``: edge features in CSR order (format 1.1 folders with them), or None."""
     weighted_degree: np.ndarray | None = None
     """float32 ``[ni + nh, 2]``: global non-loop in-edge weight and self-loop weight of each row
     (weighted folders written since the file exists), or None."""

@@ -7,7 +7,7 @@
       node_map.npy            int64[N]: original id -> new global id
       [original_names.npy]    int64 or unicode [N]: the input's id of each original id (relabelled inputs)
       part-00000/
-        indptr.npy indices.npy [edge_weight.npy] halo_offsets.npy send_index.npy send_offsets.npy
+        indptr.npy indices.npy [edge_weight.npy] [edge_attr.npy] halo_offsets.npy send_index.npy send_offsets.npy
         global_ids.npy original_ids.npy in_degree.npy out_degree.npy self_loops.npy hotness.npy
         [weighted_degree.npy] [features.npy] [labels.npy] [train_mask.npy] [val_mask.npy] [test_mask.npy]
       part-00001/ ...
@@ -42,7 +42,7 @@ from ..atomic_dir import fsync_dir, replace_dir
 from ..chunks import plain, rows_per_step
 from ..graph import Graph
 from . import npyio
-from .layout import (EDGE_WEIGHT, FEATURES, FORMAT_NAME, FORMAT_VERSION, GLOBAL_IDS, HALO_OFFSETS,
+from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, FORMAT_MINOR_VERSION, FORMAT_NAME, FORMAT_VERSION, GLOBAL_IDS, HALO_OFFSETS,
                      HOTNESS, IN_DEGREE, INDICES, INDPTR, LABELS, MASKS, META_FILE, NODE_MAP_FILE,
                      ORIGINAL_IDS, ORIGINAL_NAMES_FILE, OUT_DEGREE, SELF_LOOPS, SEND_INDEX,
                      SEND_OFFSETS, TOOL_NAME, WEIGHTED_DEGREE, local_index_dtype, part_dir_name)
@@ -58,7 +58,7 @@ __all__ = ["write_partition", "check_out_dir", "peak_rss_bytes", "write_memory"]
 log = logging.getLogger(__name__)
 
 _RESERVED_KEYS = frozenset({
-    "format", "version", "created_by", "num_parts", "num_nodes", "num_edges", "method",
+    "format", "version", "minor_version", "edge_feature_dim", "created_by", "num_parts", "num_nodes", "num_edges", "method",
     "method_params", "seed", "feature_dim", "feature_dtype", "num_classes", "label_kind",
     "weighted", "quality", "files", "parts"})
 """Keys of partition.json that ``extra_meta`` may not set (they describe the data)."""
@@ -140,7 +140,7 @@ def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_al
     written in chunks (:class:`~.npyio.ArrayStream`): nothing of size ``E_p`` or ``N_p * F``
     exists in memory.
     """
-    from ._kernels import gather_part_edges  # numba: imported by the writer, not by readers
+    from ._kernels import gather_edge_rows, gather_part_edges  # numba: imported by the writer, not by readers
 
     num_parts = rl.num_parts
     s, e = int(rl.starts[p]), int(rl.starts[p + 1])
@@ -171,6 +171,9 @@ def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_al
     with ExitStack() as stack:
         out_idx = stack.enter_context(stream(INDICES, local_index_dtype(ni + nh), (num_local_edges,)))
         out_w = stack.enter_context(stream(EDGE_WEIGHT, np.float32, (num_local_edges,))) if weighted else None
+        attr_dim = graph.edge_feature_dim
+        out_a = stack.enter_context(stream(EDGE_ATTR, np.float32, (num_local_edges, attr_dim))) if attr_dim else None
+        attrs_all = plain(graph.edge_attr) if attr_dim else None
         indptr_all, indices_all = plain(graph.indptr), plain(graph.indices)
         weights_all = plain(graph.edge_weight) if weighted else np.zeros(0, np.float32)
         for lo, hi in node_chunks(graph.indptr, inner):
@@ -184,10 +187,16 @@ def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_al
             out_idx.write(indices)
             if out_w is not None:
                 out_w.write(weights)
+            if out_a is not None:
+                attrs = np.empty((count, attr_dim), dtype=np.float32)
+                gather_edge_rows(indptr_all, nodes, attrs_all, attrs)
+                out_a.write(attrs)
     local_of[rows] = -1
     files[INDICES] = out_idx.entry  # type: ignore[assignment]
     if out_w is not None:
         files[EDGE_WEIGHT] = out_w.entry  # type: ignore[assignment]
+    if out_a is not None:
+        files[EDGE_ATTR] = out_a.entry  # type: ignore[assignment]
 
     save(HALO_OFFSETS, halo_offsets_all[p])
     # rows part q holds from p, in q's halo order (ascending global id); local id = gid - s
@@ -238,7 +247,7 @@ def _meta_document(graph: Graph, num_parts: int, *, method: str, method_params: 
     from .. import __version__
 
     meta: dict[str, Any] = {
-        "format": FORMAT_NAME, "version": FORMAT_VERSION,
+        "format": FORMAT_NAME, "version": FORMAT_VERSION, "minor_version": FORMAT_MINOR_VERSION,
         "created_by": {"tool": TOOL_NAME, "version": __version__},
         "num_parts": num_parts, "num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
         "method": method, "method_params": method_params, "seed": seed,
@@ -248,8 +257,9 @@ def _meta_document(graph: Graph, num_parts: int, *, method: str, method_params: 
         "feature_dim": graph.feature_dim,
         "feature_dtype": None if graph.x is None else graph.x.dtype.name,
         "num_classes": int(graph.num_classes) if graph.y is not None else 0,
-        "label_kind": None if graph.y is None else ("multilabel" if graph.multilabel else "class"),
-        "weighted": graph.edge_weight is not None, "name": graph.name,
+        "label_kind": graph.label_kind,
+        "weighted": graph.edge_weight is not None, "edge_feature_dim": graph.edge_feature_dim,
+        "name": graph.name,
     }
     meta.update(_jsonable(extra))
     return meta
@@ -290,7 +300,8 @@ def write_memory(size: GraphSize, num_parts: int) -> int:
     (its ids, in-degrees and one array being saved with its int64 copy; weighted graphs: the
     ``8 N`` of :func:`weighted_degree` and ``16`` B per local row of its part's rows; the largest part
     counted at twice the mean and its halo at ``min(N - n_p, e_p)``), ``24 k`` for an edge
-    chunk being gathered and two queued for the background writer, three node-data steps
+    chunk being gathered and two queued for the background writer (``3 k`` edge feature rows
+    more with edge features), three node-data steps
     (:data:`NODE_DATA_STEP_BYTES`: one gathered, two queued) and the 16 MiB block
     ``write_array`` copies.
     """
@@ -305,7 +316,7 @@ def write_memory(size: GraphSize, num_parts: int) -> int:
     n_local = n_p + min(n - n_p, e_p)
     relabel_bytes = (13 + 2 * c) * n + halos + 12 * min(n, e_p)
     weights = 8 * n + 16 * n_local if size.weighted else 0  # weighted_degree [N, 2], a part's and its copy
-    part_bytes = ((8 + 3 * c) * n + halos + 28 * n_local + 24 * k + weights
+    part_bytes = ((8 + 3 * c) * n + halos + 28 * n_local + (24 + 3 * size.edge_attr_bytes) * k + weights
                   + 3 * min(NODE_DATA_STEP_BYTES, n_p * _row_bytes(size)) + WRITE_BUFFER_BYTES)
     return max(relabel_bytes, part_bytes)
 

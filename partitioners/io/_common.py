@@ -16,8 +16,9 @@ from ..graph import Graph
 __all__ = ["GRAPH_OPTIONS", "NODE_DATA_OPTIONS", "build_graph", "default_name", "existing_path"]
 
 GRAPH_OPTIONS = frozenset({"num_nodes", "symmetrize", "remove_self_loops", "remove_duplicates",
-                           "num_classes", "name"})
-"""Options every reader passes to :meth:`Graph.from_edges`."""
+                           "num_classes", "name", "label_kind"})
+"""Options every reader passes to :meth:`Graph.from_edges` (``label_kind``: what the input's
+labels hold, :attr:`Graph.label_kind`; None infers it)."""
 
 NODE_DATA_OPTIONS = frozenset({"features", "labels", "train_mask", "val_mask", "test_mask"})
 """Node data a caller may attach when the file itself holds none (edge lists, .npy, scipy)."""

@@ -4,9 +4,11 @@ Array ``.npz`` keys (nothing is unpickled):
   ``src``, ``dst``            int ``[E]``: edge ``src[i] -> dst[i]``; or
   ``edge_index``              int ``[2, E]``: row 0 = sources (PyG's layout)
   ``x`` or ``features``       float ``[N, F]``
-  ``y`` or ``labels``         int ``[N]`` (``[N, 1]`` is squeezed) or 0/1 ``[N, C]``
+  ``y`` or ``labels``         int ``[N]`` (``[N, 1]`` is squeezed) or 0/1 ``[N, C]``, or float
+                              ``[N]``/``[N, D]`` regression targets (float32 ``[N, D]`` stored)
   ``train_mask``, ``val_mask``, ``test_mask``   bool ``[N]``
   ``edge_weight``             float ``[E]``
+  ``edge_attr``               float ``[E, D]`` (or ``[E]``): edge features, in edge order
   ``num_nodes``, ``num_classes``                scalars
 Other keys are ignored with a warning.
 
@@ -39,7 +41,7 @@ logger = logging.getLogger(__name__)
 
 _ALIASES = {"x": "features", "features": "features", "y": "labels", "labels": "labels",
             "train_mask": "train_mask", "val_mask": "val_mask", "test_mask": "test_mask",
-            "edge_weight": "edge_weight"}
+            "edge_weight": "edge_weight", "edge_attr": "edge_attr"}
 _EDGE_KEYS = ("src", "dst", "edge_index")
 _SCALAR_KEYS = ("num_nodes", "num_classes")
 _SCIPY_KEYS = frozenset({"format", "shape"})

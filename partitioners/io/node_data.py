@@ -4,7 +4,9 @@
 API) give each array as a ``.npy`` file, opened with ``mmap_mode="r"`` and ``allow_pickle=False``:
 
   features   float (any numeric dtype) ``[N, F]`` (``[N]`` is one feature)
-  labels     int ``[N]`` class ids (``[N, 1]`` is squeezed), or 0/1 ``[N, C]`` multi-label
+  labels     int ``[N]`` class ids (``[N, 1]`` is squeezed), or 0/1 ``[N, C]`` multi-label, or
+             float ``[N]``/``[N, D]`` regression targets (floats that are all whole numbers,
+             or all 0/1 in ``[N, C]``, are read as class ids / multi-label)
   masks      bool ``[N]``, or an integer array of node ids (any length, distinct ids in ``[0, N)``)
 
 The dtype tells a mask from an id list: a bool array is a mask, an integer array lists ids (an
@@ -31,7 +33,7 @@ import numpy as np
 
 from ..errors import GraphError
 from ..graph import Graph
-from ..graph_checks import check_features, check_labels
+from ..graph_checks import check_features, check_labels, label_kind_of
 
 __all__ = ["NODE_FIELDS", "NodeDataFiles", "attach_node_data", "mask_from_array", "open_node_array"]
 
@@ -130,8 +132,11 @@ def _extend(graph: Graph, num_nodes: int) -> Graph:
     return dataclasses.replace(graph, indptr=indptr)
 
 
-def attach_node_data(graph: Graph, files: NodeDataFiles, *, extend: bool = False) -> Graph:
+def attach_node_data(graph: Graph, files: NodeDataFiles, *, extend: bool = False,
+                     label_kind: str | None = None) -> Graph:
     """``graph`` with the node data of ``files`` (a new Graph; the input's arrays are kept).
+
+    ``label_kind``: what the labels file holds (:attr:`Graph.label_kind`; None infers it).
 
     ``extend``: the node count came from the largest id of an edge list, so node data with more
     rows adds isolated nodes up to its row count (when the graph has no node data of its own).
@@ -154,17 +159,18 @@ def attach_node_data(graph: Graph, files: NodeDataFiles, *, extend: bool = False
         graph = _extend(graph, max(rows))
         n = graph.num_nodes
     _check_rows(files, arrays, n)
-    data = {field: _checked(field, files.what(field), a, n) for field, a in arrays.items()}
+    data = {field: _checked(field, files.what(field), a, n, label_kind) for field, a in arrays.items()}
     labels = data.get("labels")
     return dataclasses.replace(graph, x=data.get("features", graph.x),
                                y=graph.y if labels is None else labels[0],
                                num_classes=graph.num_classes if labels is None else labels[1],
+                               label_kind=graph.label_kind if labels is None else label_kind_of(labels[0]),
                                train_mask=data.get("train_mask", graph.train_mask),
                                val_mask=data.get("val_mask", graph.val_mask),
                                test_mask=data.get("test_mask", graph.test_mask))
 
 
-def _checked(field: str, what: str, a: np.ndarray, num_nodes: int) -> Any:
+def _checked(field: str, what: str, a: np.ndarray, num_nodes: int, label_kind: str | None = None) -> Any:
     """One array as the graph stores it; a bad value is a GraphError naming ``what``."""
     if field.endswith("_mask"):
         return mask_from_array(what, a, num_nodes)
@@ -173,6 +179,6 @@ def _checked(field: str, what: str, a: np.ndarray, num_nodes: int) -> Any:
             return check_features(a, num_nodes)
         if a.ndim == 2 and a.shape[1] == 1:
             a = a[:, 0]
-        return check_labels(a, num_nodes, None)
+        return check_labels(a, num_nodes, None, label_kind)
     except GraphError as exc:  # NaN features, negative labels, ...
         raise GraphError(f"{what}: {exc}") from exc

@@ -7,7 +7,7 @@ The layout read (each CSV may also be stored uncompressed as ``.csv``)::
       raw/num-node-list.csv.gz   one integer: the number of nodes        (optional)
       raw/node-feat.csv.gz       one row of floats per node               (optional)
       raw/node-label.csv.gz      one class id per node, or C 0/1 columns (multi-label); NaN = no label
-      raw/edge-feat.csv.gz       ignored (logged)
+      raw/edge-feat.csv.gz       one row of floats per edge, in edge.csv's order (optional): ``edge_attr``
       split/<scheme>/train.csv.gz, valid.csv.gz, test.csv.gz   node ids, one per line
 
 Edges are kept as stored (OGB's ogbn graphs are directed as stored; pass ``symmetrize=True``
@@ -75,8 +75,9 @@ def _table_chunks(path: Path, dtype: Any, chunk_bytes: int, what: str) -> Iterat
     return iter_chunks(layout, dtype, chunk_bytes=chunk_bytes)
 
 
-def _assemble(path: Path, chunks: Iterator[np.ndarray], num_rows: int | None, what: str) -> np.ndarray:
-    """Stack per-chunk row arrays; into one preallocated array when ``num_rows`` is known."""
+def _assemble(path: Path, chunks: Iterator[np.ndarray], num_rows: int | None, what: str,
+              unit: str = "nodes") -> np.ndarray:
+    """Stack per-chunk row arrays; into one preallocated array when ``num_rows`` (of ``unit``) is known."""
     if num_rows is None:
         parts = list(chunks)
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
@@ -87,11 +88,11 @@ def _assemble(path: Path, chunks: Iterator[np.ndarray], num_rows: int | None, wh
             out = np.empty((num_rows,) + part.shape[1:], dtype=part.dtype)
         if filled + part.shape[0] > num_rows:
             raise GraphError(f"{path}: the {what} file has more than {num_rows} rows, but the "
-                             f"dataset has {num_rows} nodes")
+                             f"dataset has {num_rows} {unit}")
         out[filled:filled + part.shape[0]] = part
         filled += part.shape[0]
     if out is None or filled != num_rows:
-        raise GraphError(f"{path}: the {what} file has {filled} rows, but the dataset has {num_rows} nodes")
+        raise GraphError(f"{path}: the {what} file has {filled} rows, but the dataset has {num_rows} {unit}")
     return out
 
 
@@ -257,15 +258,17 @@ def read_ogb(path: str | Path, *, split: str | None = None, chunk_bytes: int = D
         num_nodes = max(sizes)
         if num_nodes == 0:
             raise GraphError(f"{edge_file}: no edges, and no node count in raw/num-node-list.csv.gz")
-    if find_csv(raw, "edge-feat") is not None:
-        logger.info("%s: raw/edge-feat is ignored (edge features are not used)", root)
+    edge_feat = find_csv(raw, "edge-feat")
+    edge_attr = None if edge_feat is None else _assemble(edge_feat, iter_feature_blocks(edge_feat, chunk_bytes),
+                                                         src.size, "edge feature", "edges")
     masks, split_files = read_split_masks(root, split, num_nodes, chunk_bytes)
     if labels is not None and unlabelled is not None and unlabelled.any():
         check_unlabelled(unlabelled, masks, split_files, label_file)  # type: ignore[arg-type]
         logger.info("%s: %d nodes have no label (NaN); they get label 0 and are in no split",
                     root, int(unlabelled.sum()))
     return build_graph(root, src, dst, num_nodes=num_nodes, features=features, labels=labels,
-                       **masks, **graph_options)
+                       edge_attr=edge_attr, **masks, **graph_options)
+
 
 
 def check_unlabelled(unlabelled: np.ndarray, masks: dict[str, np.ndarray],

@@ -74,7 +74,8 @@ def read_graph(path: str | Path, fmt: str | None = None, **options: Any) -> Grap
             ``relabel``, ``chunk_bytes``; npy: ``relabel``; scipy: ``weighted``; ogb: ``split``,
             ``chunk_bytes``; planetoid: ``planetoid_name``; npy-dir: ``scratch_dir``, ``progress``) and the
             :meth:`Graph.from_edges` options ``num_nodes``, ``symmetrize``,
-            ``remove_self_loops``, ``remove_duplicates``, ``num_classes``, ``name``. Formats with
+            ``remove_self_loops``, ``remove_duplicates``, ``num_classes``, ``name``,
+            ``label_kind`` (what the labels hold; None infers it). Formats with
             no node data (edgelist, npy, scipy) also take ``features``, ``labels`` and masks.
 
     Raises:

@@ -70,7 +70,7 @@ def _check_chunk(src: np.ndarray, dst: np.ndarray, bad: int, offset: int, n: int
 def build_csr_on_disk(chunks: Callable[[], Iterable[EdgeChunk]], n: int, scratch: Scratch, *,
                       weighted: bool, symmetrize: bool = False, remove_self_loops: bool = False,
                       remove_duplicates: bool = False, dtype: np.dtype | None = None,
-                      names: tuple[str, str] = ("src", "dst"),
+                      names: tuple[str, str] = ("src", "dst"), payload_dtype: Any = np.float32,
                       progress: bool = False) -> DiskCSR:
     """Build the CSR by destination of the edges that ``chunks()`` yields (called twice: the
     same edges in the same order each time) on ``n`` nodes, in ``scratch``.
@@ -78,6 +78,9 @@ def build_csr_on_disk(chunks: Callable[[], Iterable[EdgeChunk]], n: int, scratch
     Options as :meth:`Graph.from_edges <partitioners.graph.Graph.from_edges>`; ``dtype`` of
     ``indices`` (default :func:`~partitioners.graph_csr.index_dtype`); ``names`` of the two
     id arrays in error messages; ``progress``: tqdm bars that count edges and entries.
+    ``weighted``: the chunks' third entry is a per-edge payload of ``payload_dtype`` (float32
+    weights; int64 edge positions, which the npy-dir reader carries to gather the weights and
+    edge features by), kept with its edge as a weight is.
 
     Raises:
         GraphError: an id outside ``[0, n)``, naming the array and the edge.
@@ -110,12 +113,13 @@ def build_csr_on_disk(chunks: Callable[[], Iterable[EdgeChunk]], n: int, scratch
     wide = symmetrize and 2 * n + 1 > np.iinfo(dtype).max
     fill_dtype = np.dtype(np.int64) if wide else dtype
     fill = scratch.array("fill", fill_dtype, total)
-    fill_w = scratch.array("fill-weights", np.float32, total if weighted else 0)
-    empty_w = np.zeros(0, np.float32)
+    payload_dtype = np.dtype(payload_dtype)
+    fill_w = scratch.array("fill-weights", payload_dtype, total if weighted else 0)
+    empty_w = np.zeros(0, payload_dtype)
     with _bar("fill rows", offset, progress) as bar:
         for src, dst, w in chunks():
             fill_rows(plain(src), plain(dst),
-                      empty_w if w is None else plain(np.asarray(w, np.float32)), weighted,
+                      empty_w if w is None else plain(np.asarray(w, payload_dtype)), weighted,
                       plain(cursor), plain(fill), plain(fill_w), remove_self_loops, symmetrize)
             bar.update(src.size)
     del cursor, deg, deg_plain

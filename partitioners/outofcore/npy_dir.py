@@ -4,7 +4,7 @@ The folder's arrays are opened as read-only memory maps and never loaded whole: 
 on disk by :func:`~.csr_build.build_csr_on_disk` from chunks of ``src.npy``/``dst.npy``, and the
 node data stays mapped where its dtype is the one a :class:`~partitioners.graph.Graph` holds
 (else it is converted chunk by chunk into a scratch map: float64 features to float32, int32
-labels to int64; 0/1 integer masks become bool in memory, a byte per node). The result is a Graph whose arrays are memory maps and whose
+labels to int64, float64 regression targets to float32; 0/1 integer masks become bool in memory, a byte per node). The result is a Graph whose arrays are memory maps and whose
 :attr:`~partitioners.graph.Graph.scratch_dir` names where later out-of-core stages (METIS's
 adjacency) put their files. This module is torch-free.
 """
@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from ..chunks import rows_per_step
 from ..errors import GraphError
 from ..graph import Graph
+from ..graph_checks import LABEL_KINDS
 from ..graph_csr import MAX_NODES
 from .csr_build import EdgeChunk, build_csr_on_disk
 from .scratch import Scratch
@@ -39,8 +40,9 @@ CHUNK_BYTES = 64 << 20
 EDGE_FILES = ("src.npy", "dst.npy")
 NODE_FILES = ("features.npy", "labels.npy", "train_mask.npy", "val_mask.npy", "test_mask.npy")
 META_FILE = "graph.json"
-KNOWN_FILES = frozenset((*EDGE_FILES, *NODE_FILES, "edge_weight.npy", META_FILE))
-_META_KEYS = frozenset({"num_nodes", "num_classes", "name", "source"})
+EDGE_ATTR_FILE = "edge_attr.npy"
+KNOWN_FILES = frozenset((*EDGE_FILES, *NODE_FILES, "edge_weight.npy", EDGE_ATTR_FILE, META_FILE))
+_META_KEYS = frozenset({"num_nodes", "num_classes", "name", "source", "label_kind"})
 
 
 def is_npy_dir(path: str | Path) -> bool:
@@ -82,6 +84,8 @@ class NpyDir:
     node_arrays: dict[str, np.ndarray]
     """Field (``features``, ``labels``, ``train_mask``, ...) -> its memory map."""
     meta: dict[str, Any]
+    edge_attr: np.ndarray | None = None
+    """``edge_attr.npy``'s map: numbers ``[E]`` or ``[E, D]``, in ``src``/``dst`` order."""
     _num_nodes: int | None = None
 
     @property
@@ -116,12 +120,15 @@ class NpyDir:
             width = int(np.prod(x.shape[1:], dtype=np.int64)) if x.ndim > 1 else 1
             feature_bytes = width * (2 if x.dtype == np.float16 else 4)
         label_bytes = 0 if y is None else (y.shape[1] if y.ndim == 2 and y.shape[1] > 1 else 8)
+        if y is not None and np.issubdtype(y.dtype, np.floating):   # regression targets, float32 [N, D]
+            label_bytes = 4 * (y.shape[1] if y.ndim == 2 else 1)
         masks = sum(m in self.node_arrays for m in ("train_mask", "val_mask", "test_mask"))
         # symmetrising adds at most one reverse per edge
         return GraphSize(num_nodes=num_nodes, num_edges=self.num_edges * (2 if symmetric else 1),
                          symmetric=symmetric,
                          feature_bytes=feature_bytes, label_bytes=label_bytes, num_masks=masks,
                          weighted=self.edge_weight is not None,
+                         edge_attr_bytes=0 if self.edge_attr is None else 4 * _attr_width(self.edge_attr),
                          index_bytes=4 if num_nodes < 2**31 - 1 else 8, on_disk=True)
 
 
@@ -145,6 +152,13 @@ def open_npy_dir(path: str | Path) -> NpyDir:
         if weight.shape != src.shape or not np.issubdtype(weight.dtype, np.number):
             raise GraphError(f"{p / 'edge_weight.npy'}: must be a numeric [E] array with E = "
                              f"{src.shape[0]}, got {weight.dtype}{list(weight.shape)}")
+    attr = None
+    if (p / EDGE_ATTR_FILE).is_file():
+        attr = _open(p / EDGE_ATTR_FILE)
+        if (attr.ndim not in (1, 2) or attr.shape[0] != src.shape[0] or _attr_width(attr) < 1
+                or not np.issubdtype(attr.dtype, np.number) or np.issubdtype(attr.dtype, np.complexfloating)):
+            raise GraphError(f"{p / EDGE_ATTR_FILE}: must be a real numeric [E, D] (or [E]) array with E = "
+                             f"{src.shape[0]}, D >= 1, got {attr.dtype}{list(attr.shape)}")
     node_arrays = {f.removesuffix(".npy"): _open(p / f) for f in NODE_FILES if (p / f).is_file()}
     meta: dict[str, Any] = {}
     if (p / META_FILE).is_file():
@@ -158,24 +172,67 @@ def open_npy_dir(path: str | Path) -> NpyDir:
             v = meta.get(key)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
                 raise GraphError(f"{p / META_FILE}: {key!r} must be a non-negative integer, got {v!r}")
+        kind = meta.get("label_kind")
+        if kind is not None and kind not in LABEL_KINDS:
+            raise GraphError(f"{p / META_FILE}: 'label_kind' must be one of {', '.join(LABEL_KINDS)}, got {kind!r}")
         unknown = sorted(set(meta) - _META_KEYS)
         if unknown:
             log.warning("%s: ignoring keys %s (known: %s)", p / META_FILE, unknown, sorted(_META_KEYS))
     extra = sorted(f.name for f in p.iterdir() if f.name not in KNOWN_FILES)
     if extra:
         log.warning("%s: ignoring %s (not part of the npy-dir layout, docs/format.md)", p, extra)
-    return NpyDir(path=p, src=src, dst=dst, edge_weight=weight, node_arrays=node_arrays, meta=meta)
+    return NpyDir(path=p, src=src, dst=dst, edge_weight=weight, node_arrays=node_arrays, meta=meta,
+                  edge_attr=attr)
 
 
 def _edge_chunks(d: NpyDir) -> Any:
+    """The edge chunks of the CSR build: with edge features their payload is each edge's input
+    position (int64), which the build keeps with its edge (:func:`_gather_edge_data` then reads
+    the weights and feature rows by it), else the weights."""
     def chunks() -> Iterator[EdgeChunk]:
         for lo in range(0, d.num_edges, CHUNK_EDGES):
             w = None if d.edge_weight is None else np.asarray(d.edge_weight[lo:lo + CHUNK_EDGES])
             if w is not None and not np.isfinite(w).all():
                 i = int(np.flatnonzero(~np.isfinite(w))[0])
                 raise GraphError(f"{d.path / 'edge_weight.npy'}: edge_weight[{lo + i}] = {w[i]} is not finite")
-            yield np.asarray(d.src[lo:lo + CHUNK_EDGES]), np.asarray(d.dst[lo:lo + CHUNK_EDGES]), w
+            src, dst = np.asarray(d.src[lo:lo + CHUNK_EDGES]), np.asarray(d.dst[lo:lo + CHUNK_EDGES])
+            if d.edge_attr is not None:
+                w = np.arange(lo, lo + src.size, dtype=np.int64)
+            yield src, dst, w
     return chunks
+
+
+def _attr_width(a: np.ndarray) -> int:
+    return 1 if a.ndim == 1 else int(a.shape[1])
+
+
+def _check_edge_attr(d: NpyDir) -> None:
+    """Every value of ``edge_attr.npy`` finite (one sequential pass; a GraphError names the first bad one)."""
+    assert d.edge_attr is not None
+    for lo, rows in _row_chunks(d.edge_attr):
+        bad = ~np.isfinite(rows)
+        if bad.any():
+            at = np.argwhere(bad.reshape(rows.shape[0], -1))[0]
+            raise GraphError(f"{d.path / EDGE_ATTR_FILE}: edge_attr[{lo + int(at[0])}, {int(at[1])}] = "
+                             f"{rows.reshape(rows.shape[0], -1)[at[0], at[1]]} is not finite")
+
+
+def _gather_edge_data(d: NpyDir, origin: np.ndarray, scratch: Scratch,
+                      ) -> tuple[np.ndarray | None, np.ndarray]:
+    """The weights (float32 ``[E']``, or None) and feature rows (float32 ``[E', D]``) of the
+    stored edges, whose input positions are ``origin`` (CSR order), gathered chunk by chunk into
+    scratch maps."""
+    assert d.edge_attr is not None
+    width = _attr_width(d.edge_attr)
+    attr = scratch.array("edge-attr", np.float32, (origin.size, width))
+    weight = None if d.edge_weight is None else scratch.array("edge-weight", np.float32, origin.size)
+    step = max(1, CHUNK_BYTES // (4 * width + 8))
+    for lo in range(0, origin.size, step):
+        pos = np.asarray(origin[lo:lo + step])
+        attr[lo:lo + pos.size] = np.asarray(d.edge_attr[pos]).reshape(pos.size, width)
+        if weight is not None:
+            weight[lo:lo + pos.size] = d.edge_weight[pos]  # type: ignore[index]
+    return (None if weight is None else scratch.freeze(weight)), scratch.freeze(attr)
 
 
 def _converted(a: np.ndarray, dtype: Any, scratch: Scratch, name: str) -> np.ndarray:
@@ -209,9 +266,11 @@ def _node_data(d: NpyDir, n: int, scratch: Scratch) -> dict[str, np.ndarray]:
                 a = _converted(a, np.int64, scratch, field)
             elif a.ndim == 2 and (np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_):
                 a = _converted(a, np.uint8, scratch, field)
-            elif not (a.ndim == 2 and np.issubdtype(a.dtype, np.floating)):
-                raise GraphError(f"{path}: labels must be int class ids [N] or 0/1 [N, C], got "
-                                 f"{a.dtype}{list(a.shape)}")
+            elif a.ndim in (1, 2) and np.issubdtype(a.dtype, np.floating):
+                a = _converted(a, np.float32, scratch, field)   # regression targets (or whole/0-1 floats)
+            else:
+                raise GraphError(f"{path}: labels must be int class ids [N], 0/1 [N, C] or float regression "
+                                 f"targets [N] / [N, D], got {a.dtype}{list(a.shape)}")
         elif a.ndim != 1 or not (a.dtype == np.bool_ or np.issubdtype(a.dtype, np.integer)):
             # 0/1 integers are checked and made bool by the Graph (N bytes)
             raise GraphError(f"{path}: a mask must be bool [N], got {a.dtype}{list(a.shape)}")
@@ -221,14 +280,14 @@ def _node_data(d: NpyDir, n: int, scratch: Scratch) -> dict[str, np.ndarray]:
 
 def read_npy_dir(path: str | Path | NpyDir, *, num_nodes: int | None = None, symmetrize: bool = False,
                  remove_self_loops: bool = False, remove_duplicates: bool = False,
-                 num_classes: int | None = None, name: str = "",
+                 num_classes: int | None = None, name: str = "", label_kind: str | None = None,
                  scratch_dir: str | Path | None = None, progress: bool = False) -> Graph:
     """Read the npy-dir at ``path`` (or opened by :func:`open_npy_dir`) into a memory-mapped
     :class:`Graph` (module docstring).
 
     The options are :meth:`Graph.from_edges`'s (``num_nodes``/``num_classes`` must agree with
     ``graph.json``'s); the result's arrays are equal to what ``Graph.from_edges`` builds from the
-    same arrays. ``scratch_dir``: where the on-disk CSR goes (default: the system's temporary
+    same arrays; ``label_kind`` given wins over ``graph.json``'s. ``scratch_dir``: where the on-disk CSR goes (default: the system's temporary
     folder; the CLI's default is the partition folder's parent). ``progress``: tqdm bars
     counting edges.
 
@@ -248,18 +307,26 @@ def read_npy_dir(path: str | Path | NpyDir, *, num_nodes: int | None = None, sym
         raise GraphError(f"{d.path}: num_nodes = {n} is too large: at most {MAX_NODES} nodes are supported")
     scratch = Scratch(scratch_dir if scratch_dir is not None else tempfile.gettempdir())
     try:
-        csr = build_csr_on_disk(_edge_chunks(d), n, scratch, weighted=d.edge_weight is not None,
+        with_attr = d.edge_attr is not None
+        if with_attr:
+            _check_edge_attr(d)
+        csr = build_csr_on_disk(_edge_chunks(d), n, scratch, weighted=with_attr or d.edge_weight is not None,
                                 symmetrize=symmetrize, remove_self_loops=remove_self_loops,
                                 remove_duplicates=remove_duplicates,
                                 names=(str(d.path / "src.npy"), str(d.path / "dst.npy")),
-                                progress=progress)
+                                payload_dtype=np.int64 if with_attr else np.float32, progress=progress)
+        edge_weight, edge_attr = csr.edge_weight, None
+        if with_attr:
+            assert csr.edge_weight is not None
+            edge_weight, edge_attr = _gather_edge_data(d, csr.edge_weight, scratch)
         data = _node_data(d, n, scratch)
         with tqdm(total=1, desc="check node data", disable=not progress):
-            graph = Graph(indptr=csr.indptr, indices=csr.indices, edge_weight=csr.edge_weight,
+            graph = Graph(indptr=csr.indptr, indices=csr.indices, edge_weight=edge_weight, edge_attr=edge_attr,
                           x=data.get("features"), y=data.get("labels"),
                           train_mask=data.get("train_mask"), val_mask=data.get("val_mask"),
                           test_mask=data.get("test_mask"),
                           num_classes=num_classes or d.meta.get("num_classes") or 0,
+                          label_kind=label_kind or d.meta.get("label_kind"),
                           symmetric=symmetrize, name=name or d.meta.get("name") or d.path.name,
                           preprocessing=csr.report, scratch_dir=scratch.path)
     except GraphError as exc:

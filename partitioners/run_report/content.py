@@ -16,7 +16,8 @@ from typing import Any, Callable, Sequence
 
 from ..format import PartitionMeta
 from .charts import BarChart, Chart, LineChart, Series
-from .metrics_file import RunMetrics, evaluated
+from .metrics_file import RunMetrics
+from .task import BOUNDED, SPLITS
 
 __all__ = ["Report", "Section", "SummaryRow", "Table", "build_report"]
 
@@ -71,6 +72,13 @@ def fmt_ms(seconds: float | None) -> str:
 
 def fmt_acc(value: float | None) -> str:
     return NOT_RECORDED if value is None else f"{value:.4f}"
+
+
+def fmt_metric(metric: str, value: float | None) -> str:
+    """A metric's value: 4 decimals for one in [0, 1] (an accuracy), 5 significant digits else."""
+    if value is None or metric in BOUNDED:
+        return fmt_acc(value)
+    return f"{value:.5g}"
 
 
 _BYTE_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1))
@@ -181,7 +189,16 @@ def _header(run: _Run) -> list[tuple[str, str]]:
     found, data = _lookup(cfg, "data", "data")
     if found:
         rows.append(("data", _scalar_text(found, data)))
+    rows.append(("task", _task_text(run)))
     return rows
+
+
+def _task_text(run: _Run) -> str:
+    """The task, its loss and what the best epoch is chosen by."""
+    t = run.metrics.task
+    what = t.name or ", ".join(t.metrics) + " (found from the epoch records' fields)"
+    loss = f", loss {t.loss}" if t.loss else ""
+    return f"{what}{loss}; best epoch by {t.select_key} ({t.direction})"
 
 
 # ----------------------------------------------------------------------------------- summary
@@ -190,16 +207,19 @@ def _first_and_rest(values: list[float | None]) -> tuple[float | None, float | N
 
 
 def _best_val(run: _Run) -> dict[str, Any] | None:
-    best = None
+    """The epoch of the best validation value of the selection metric (the first of equal ones,
+    as ``--select best-val`` picks it)."""
+    t = run.metrics.task
+    key, best = t.select_key, None
     for rec in run.metrics.epochs:
-        val = rec.get("val_acc")
-        if val is not None and (best is None or val > best["val_acc"]):
+        val = rec.get(key)
+        if val is not None and (best is None or (val < best[key] if t.lower_is_better else val > best[key])):
             best = rec
     return best
 
 
 def _final_eval(run: _Run) -> dict[str, Any] | None:
-    scored = [r for r in run.metrics.epochs if evaluated(r)]
+    scored = [r for r in run.metrics.epochs if run.metrics.evaluated(r)]
     return scored[-1] if scored else None
 
 
@@ -251,21 +271,7 @@ def _summary(run: _Run) -> list[SummaryRow]:
     if eval_mean is not None:
         rows.append(SummaryRow("mean_eval_time_s", "mean evaluation time (not in the epoch time)",
                                fmt_ms(eval_mean), eval_mean))
-    best = _best_val(run)
-    rows += [
-        SummaryRow("best_val_epoch", "best validation epoch",
-                   str(best["epoch"]) if best else f"{NOT_RECORDED} (no validation accuracy)",
-                   float(best["epoch"]) if best else None),
-        SummaryRow("best_val_acc", "best validation accuracy", fmt_acc(best and best["val_acc"]),
-                   best and best["val_acc"]),
-        SummaryRow("best_test_acc", "test accuracy at the best validation epoch",
-                   fmt_acc(best and best.get("test_acc")), best and best.get("test_acc")),
-    ]
-    final = _final_eval(run)
-    for split in ("train", "val", "test"):
-        value = final.get(f"{split}_acc") if final else None
-        at = f" (epoch {final['epoch']})" if final else ""
-        rows.append(SummaryRow(f"final_{split}_acc", f"final {split} accuracy{at}", fmt_acc(value), value))
+    rows += _score_rows(run)
     losses = [(e["epoch"], e["train_loss"]) for e in m.epochs if e.get("train_loss") is not None]
     rows.append(SummaryRow("final_train_loss", f"final training loss (epoch {losses[-1][0]})" if losses
                            else "final training loss", fmt_acc(losses[-1][1]) if losses else NOT_RECORDED,
@@ -277,6 +283,31 @@ def _summary(run: _Run) -> list[SummaryRow]:
         total, lacking = _total(values)
         text = fmt_bytes(total) + (f" ({lacking} epoch(s) not recorded)" if lacking and total is not None else "")
         rows.append(SummaryRow(key, label, text, total))
+    return rows
+
+
+def _score_rows(run: _Run) -> list[SummaryRow]:
+    """The best validation epoch by the selection metric, its validation and test values, and the
+    last evaluated epoch's value of every metric on every mask."""
+    t = run.metrics.task
+    m, word = t.select_metric, t.word(t.select_metric)
+    by = "" if m == "acc" else f" (by {t.select_key}, {t.direction})"
+    best = _best_val(run)
+    val, test = (best.get(f"val_{m}"), best.get(f"test_{m}")) if best else (None, None)
+    rows = [
+        SummaryRow("best_val_epoch", f"best validation epoch{by}",
+                   str(best["epoch"]) if best else f"{NOT_RECORDED} (no validation {word})",
+                   float(best["epoch"]) if best else None),
+        SummaryRow(f"best_val_{m}", f"best validation {word}", fmt_metric(m, val), val),
+        SummaryRow(f"best_test_{m}", f"test {word} at the best validation epoch", fmt_metric(m, test), test),
+    ]
+    final = _final_eval(run)
+    at = f" (epoch {final['epoch']})" if final else ""
+    for metric in t.metrics:
+        for split in SPLITS:
+            value = final.get(f"{split}_{metric}") if final else None
+            rows.append(SummaryRow(f"final_{split}_{metric}", f"final {split} {t.word(metric)}{at}",
+                                   fmt_metric(metric, value), value))
     return rows
 
 
@@ -307,22 +338,35 @@ def _loss_section(run: _Run) -> Section:
     return Section("loss", "Training loss", charts=[chart], notes=_lacking(run, "train_loss"))
 
 
-def _accuracy_section(run: _Run) -> Section:
-    series = []
-    for split in ("train", "val", "test"):
-        s = _points(run, f"{split}_acc")
-        if s is not None:
-            series.append(Series(split, s.ys, s.xs))
-    title = "Accuracy (micro-F1 for multi-label)"
-    if not series:
-        return Section("accuracy", title, notes=["no evaluated epoch (fields train_acc/val_acc/test_acc; "
-                                                 "gnn_dist.train --eval-every N)"])
-    count = sum(map(evaluated, run.metrics.epochs))
-    chart = LineChart("accuracy at the evaluated epochs", "epoch", "accuracy", series, y_range=(0.0, 1.0),
-                      x_range=_epoch_span(run))
-    return Section("accuracy", title, charts=[chart],
-                   notes=[f"{count} of {len(run.metrics.epochs)} epochs evaluated"]
-                   + _lacking(run, "train_acc", "val_acc", "test_acc"))
+def _metrics_title(run: _Run) -> str:
+    t = run.metrics.task
+    if t.metrics == ("acc",) and t.name is None:
+        return "Accuracy (micro-F1 for multi-label)"
+    words = [t.word(m) for m in t.metrics]
+    return ", ".join([words[0][:1].upper() + words[0][1:], *words[1:]])
+
+
+def _metrics_section(run: _Run) -> Section:
+    """A chart of each of the task's metrics (train/val/test at the evaluated epochs); its key is
+    ``accuracy`` for a run whose first metric is the accuracy, ``metrics`` otherwise."""
+    t = run.metrics.task
+    key, title = ("accuracy" if t.metrics[0] == "acc" else "metrics"), _metrics_title(run)
+    charts: list[Chart] = []
+    for metric in t.metrics:
+        series = [Series(split, s.ys, s.xs) for split in SPLITS if (s := _points(run, f"{split}_{metric}"))]
+        if series:
+            word = t.word(metric)
+            charts.append(LineChart(f"{word} at the evaluated epochs", "epoch", word, series,
+                                    y_range=(0.0, 1.0) if metric in BOUNDED else None, x_range=_epoch_span(run)))
+    if not charts:
+        fields = "/".join(t.fields())
+        return Section(key, title, notes=[f"no evaluated epoch (fields {fields}; gnn_dist.train --eval-every N)"])
+    count = sum(map(run.metrics.evaluated, run.metrics.epochs))
+    notes = [f"{count} of {len(run.metrics.epochs)} epochs evaluated"]
+    if t.select_metric != "acc":
+        notes.append(f"the best epoch is the one of the {'lowest' if t.lower_is_better else 'highest'} "
+                     f"{t.select_key} (the selection metric, from {t.source})")
+    return Section(key, title, charts=charts, notes=notes + _lacking(run, *t.fields()))
 
 
 def _clip_first(totals: list[float | None], lines: Sequence[Sequence[float | None]]) -> float | None:
@@ -443,7 +487,7 @@ def _partition_section(run: _Run) -> Section | None:
 
 
 SECTIONS: tuple[Callable[[_Run], Section | None], ...] = (
-    _loss_section, _accuracy_section, _time_section, _bytes_section, _partition_section)
+    _loss_section, _metrics_section, _time_section, _bytes_section, _partition_section)
 """The report's sections in order; a builder returns None to leave its section out."""
 
 

@@ -6,6 +6,9 @@ every field this report uses is type-checked; a bad line is a :class:`MetricsFil
 the file and the line. A last line cut short (a run killed while writing it: no newline at its
 end, not valid JSON) is skipped with a warning. Fields an epoch record lacks are recorded (an
 older file, another schedule) so the report can say what is missing.
+
+Which metric fields an epoch record has (``val_acc``; a regression's ``val_mse``, ...) is the
+run's task (:mod:`.task`): the config record's ``task``, else what the records hold.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .task import RunTask, detect_task, recorded_task
 
 __all__ = ["EPOCH_FIELDS", "MetricsFileError", "RunMetrics", "evaluated", "read_metrics"]
 
@@ -53,9 +58,6 @@ def _check_count_list(value: Any) -> list[float] | None:
 
 EPOCH_FIELDS: dict[str, Any] = {
     "train_loss": _check_real,
-    "train_acc": _check_real,
-    "val_acc": _check_real,
-    "test_acc": _check_real,
     "epoch_time_s": _check_nonnegative,
     "compute_time_s": _check_nonnegative,
     "comm_time_s": _check_nonnegative,
@@ -69,7 +71,8 @@ EPOCH_FIELDS: dict[str, Any] = {
     "feature_hit_rate": _check_real,
 }
 """Field of an epoch record the report reads -> its check (value -> cleaned value, or TypeError
-naming what was expected). Other fields are ignored."""
+naming what was expected), besides the metric fields of the run's task (numbers or null, like
+``train_loss``). Other fields are ignored."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,12 +84,15 @@ class RunMetrics:
     """The config record's object, or None when the file has none."""
     epochs: tuple[dict[str, Any], ...]
     """One dict per epoch record, in file order (epoch numbers increasing): ``"epoch"`` and the
-    :data:`EPOCH_FIELDS` the record has, cleaned (numbers as floats, NaN as None)."""
+    :data:`EPOCH_FIELDS` and metric fields (``task.fields()``) the record has, cleaned (numbers
+    as floats, NaN as None)."""
+    task: RunTask = field(default_factory=lambda: detect_task(set()))
+    """The run's task: its metrics, and the one the best epoch is chosen by (:mod:`.task`)."""
     warnings: tuple[str, ...] = ()
     """What was skipped (a truncated last line, records that are not epoch records)."""
     missing: dict[str, int] = field(default_factory=dict)
-    """:data:`EPOCH_FIELDS` name -> number of epoch records without it (only names with > 0;
-    ``eval_time_s`` counts only in evaluated epochs)."""
+    """:data:`EPOCH_FIELDS` or metric field name -> number of epoch records without it (only
+    names with > 0; ``eval_time_s`` and the metrics count only in evaluated epochs)."""
 
     def values(self, name: str) -> list[float | None]:
         """Field ``name`` of every epoch record (None where absent or null)."""
@@ -97,19 +103,14 @@ class RunMetrics:
         return any(rec.get(name) is not None for rec in self.epochs)
 
 
-def evaluated(rec: dict[str, Any]) -> bool:
-    """Whether the epoch of record ``rec`` was evaluated (has an accuracy)."""
-    return any(rec.get(k) is not None for k in ("train_acc", "val_acc", "test_acc"))
+    def evaluated(self, rec: dict[str, Any]) -> bool:
+        """Whether the epoch of record ``rec`` (one of :attr:`epochs`) was evaluated."""
+        return evaluated(rec, self.task)
 
 
-_ONLY_WHEN: dict[str, Any] = {"eval_time_s": evaluated}
-"""Fields an epoch record has only in some epochs -> which (``eval_time_s``: evaluated ones)."""
-
-
-def _expected(name: str, rec: dict[str, Any]) -> bool:
-    """Whether an epoch record without field ``name`` lacks it (else it has no such figure)."""
-    when = _ONLY_WHEN.get(name)
-    return when is None or when(rec)
+def evaluated(rec: dict[str, Any], task: RunTask) -> bool:
+    """Whether the epoch of record ``rec`` was evaluated (has a value of one of ``task``'s metrics)."""
+    return any(rec.get(k) is not None for k in task.fields())
 
 
 def _short(value: Any) -> str:
@@ -117,12 +118,16 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _epoch_record(where: str, rec: dict[str, Any]) -> dict[str, Any]:
+def _epoch_number(where: str, rec: dict[str, Any]) -> int:
     epoch = rec["epoch"]
     if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
         raise MetricsFileError(f"{where}: field 'epoch' must be an integer >= 0, got {_short(epoch)}")
-    out: dict[str, Any] = {"epoch": epoch}
-    for name, check in EPOCH_FIELDS.items():
+    return epoch
+
+
+def _epoch_record(where: str, rec: dict[str, Any], checks: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"epoch": rec["epoch"]}
+    for name, check in checks.items():
         if name not in rec:
             continue
         try:
@@ -165,7 +170,7 @@ def read_metrics(path: str | Path) -> RunMetrics:
     data = p.read_bytes()
     lines = data.split(b"\n")
     config: dict[str, Any] | None = None
-    epochs: list[dict[str, Any]] = []
+    raws: list[tuple[str, dict[str, Any]]] = []   # (where, record) of each epoch record
     warnings: list[str] = []
     ignored: list[int] = []
     seen_records = False
@@ -184,11 +189,11 @@ def read_metrics(path: str | Path) -> RunMetrics:
         if not isinstance(rec, dict):
             raise MetricsFileError(f"{where}: expected a JSON object, got {type(rec).__name__}")
         if "epoch" in rec:
-            ep = _epoch_record(where, rec)
-            if epochs and ep["epoch"] <= epochs[-1]["epoch"]:
-                raise MetricsFileError(f"{where}: epoch {ep['epoch']} follows epoch {epochs[-1]['epoch']}; "
+            epoch = _epoch_number(where, rec)
+            if raws and epoch <= raws[-1][1]["epoch"]:
+                raise MetricsFileError(f"{where}: epoch {epoch} follows epoch {raws[-1][1]['epoch']}; "
                                        f"epoch numbers must increase (is this several runs' files joined?)")
-            epochs.append(ep)
+            raws.append((where, rec))
         elif "config" in rec:
             if seen_records:
                 raise MetricsFileError(f"{where}: a config record after the first record; a metrics file "
@@ -199,13 +204,22 @@ def read_metrics(path: str | Path) -> RunMetrics:
         else:
             ignored.append(number)
         seen_records = True
-    if not epochs:
+    if not raws:
         raise MetricsFileError(f"{path}: no epoch records (a record with an 'epoch' field); did the "
                                f"run train an epoch?")
+    task, problem = recorded_task(config)
+    if task is None:
+        task = detect_task({k for _, r in raws for k in r})
+        if problem is not None:
+            warnings.append(f"{path}: {problem}; the metrics are found from the epoch records' fields")
+    checks = {**EPOCH_FIELDS, **{name: _check_real for name in task.fields()}}
+    epochs = [_epoch_record(where, r, checks) for where, r in raws]
     if ignored:
         shown = ", ".join(map(str, ignored[:5])) + (", ..." if len(ignored) > 5 else "")
         warnings.append(f"{path}: ignored {len(ignored)} record(s) that are neither the config nor an "
                         f"epoch record (line {shown})")
-    missing = {name: n for name in EPOCH_FIELDS if (n := sum(name not in e and _expected(name, e) for e in epochs))}
+    only_evaluated = {"eval_time_s", *task.fields()}   # the other epochs have no such figure
+    missing = {name: n for name in checks
+               if (n := sum(name not in e and (name not in only_evaluated or evaluated(e, task)) for e in epochs))}
     return RunMetrics(path=str(path), config=config, epochs=tuple(epochs), warnings=tuple(warnings),
-                      missing=missing)
+                      missing=missing, task=task)

@@ -13,13 +13,14 @@ from gnn_dist.config_cli import UsageError, build_parser, field_docs, flag_names
 
 FLAGS = [
     "--activation", "--attn-dropout", "--backend", "--boundary-sample-rate", "--checkpoint-dir",
-    "--checkpoint-every", "--config", "--data", "--dropout", "--epochs", "--eval-every", "--feature-cache-budget",
+    "--checkpoint-every", "--chunks", "--config", "--data", "--dropout", "--edge-dim", "--epochs", "--eval-every", "--feature-cache-budget",
     "--feature-cache-policy", "--feature-storage", "--first-layer-chunk-rows", "--halo-bits", "--halo-bits-every",
     "--halo-dtype", "--halo-grad-dtype", "--heads", "--help",
-    "--hidden", "--input-dropout", "--keep-checkpoints", "--kernels", "--layers", "--log-every", "--lr",
+    "--hidden", "--history-smoothing", "--input-dropout", "--jk", "--keep-checkpoints", "--kernels", "--layers", "--log-every", "--loss", "--lr",
     "--max-memory", "--metrics", "--model", "--no-static-halo", "--no-verify", "--offload-activations", "--optimizer", "--out-heads",
-    "--overlap-chunks", "--patience", "--pipeline", "--precision", "--precompute-first-layer", "--quiet", "--recompute", "--resume",
-    "--resume-any-partition", "--save-model", "--seed", "--select", "--simulate-link", "--stale-smoothing", "--tensorboard",
+    "--overlap-chunks", "--parallel", "--patience", "--pipeline", "--precision", "--precompute-first-layer", "--quiet", "--recompute", "--resume",
+    "--resume-any-partition", "--save-model", "--seed", "--select", "--simulate-link", "--stages", "--stale-smoothing",
+    "--task", "--tensorboard",
     "--timeout", "--validate", "--verbose", "--weight-decay",
 ]
 
@@ -60,6 +61,7 @@ def test_every_field_has_a_flag_a_docstring_and_the_api_default():
     (["--overlap-chunks", "0", "--pipeline", "overlap"], ("trainer", "schedule", "overlap_chunks"), 0),
     (["--input-dropout", "0.6"], ("model", "input_dropout"), 0.6),
     (["--activation", "elu"], ("model", "activation"), "elu"),
+    (["--model", "resgcn", "--jk", "cat"], ("model", "jk"), "cat"),
     (["--model", "gat", "--attn-dropout", "0.6"], ("model", "attn_dropout"), 0.6),
     (["--model", "gat", "--out-heads", "8"], ("model", "out_heads"), 8),
     (["--select", "best-val"], ("trainer", "selection", "select"), "best-val"),
@@ -85,6 +87,7 @@ def test_each_flag_sets_its_field(argv, path, value):
     (["--patience", "0"], r"--patience: 0 is not valid: expected an integer >= 1"),
     (["--select", "best"], r"argument --select: invalid choice: 'best'"),
     (["--activation", "tanh"], r"argument --activation: invalid choice: 'tanh'"),
+    (["--model", "gcnii", "--jk", "max"], r"--jk: 'max' applies to models .*resgcn.*, not 'gcnii'; leave it at"),
     (["--model", "gat", "--hidden", "30"], r"--hidden: 30 is the total width of a gat layer and must be a multiple "
                                            r"of heads = 8"),
 ])

@@ -13,7 +13,7 @@ import torch
 
 from mp_utils import run_ranks
 from partitioners.format.writer import write_partition
-from train_helpers import make_graph
+from train_helpers import make_graph, saved_tensor_bytes
 
 MiB = 1 << 20
 
@@ -55,7 +55,7 @@ def test_the_components_add_up_and_the_json_says_the_same():
     assert out["recommendation"]["fits"] in (True, False)
 
 
-@pytest.mark.parametrize("model", ["gcn", "sage", "gat", "gin", "gcnii"])
+@pytest.mark.parametrize("model", ["gcn", "sage", "gat", "gin", "gcnii", "resgcn", "ressage"])
 def test_each_flag_moves_the_prediction_the_right_way(model):
     from gnn_dist.memory_plan import Workload
 
@@ -67,7 +67,7 @@ def test_each_flag_moves_the_prediction_the_right_way(model):
     assert totals["all"] < totals["layers"] < totals["none"], totals
     assert _total(base.replace(precision="bf16")) < _total(base)
     assert _total(base.replace(offload=True)) < _total(base)
-    if model != "gcnii":   # GCNII takes its features as a tensor: no feature store
+    if model not in ("gcnii", "resgcn", "ressage"):   # they take the features as a tensor: no feature store
         small = base.replace(feature_storage="host", feature_cache_budget="10%")
         assert _total(small) < _total(base.replace(feature_storage="host", feature_cache_budget="50%")) < _total(base)
     assert _total(base.replace(select="best-val")) > _total(base)
@@ -151,7 +151,7 @@ def test_bad_input_is_one_line_and_exit_code_2(capsys, argv, message):
 
 
 # -------------------------------------------------------- the activation model against autograd
-MODELS = {"gcn": {}, "sage": {}, "gat": {"heads": 4}, "gin": {}, "gcnii": {}}
+MODELS = {"gcn": {}, "sage": {}, "gat": {"heads": 4}, "gin": {}, "gcnii": {}, "resgcn": {}, "ressage": {}}
 
 
 def _saved(rank: int, world_size: int, path: str) -> dict[str, int]:
@@ -168,16 +168,7 @@ def _saved(rank: int, world_size: int, path: str) -> dict[str, int]:
                                     num_layers=3, dropout=0.5, **kwargs)
                 trainer = gnn_dist.Trainer(model, part, lr=0.01, log_every=0, eval_every=0, recompute=mode,
                                            precision=precision)
-                storages: dict[int, int] = {}
-
-                def pack(t: torch.Tensor) -> torch.Tensor:
-                    if not isinstance(t, torch.nn.Parameter):
-                        s = t.untyped_storage()
-                        storages[s.data_ptr()] = s.nbytes()
-                    return t
-                with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-                    trainer.train_step()
-                out[f"{name} {mode} {precision}"] = sum(storages.values())
+                out[f"{name} {mode} {precision}"] = saved_tensor_bytes(trainer)
     return out
 
 

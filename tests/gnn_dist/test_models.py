@@ -27,10 +27,11 @@ class ThreadedParts:
     """P parts run by P threads in lockstep; ``exchange`` gathers halo rows from the other
     threads' inner rows (differentiable, so one backward covers all parts)."""
 
-    def __init__(self, indptr: torch.Tensor, indices: torch.Tensor, owner: torch.Tensor) -> None:
+    def __init__(self, indptr: torch.Tensor, indices: torch.Tensor, owner: torch.Tensor,
+                 edge_attr: torch.Tensor | None = None) -> None:
         n = indptr.numel() - 1
         self.num_parts = int(owner.max()) + 1
-        self.blocks = [Block.from_graph(indptr, indices, torch.nonzero(owner == p).flatten().flip(0))
+        self.blocks = [Block.from_graph(indptr, indices, torch.nonzero(owner == p).flatten().flip(0), edge_attr=edge_attr)
                        for p in range(self.num_parts)]
         # position of every node in the concatenation of all parts' inner rows
         order = torch.cat([b.src_original_ids[:b.num_dst] for b in self.blocks])
@@ -69,8 +70,18 @@ class ThreadedParts:
         return torch.cat(outs)[torch.argsort(rows)]
 
 
+EDGE_DIM = 2
+"""Width of the edge features the blocks carry (read by the models that need them: gine)."""
+
+
+def edge_attr(indices: torch.Tensor) -> torch.Tensor:
+    return torch.randn(indices.numel(), EDGE_DIM, generator=torch.Generator().manual_seed(11))
+
+
 def make(name: str, in_dim: int = 6, **kw) -> torch.nn.Module:
     torch.manual_seed(0)
+    if getattr(MODELS[name], "edge_features", None) == "required":
+        kw.setdefault("edge_dim", EDGE_DIM)
     return build_model(name, in_dim=in_dim, hidden_dim=16, out_dim=3, num_layers=3, **kw)
 
 
@@ -78,7 +89,7 @@ def make(name: str, in_dim: int = 6, **kw) -> torch.nn.Module:
 def test_forward_shape_and_repr(name):
     indptr, indices = random_graph(0)
     model = make(name)
-    out = model(FullGraph(Block.from_graph(indptr, indices)), torch.randn(60, 6))
+    out = model(FullGraph(Block.from_graph(indptr, indices, edge_attr=edge_attr(indices))), torch.randn(60, 6))
     assert out.shape == (60, 3)
     assert repr(model) == f"{type(model).__name__}(6, 3, num_layers=3)"
     assert len(model.convs) == 3
@@ -102,14 +113,15 @@ def test_parts_with_dropout_equal_one_device(name, num_parts):
     kw = dict(attn_dropout=0.3) if name == "gat" else {}
     reference = make(name, dropout=0.5, seed=7, **kw).train()
     replicas = [copy.deepcopy(reference) for _ in range(num_parts)]
-    out_ref = reference(FullGraph(Block.from_graph(indptr, indices)), x)
+    whole = Block.from_graph(indptr, indices, edge_attr=edge_attr(indices))
+    out_ref = reference(FullGraph(whole), x)
     owner = torch.randint(0, num_parts, (60,), generator=torch.Generator().manual_seed(num_parts))
     owner[:num_parts] = torch.arange(num_parts)
-    parts = ThreadedParts(indptr, indices, owner)
+    parts = ThreadedParts(indptr, indices, owner, edge_attr(indices))
     assert all(b.num_halo > 0 for b in parts.blocks)
     out = parts.run(replicas, x)
     torch.testing.assert_close(out, out_ref, atol=1e-5, rtol=1e-5)
-    assert not torch.allclose(out_ref, reference.eval()(FullGraph(Block.from_graph(indptr, indices)), x))
+    assert not torch.allclose(out_ref, reference.eval()(FullGraph(whole), x))
     grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(3))
     out_ref.backward(grad_out)
     out.backward(grad_out)
@@ -154,7 +166,7 @@ def test_input_checks():
 
 def test_build_model():
     assert isinstance(build_model("gat", in_dim=4, hidden_dim=8, out_dim=2, num_layers=2, heads=2), GAT)
-    with pytest.raises(ValueError, match=r"unknown model 'mlp'; choose one of gat, gcn, gcnii, gin, sage"):
+    with pytest.raises(ValueError, match=r"unknown model 'mlp'; choose one of gat, gcn, gcnii, gin, .*resgcn, ressage, sage"):
         build_model("mlp", in_dim=4, hidden_dim=8, out_dim=2, num_layers=2)
     with pytest.raises(ValueError, match=r"heads=4 applies to the 'gat' model only, not 'gcn'"):
         build_model("gcn", in_dim=4, hidden_dim=8, out_dim=2, num_layers=2, heads=4)

@@ -187,7 +187,7 @@ def test_checkpoint_holds_the_whole_state(part1, tmp_path):
     assert state["optimizer"]["state"], "optimizer moments saved"
     assert state["model_info"] == {"class": "GCN", "in_dim": 5, "hidden_dim": 8, "out_dim": 3, "num_layers": 2,
                                    "dropout": 0.5, "input_dropout": 0.0, "activation": "relu", "seed": 3}
-    assert state["selection"] == {"select": "last", "best": {k: trainer.history[0][k] for k in
+    assert state["selection"] == {"select": "last", "metric": "acc", "best": {k: trainer.history[0][k] for k in
                                                              ("epoch", "train_acc", "val_acc", "test_acc")},
                                   "since_best": 0, "weights": None}
 

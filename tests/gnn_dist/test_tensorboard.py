@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+from partitioners import Graph
 from partitioners.format.writer import write_partition
 from mp_utils import run_ranks
 from train_helpers import free_port, launch_env, make_graph
@@ -66,3 +67,28 @@ def test_without_tensorboard_the_run_is_refused_in_one_line(folder, tmp_path, mo
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "pip install 'gnn-dist[tensorboard]'" in err[0], err
     assert not (tmp_path / "tb").exists()
+
+
+def test_a_regression_run_writes_its_errors_not_accuracies(tmp_path):
+    """The scalars follow the task's metrics: a regression has mse/mae/r2 on each mask (the
+    metrics file's values, at the evaluated epochs) and no accuracy."""
+    from gnn_dist.train import main
+
+    g = make_graph(60, seed=3)
+    targets = g.x[:, :2] * 1.5 + 0.25   # float targets: a regression partition
+    reg = Graph.from_edges(*g.edges(), g.num_nodes, features=g.x, labels=targets, train_mask=g.train_mask,
+                           val_mask=g.val_mask, test_mask=g.test_mask)
+    assert reg.label_kind == "regression"
+    data = tmp_path / "reg"
+    write_partition(reg, np.zeros(reg.num_nodes, np.int32), 1, data, method="test", method_params={}, seed=0)
+    metrics, log_dir = tmp_path / "m.jsonl", tmp_path / "tb"
+    assert main(["--data", str(data), "--hidden", "8", "--epochs", "4", "--eval-every", "2", "--log-every", "0",
+                 "--kernels", "torch", "--metrics", str(metrics), "--tensorboard", str(log_dir)]) == 0
+    records = [json.loads(line) for line in metrics.read_text().splitlines()[1:]]
+    scalars = _scalars(log_dir)
+    for metric in ("mse", "mae", "r2"):
+        for split in ("train", "val", "test"):
+            key = f"{split}_{metric}"
+            assert scalars[f"{metric}/{split}"] == pytest.approx({1: records[1][key], 3: records[3][key]}), key
+    assert not any(tag.startswith("accuracy/") for tag in scalars), sorted(scalars)
+    assert scalars["loss/train"] == pytest.approx({r["epoch"]: r["train_loss"] for r in records}, rel=1e-6)

@@ -18,12 +18,14 @@ FAST = [f"{fam}-{size}" for fam in ("sbm", "rmat") for size in ("tiny", "small")
 
 def test_catalog_lists_both_families_at_four_sizes() -> None:
     infos = list_datasets()
-    assert [d.name for d in infos] == [f"{fam}-{s}" for fam in ("sbm", "rmat") for s in SIZES]
+    sized = [f"{fam}-{s}" for fam in ("sbm", "rmat") for s in SIZES]
+    assert [d.name for d in infos][:len(sized)] == sized and "sbm-regression" in [d.name for d in infos]
     for d in infos:
         assert isinstance(d, DatasetInfo)
         assert d.family == d.name.split("-")[0]
         assert dataset_info(d.name) is d
-        assert d.description and d.feature_dim > 0 and d.num_classes >= 2
+        assert d.description and d.feature_dim > 0 and d.num_classes >= (1 if d.label_kind == "regression" else 2)
+    infos = [d for d in infos if d.label_kind == "class"]   # the sized entries
     # advertised size ranges
     by_size = {s: [d for d in infos if d.name.endswith(s)] for s in SIZES}
     assert all(d.num_nodes <= 1_000 for d in by_size["tiny"])
@@ -90,7 +92,7 @@ def test_large_entries_are_parameterised_to_their_advertised_size() -> None:
     for d in list_datasets():
         p = d.params
         assert p["num_nodes"] == d.num_nodes and p["feature_dim"] == d.feature_dim
-        assert p["num_classes"] == d.num_classes
+        assert p.get("target_dim", p["num_classes"]) == d.num_classes
         if d.family == "sbm":  # stored edges: under avg_degree * N (repeats in communities)
             assert 0.8 * p["avg_degree"] * d.num_nodes <= d.num_edges <= p["avg_degree"] * d.num_nodes
         else:  # each draw gives at most two stored edges

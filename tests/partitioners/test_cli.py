@@ -117,6 +117,17 @@ def test_datasets_lists_the_catalog_on_stderr(capsys):
         assert f"{d.num_nodes:,}" in line and f"{d.num_edges:,}" in line
 
 
+def test_datasets_says_what_the_labels_are(capsys):
+    """Classes for class ids, targets for a regression dataset (its num_classes is the target width)."""
+    code, _, err = run(capsys, "datasets")
+    assert code == EXIT_OK and "  dim     labels  description" in err.splitlines()[0], err
+    words = {"class": "classes", "regression": "targets"}
+    for d in list_datasets():
+        line = next(ln for ln in err.splitlines() if f"] {d.name} " in ln)
+        assert f"  {d.num_classes} {words[d.label_kind]}  " in line, line
+    assert any(d.label_kind == "regression" for d in list_datasets())   # sbm-regression: "4 targets"
+
+
 def test_datasets_json(capsys):
     code, out, _ = run(capsys, "datasets", "--json")
     assert code == EXIT_OK

@@ -119,7 +119,7 @@ def test_array_stream_refuses_a_short_file(tmp_path):
 
 
 def _write_npy_dir(path: Path, seed: int = 0, n: int = 300, e: int = 2400, *, weighted: bool = False,
-                   multilabel: bool = False) -> dict[str, np.ndarray]:
+                   multilabel: bool = False, edge_attr: bool = False) -> dict[str, np.ndarray]:
     """An npy-dir in the dtypes a user would hand us (int32 ids, float64 features, int32 labels,
     0/1 uint8 masks) and the arrays it holds."""
     rng = np.random.default_rng(seed)
@@ -130,23 +130,26 @@ def _write_npy_dir(path: Path, seed: int = 0, n: int = 300, e: int = 2400, *, we
               "train_mask": (rng.random(n) < 0.5).astype(np.uint8), "val_mask": rng.random(n) < 0.3}
     if weighted:
         arrays["edge_weight"] = rng.random(e)
+    if edge_attr:  # float64 [E, 3]: stored float32, gathered by each edge's input position
+        arrays["edge_attr"] = rng.standard_normal((e, 3))
     for name, a in arrays.items():
         np.save(path / f"{name}.npy", a)
     (path / "graph.json").write_text(json.dumps({"name": "mine"}))
     return arrays
 
 
-@pytest.mark.parametrize("weighted, multilabel", [(False, False), (True, True)])
-def test_read_npy_dir_equals_from_edges(tmp_path, small_chunks, weighted, multilabel):
-    arrays = _write_npy_dir(tmp_path / "g", weighted=weighted, multilabel=multilabel)
+@pytest.mark.parametrize("weighted, multilabel, edge_attr", [(False, False, False), (True, True, False),
+                                                             (False, False, True), (True, False, True)])
+def test_read_npy_dir_equals_from_edges(tmp_path, small_chunks, weighted, multilabel, edge_attr):
+    arrays = _write_npy_dir(tmp_path / "g", weighted=weighted, multilabel=multilabel, edge_attr=edge_attr)
     assert infer_format(tmp_path / "g") == "npy-dir"
     for sym, dup in ((False, False), (True, True)):
         got = read_graph(tmp_path / "g", symmetrize=sym, remove_duplicates=dup, scratch_dir=tmp_path)
         ref = Graph.from_edges(arrays["src"], arrays["dst"], features=arrays["features"],
                                labels=arrays["labels"], train_mask=arrays["train_mask"],
                                val_mask=arrays["val_mask"], edge_weight=arrays.get("edge_weight"),
-                               symmetrize=sym, remove_duplicates=dup)
-        for field in ("indptr", "indices", "edge_weight", "x", "y", "train_mask", "val_mask", "test_mask"):
+                               edge_attr=arrays.get("edge_attr"), symmetrize=sym, remove_duplicates=dup)
+        for field in ("indptr", "indices", "edge_weight", "edge_attr", "x", "y", "train_mask", "val_mask", "test_mask"):
             a, b = getattr(got, field), getattr(ref, field)
             assert (a is None) == (b is None), field
             if a is not None:
@@ -172,10 +175,12 @@ def _meta_without_timings(out: Path) -> dict:
 @pytest.mark.parametrize("method, flags", [
     ("metis", []), ("fennel", ["--symmetrize", "--remove-duplicates"]), ("ldg", ["--remove-self-loops"]),
     ("random", ["--balance", "nodes,edges"]), ("metis", ["--refine", "--balance", "nodes,train"]),
+    ("random", ["--symmetrize"]),   # with edge features (below): reverses get their forward edge's rows
 ])
 def test_the_out_of_core_folder_is_byte_identical_to_the_in_memory_one(tmp_path, small_chunks,
                                                                          method, flags):
-    arrays = _write_npy_dir(tmp_path / "g", weighted=method == "fennel")
+    arrays = _write_npy_dir(tmp_path / "g", weighted=method == "fennel",
+                            edge_attr=method in ("fennel", "random"))
     np.savez(tmp_path / "g.npz", **arrays)
     outs = []
     for source in ("g", "g.npz"):

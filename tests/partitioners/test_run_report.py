@@ -25,6 +25,7 @@ from partitioners.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
 from partitioners.run_report import RENDERERS, read_metrics
 from partitioners.run_report.metrics_file import EPOCH_FIELDS
 from partitioners.run_report.svg import nice_ticks, tick_label
+from partitioners.run_report.task import METRIC_WORDS, metric_fields
 from train_helpers import REPO, make_graph
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -83,7 +84,7 @@ def report(capsys, *argv) -> tuple[int, str]:
 
 
 def summary(html: str) -> dict[str, float | None]:
-    rows = re.findall(r'<tr data-key="([a-z_]+)"><th>[^<]*</th><td(?: data-value="([^"]+)")?>', html)
+    rows = re.findall(r'<tr data-key="([a-z0-9_]+)"><th>[^<]*</th><td(?: data-value="([^"]+)")?>', html)
     return {k: (float(v) if v else None) for k, v in rows}
 
 
@@ -314,7 +315,7 @@ def test_renderers_by_extension():
 _value = st.one_of(st.none(), st.floats(0, 1e12), st.integers(0, 2**53))
 _record = st.fixed_dictionaries({}, optional={
     name: (st.one_of(st.none(), st.lists(st.integers(0, 2**40), max_size=4)) if name == "bytes_per_layer"
-           else _value) for name in EPOCH_FIELDS})
+           else _value) for name in [*EPOCH_FIELDS, *metric_fields(METRIC_WORDS)]})
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -21,6 +21,7 @@ MODELS = {
     "gat": {"heads": 2, "attn_dropout": 0.3},
     "gin": {},
     "gcnii": {},
+    "resgcn": {"input_dropout": 0.2, "jk": "cat"},
 }
 RUNS: list[tuple[str, dict[str, Any]]] = [
     ("layers", {}),

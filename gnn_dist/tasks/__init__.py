@@ -1,0 +1,31 @@
+"""What a run learns: a registry of tasks, one a file.
+
+A task (:class:`Task`) owns what depends on what the labels are: the per-node loss summed over a
+mask, the evaluation metrics computed from a rank's logits (a collective: their sums are
+all-reduced, so every rank gets the numbers one device computes), which metric model selection
+watches and whether lower is better, what a prediction writes, and the model's output width.
+
+=================  ===============  ===============  ==========================================
+task               partition label  losses (first:   metrics (``train_``/``val_``/``test_``)
+                   kind             the natural one)
+=================  ===============  ===============  ==========================================
+classification     ``class``        ce               ``acc``
+multilabel         ``multilabel``   bce              ``acc`` (micro-F1), ``rocauc``
+regression         ``regression``   mse, mae         ``mse``, ``mae``, ``r2``
+=================  ===============  ===============  ==========================================
+
+:func:`resolve_task` turns the run's :class:`~gnn_dist.config.TaskConfig` (``--task``,
+``--loss``) and the partition's label kind into a task, refusing a mismatch in one line. A new
+task (e.g. link prediction, which needs other labels than node labels) is a class registered
+with :func:`register_task` in a file of its own.
+"""
+
+from __future__ import annotations
+
+from .base import LOSSES, TASKS, Task, register_task, resolve_task, task_for_label_kind, task_names
+from .classification import Classification   # each registers itself, in this order
+from .multilabel import MultiLabel
+from .regression import Regression
+
+__all__ = ["Task", "TASKS", "LOSSES", "register_task", "resolve_task", "task_for_label_kind", "task_names",
+           "Classification", "MultiLabel", "Regression"]

@@ -9,6 +9,8 @@ import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 from .cli_args import UsageError, nonneg_int, positive_int
 
@@ -89,8 +91,9 @@ def cmd_train(args: argparse.Namespace, rest: Sequence[str]) -> int:
 
 
 def _stages(rest: Sequence[str]) -> int:
-    """The pipeline stages ``rest`` asks for (``--parallel layer|hybrid --stages S``), else 1;
-    a malformed value is left to gnn_dist.train's own parser."""
+    """The pipeline stages ``rest`` asks for (``--parallel layer|hybrid --stages S``, flags over
+    a ``--config`` file's ``[trainer.parallel]`` table), else 1; a malformed value or file is left
+    to gnn_dist.train's own parser, which reports it."""
     def value(flag: str) -> str | None:
         for i, arg in enumerate(rest):
             if arg == flag and i + 1 < len(rest):
@@ -98,10 +101,27 @@ def _stages(rest: Sequence[str]) -> int:
             if arg.startswith(flag + "="):
                 return arg.split("=", 1)[1]
         return None
-    stages = value("--stages")
-    if value("--parallel") not in ("layer", "hybrid") or stages is None or not stages.isdigit() or int(stages) < 1:
+    from_file = _parallel_table(value("--config"))
+    mode = value("--parallel") or from_file.get("parallel")
+    stages = value("--stages") or str(from_file.get("stages", ""))
+    if mode not in ("layer", "hybrid") or not stages.isdigit() or int(stages) < 1:
         return 1
     return int(stages)
+
+
+def _parallel_table(path: str | None) -> dict[str, Any]:
+    """The ``[trainer.parallel]`` table of a ``--config`` TOML file ({} without one, or when it
+    cannot be read: gnn_dist.train then names the problem)."""
+    if path is None:
+        return {}
+    import tomllib
+
+    try:
+        doc = tomllib.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return {}
+    table = doc.get("trainer", {}).get("parallel", {}) if isinstance(doc.get("trainer"), dict) else {}
+    return table if isinstance(table, dict) else {}
 
 
 def cmd_predict(args: argparse.Namespace, rest: Sequence[str]) -> int:

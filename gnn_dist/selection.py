@@ -27,15 +27,14 @@ import torch
 
 __all__ = ["ModelSelection", "BEST_KEYS", "best_keys"]
 
-BEST_KEYS = ("epoch", "train_acc", "val_acc", "test_acc")
-"""What the best record holds when the metric is the accuracy: the epoch (0-based, as in the
-epoch records) and its accuracies (:func:`best_keys` of another metric)."""
-
-
 def best_keys(metric: str) -> tuple[str, ...]:
-    """The best record's keys when selection watches ``val_{metric}``: the epoch and the metric
-    on the three masks."""
+    """The best record's keys when selection watches ``val_{metric}``: the epoch (0-based, as in
+    the epoch records) and the metric on the three masks."""
     return ("epoch", f"train_{metric}", f"val_{metric}", f"test_{metric}")
+
+
+BEST_KEYS = best_keys("acc")
+"""What the best record holds when the metric is the accuracy."""
 
 
 def _copy(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -30,7 +30,6 @@ from ..metrics import StepStats
 from ..trainer import Trainer
 from .engine import StageEngine
 from .layout import StageGroups, StageLayout
-from .options import unsupported_option
 from .staged import split_stage_parameters, staged_model
 from .state import StageCheckpoints, StageState
 from .transport import StageLink
@@ -58,9 +57,6 @@ class LayerParallelTrainer(Trainer):
 
     def __init__(self, model: nn.Module, part: Any, config: TrainerConfig, *, layout: StageLayout,
                  groups: StageGroups, timeout: float = 300.0, run_config: dict[str, Any] | None = None) -> None:
-        refused = unsupported_option(config)
-        if refused is not None:
-            raise ValueError(f"{refused[0]}: {refused[1]}")
         if int(getattr(model, "num_layers", 0)) != layout.num_layers:
             raise ValueError(f"the model has {getattr(model, 'num_layers', None)} layers, the stage layout "
                              f"{layout.num_layers}")

@@ -48,6 +48,16 @@ def _ratio(text: str) -> float:
     return value
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number > 0")
+    return value
+
+
 def add_plan_verb(sub: argparse._SubParsersAction, verbose: argparse.ArgumentParser) -> None:
     """Add the ``plan`` parser to ``sub`` (``verbose``: the shared -v/-q parent)."""
     p = sub.add_parser("plan", parents=[verbose], allow_abbrev=False,
@@ -75,6 +85,20 @@ def add_plan_verb(sub: argparse._SubParsersAction, verbose: argparse.ArgumentPar
                    help="where the ranks train (default: cuda with --device-memory, else cpu)")
     p.add_argument("--device-memory", metavar="SIZE", help="memory of one device (80GB, 512MiB): recommend the "
                                                            "cheapest settings that fit it")
+    p.add_argument("--schedules", action="store_true",
+                   help="also compare the parallel schedules (graph sync, layer S, hybrid S x G on the same ranks): "
+                        "bytes per epoch, epoch time with --link-gbps, the recommended one (docs/layer_parallel.md)")
+    p.add_argument("--link-gbps", type=_positive_float, metavar="GBPS",
+                   help="with --schedules: each rank's link in Gbit/s; rank the schedules by predicted epoch time")
+    p.add_argument("--edge-rate", type=_positive_float, metavar="R",
+                   help="with --schedules: edge-feature products per second per rank (default: the measured CPU "
+                        "rank's, 2.2e8)")
+    p.add_argument("--schedule-chunks", type=positive_int, metavar="K",
+                   help="with --schedules: the chunks of the layer and hybrid candidates (default: the run's "
+                        "--chunks with --parallel layer|hybrid, else 4; 1 is exact)")
+    p.add_argument("--halo-data", nargs="+", default=[], metavar="DIR",
+                   help="with --schedules and --data: folders of the same graph in other part counts (the halo rows "
+                        "of hybrid's G parts; otherwise scaled by --halo-model)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
 
 
@@ -122,6 +146,9 @@ def cmd_plan(args: argparse.Namespace, rest: Sequence[str]) -> int:
         except ValueError as exc:
             raise UsageError(f"--device-memory: {exc}") from None
     device = args.device or ("cuda" if limit is not None else "cpu")
+    if (args.link_gbps or args.edge_rate or args.halo_data or args.schedule_chunks) and not args.schedules:
+        raise UsageError("plan: --link-gbps, --edge-rate, --schedule-chunks and --halo-data compare schedules: "
+                         "add --schedules")
     config = _config(rest)
     workload = Workload.from_config(config, device)
     runs, source = _sizes(args)
@@ -131,8 +158,11 @@ def cmd_plan(args: argparse.Namespace, rest: Sequence[str]) -> int:
                                 num_classes=args.classes, num_parts=parts, halo=args.halo_ratio,
                                 halo_model=args.halo_model, symmetric=not args.directed)]
     plans = [plan_memory(sizes, workload, limit, None if args.data is not None else at) for sizes in runs]
+    schedules = [_schedules(args, config, workload, sizes) for sizes in runs] if args.schedules else None
     if args.json:
         out = [p.to_json() for p in plans]
+        for o, sch in zip(out, schedules or []):
+            o["schedules"] = sch.to_json()
         sys.stdout.write(json.dumps({"source": source, "plans": out} if len(out) > 1 else {"source": source, **out[0]},
                                     indent=1) + "\n")
         return 0
@@ -140,4 +170,44 @@ def cmd_plan(args: argparse.Namespace, rest: Sequence[str]) -> int:
     for p in plans:
         for line in render_plan(p):
             log.info(line)
+    for sch in schedules or []:
+        for line in sch.render():
+            log.info(line)
     return 0
+
+
+def _schedules(args: argparse.Namespace, config: Any, workload: Any, sizes: list[Any]) -> Any:
+    """The schedule comparison of one part count (:mod:`gnn_dist.memory_plan.schedule_cost`)."""
+    from gnn_dist.memory_plan import sizes_from_meta
+    from gnn_dist.memory_plan.model import num_parameters
+    from gnn_dist.memory_plan.schedule_cost import (EDGE_RATE, ScheduleGraph, ScheduleModel, ScheduleTable,
+                                                    schedule_costs, shared_parameters)
+
+    s0, parts = sizes[0], sizes[0].num_parts
+    if args.data is not None:
+        from .format import load_partition_meta
+
+        halo = {parts: sum(s.halo for s in sizes)}
+        for folder in args.halo_data:
+            more = sizes_from_meta(load_partition_meta(folder))
+            halo[more[0].num_parts] = sum(s.halo for s in more)
+        graph = ScheduleGraph(nodes=sum(s.inner for s in sizes), edges=sum(s.edges for s in sizes), halo=halo,
+                              halo_model=args.halo_model)
+    else:
+        from gnn_dist.memory_plan import sizes_from_spec
+
+        halo = {g: sizes_from_spec(nodes=args.nodes, edges=args.edges, feature_dim=args.feature_dim,
+                                   num_classes=args.classes, num_parts=g, halo=args.halo_ratio,
+                                   halo_model=args.halo_model, symmetric=not args.directed).halo * g
+                for g in range(1, parts + 1) if parts % g == 0}
+        graph = ScheduleGraph(nodes=args.nodes, edges=s0.edges * parts, halo=halo, halo_model=args.halo_model)
+    m = config.model
+    jk = getattr(m, "jk", "last") or "last"
+    model = ScheduleModel(layers=m.layers, hidden=m.hidden, params=num_parameters(workload, s0),
+                          shared_params=shared_parameters(m.model, feature_dim=s0.feature_dim, hidden=m.hidden,
+                                                          classes=s0.num_classes, layers=m.layers, jk=jk),
+                          carry={"max": m.hidden, "cat": s0.num_classes}.get(jk, 0))
+    par = config.trainer.parallel
+    chunks = args.schedule_chunks or (par.chunks if par.parallel != "graph" else 4)
+    return ScheduleTable(schedule_costs(graph, model, parts, chunks=chunks, link_gbps=args.link_gbps,
+                                        edge_rate=args.edge_rate or EDGE_RATE), chunks, args.link_gbps)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from .errors import GraphError
 from .graph_checks import (as_int_array, check_edge_attr, check_edge_weight, check_features, check_ids,
                            check_labels, check_mask, check_node_names, label_kind_of)
 from . import graph_csr
+from .graph_edge_keys import dgl_edge_rows, networkx_edge_rows, no_edge_attr_given
 from .graph_csr import MAX_NODES, build_csr_edge_data, index_dtype
 
 __all__ = ["Graph", "index_dtype"]
@@ -193,11 +194,15 @@ class Graph:
 
     @classmethod
     def from_networkx(cls, g: Any, *, feature_key: str | None = "x", label_key: str | None = "y",
-                      weight_key: str | None = None, **kwargs: Any) -> "Graph":
+                      weight_key: str | None = None, edge_attr_key: str | Sequence[str] | None = None,
+                      **kwargs: Any) -> "Graph":
         """Build from a networkx graph; nodes are numbered in ``g.nodes`` order.
 
-        An undirected graph gives both directions of each edge. Node attributes ``feature_key``
-        and ``label_key`` become features and labels when every node has them.
+        An undirected graph gives both directions of each edge (with the same weight and
+        features). Node attributes ``feature_key`` and ``label_key`` become features and labels
+        when every node has them. ``edge_attr_key``: the edge attribute(s) whose values (numbers
+        or sequences of numbers, on every edge) become ``edge_attr``, side by side
+        (:mod:`partitioners.graph_edge_keys`).
         """
         nodes = list(g.nodes)
         if not nodes:
@@ -209,11 +214,17 @@ class Graph:
         w = None
         if weight_key is not None:
             w = np.array([d.get(weight_key, 1.0) for _, _, d in edges], dtype=np.float32)
+        attr = None
+        if edge_attr_key is not None:
+            no_edge_attr_given(kwargs)
+            attr = networkx_edge_rows(edges, edge_attr_key) if edges else None
         if not g.is_directed():
             loops = src == dst
             src, dst = np.concatenate([src, dst[~loops]]), np.concatenate([dst, src[~loops]])
-            if w is not None:
-                w = np.concatenate([w, w[~loops]])
+            w = None if w is None else np.concatenate([w, w[~loops]])
+            attr = None if attr is None else np.concatenate([attr, attr[~loops]])
+        if attr is not None:
+            kwargs["edge_attr"] = attr
 
         def node_attr(key: str | None) -> np.ndarray | None:
             if key is None or not all(key in g.nodes[v] for v in nodes):
@@ -245,8 +256,12 @@ class Graph:
 
     @classmethod
     def from_dgl(cls, g: Any, *, feature_key: str = "feat", label_key: str = "label",
-                 **kwargs: Any) -> "Graph":
-        """Build from a homogeneous ``dgl.DGLGraph``; ndata ``feat``/``label``/``*_mask`` are taken."""
+                 edge_attr_key: str | None = None, **kwargs: Any) -> "Graph":
+        """Build from a homogeneous ``dgl.DGLGraph``; ndata ``feat``/``label``/``*_mask`` are taken,
+        and ``edata[edge_attr_key]`` (``[E]`` or ``[E, D]``) as ``edge_attr`` when given."""
+        if edge_attr_key is not None:
+            no_edge_attr_given(kwargs)
+            kwargs["edge_attr"] = dgl_edge_rows(g, edge_attr_key)
         src, dst = g.edges()
         nd = g.ndata
 

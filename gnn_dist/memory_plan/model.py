@@ -154,7 +154,7 @@ def _layers(w: Workload, s: PartSizes) -> list[LayerShape]:
 
 def _store_fed(w: Workload) -> bool:
     """The first layer reads the feature store (a LayerInput): every built-in model but those
-    of :data:`~.saved.TENSOR_INPUT` (GCNII, ResGCN, ResGraphSAGE)."""
+    of :data:`~.saved.TENSOR_INPUT` (GCNII, ResGCN, ResGraphSAGE, GINE)."""
     return w.model not in TENSOR_INPUT
 
 

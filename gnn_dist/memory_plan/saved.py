@@ -63,7 +63,7 @@ OUTSIDE: dict[str, Callable[[int, int, bool], Terms]] = {}
 
 TENSOR_INPUT: set[str] = set()
 """The models whose first layer is a linear map of the features, which the Trainer passes as a
-tensor (no feature store; ``hidden``-wide convs): GCNII, ResGCN, ResGraphSAGE."""
+tensor (no feature store; ``hidden``-wide convs): GCNII, ResGCN, ResGraphSAGE, GINE."""
 
 
 def register_saved(name: str, outside: Callable[[int, int, bool], Terms] | None = None, *,
@@ -120,11 +120,17 @@ def _gin(s: LayerShape) -> Terms:
     return Terms(inner=s.w_in + s.w_out) + activation_terms(s)
 
 
-@register_saved("gine")
+def _gine_outside(feature_dim: int, hidden: int, recomputed: bool) -> Terms:
+    """GINE's node encoder keeps its input ``I F`` (no region holds it)."""
+    return Terms(inner=feature_dim)
+
+
+@register_saved("gine", outside=_gine_outside, tensor_input=True)
 def _gine(s: LayerShape) -> Terms:
-    """GINEConv keeps GIN's terms and its messages ``ReLU(x_u + lin(e_uv))``, ``E w_in`` (counted
-    at float32 in every precision: an over-estimate under bf16); the first layer also the block's
-    two int64 edge index arrays (``4`` float32 per edge; the edge features are resident)."""
+    """GINEConv (``hidden``-wide, after the encoder) keeps GIN's terms and its messages
+    ``ReLU(x_u + lin(e_uv))``, ``E w_in`` (counted at float32 in every precision: an over-estimate
+    under bf16); the first layer also the block's two int64 edge index arrays (``4`` float32 per
+    edge; the edge features are resident)."""
     return Terms(inner=s.w_in + s.w_out, edge=s.w_in + (4 if s.index == 0 else 0)) + activation_terms(s)
 
 

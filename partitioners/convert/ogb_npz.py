@@ -6,16 +6,18 @@ The layout::
     ROOT/
       raw/data.npz          edge_index int [2, E] (row 0 sources, row 1 destinations),
                             node_feat float [N, F] (or None), num_nodes_list [1], num_edges_list [1],
-                            edge_feat (not converted)
+                            edge_feat float [E, D] (optional, edge_index's column order) -> edge_attr.npy
       raw/node-label.npz    node_label [N, 1] class ids, or [N, C] 0/1; NaN = no label
                             (or raw/node-label.csv.gz, as in the CSV layout)
       split/<scheme>/train.csv.gz, valid.csv.gz, test.csv.gz
 
 Each member is read through :class:`~.npz_stream.NpzArchive` (stored or deflated, its .npy
 header first, then its data in blocks of ``chunk_bytes``), never loaded whole: ``edge_index``
-is C order, so row 0 streams into ``src.npy`` and then row 1 into ``dst.npy``. Ids are checked
-against ``num_nodes_list``; features must be finite (float16 and float32 are kept, float64 is
-stored as float32, as a partition stores it); labels follow :mod:`partitioners.io.ogb`. A
+is C order, so row 0 streams into ``src.npy`` and then row 1 into ``dst.npy``; ``edge_feat``
+streams into ``edge_attr.npy`` (float32 ``[E, D]``, row ``e`` for edge ``e``, the order the
+edges are written in). Ids are checked against ``num_nodes_list``; features must be finite
+(node features: float16 and float32 are kept, float64 is stored as float32, as a partition
+stores it; edge features: any real numbers, stored float32); labels follow :mod:`partitioners.io.ogb`. A
 ``None`` member (``np.savez`` stores it as a pickled 0-d object) is treated as absent and
 never unpickled; any other object or Fortran-order member is refused.
 
@@ -40,7 +42,7 @@ __all__ = ["convert_ogb_npz", "is_ogb_npz_dir"]
 
 log = logging.getLogger(__name__)
 
-_USED = ("edge_index", "node_feat", "num_nodes_list", "num_edges_list")
+_USED = ("edge_index", "node_feat", "edge_feat", "num_nodes_list", "num_edges_list")
 
 
 def is_ogb_npz_dir(path: str | Path) -> bool:
@@ -76,10 +78,15 @@ def _check_ids(ids: np.ndarray, member: NpzMember, row: int, start: int, what: s
                          f"num_nodes_list says {num_nodes} nodes")
 
 
+def _check_count(member: NpzMember, rows: int | None, said: str) -> None:
+    """GraphError unless ``member`` has ``rows`` rows (``said``: where that count comes from)."""
+    if rows is not None and member.shape[0] != rows:
+        one = said.split()[-1][:-1]
+        raise GraphError(f"{member.where}: {member.shape[0]} rows, but {said.format(rows)} (one row per {one})")
+
+
 def _check_rows(member: NpzMember, num_nodes: int | None) -> None:
-    if num_nodes is not None and member.shape[0] != num_nodes:
-        raise GraphError(f"{member.where}: {member.shape[0]} rows, but num_nodes_list says {num_nodes} "
-                         f"nodes (one row per node)")
+    _check_count(member, num_nodes, "num_nodes_list says {} nodes")
 
 
 def _edges(npz: NpzArchive, folder: Path, num_nodes: int | None, chunk_bytes: int,
@@ -114,36 +121,58 @@ def _edges(npz: NpzArchive, folder: Path, num_nodes: int | None, chunk_bytes: in
     return EdgeSummary(num_edges, max(c.max_id for c in columns), dtype.name)
 
 
-def _features(npz: NpzArchive, folder: Path, num_nodes: int | None, chunk_bytes: int,
-              progress: bool) -> RowsSummary | None:
-    if "node_feat" not in npz.keys():
+def _float_rows(npz: NpzArchive, key: str, path: Path, *, rows: int | None, said: str, dtype: np.dtype | None,
+                kinds: str, what: str, chunk_bytes: int, progress: bool) -> RowsSummary | None:
+    """Member ``key`` (``[rows, D]`` finite numbers) streamed into ``path`` as ``dtype`` (None: float16
+    kept, anything else float32); None when the member is absent or None.
+
+    ``said``: where ``rows`` comes from, for the message (``"edge_index holds {} edges"``).
+    """
+    if key not in npz.keys():
         return None
-    member = npz.member("node_feat")
+    member = npz.member(key)
     if member.is_none:
-        log.info("%s: node_feat is None (a pickled object, not read): the npy-dir gets no features", member.where)
+        log.info("%s: %s is None (a pickled object, not read): the npy-dir gets no %ss", member.where, key, what)
         return None
-    member.require_plain("f", "a float array of node features")
+    member.require_plain(kinds, f"a numeric array of {what}s")
+    unit = said.split()[-1]
     if len(member.shape) != 2:
-        raise GraphError(f"{member.where}: shape {list(member.shape)}; expected [N, F] (one row per node)")
-    rows, width = member.shape
-    _check_rows(member, num_nodes)
-    dtype = np.dtype(np.float16) if member.dtype.itemsize == 2 else np.dtype(np.float32)
+        raise GraphError(f"{member.where}: shape {list(member.shape)}; expected [{unit[0].upper()}, D] "
+                         f"(one row per {unit[:-1]})")
+    _check_count(member, rows, said)
+    count, width = member.shape
+    if dtype is None:
+        dtype = np.dtype(np.float16) if member.dtype == np.float16 else np.dtype(np.float32)
 
     def blocks() -> Iterator[np.ndarray]:
-        with npz.data("node_feat") as data:
-            for start, block in data.blocks(rows, width, _block_rows(chunk_bytes, width * member.dtype.itemsize)):
+        with npz.data(key) as data:
+            for start, block in data.blocks(count, width, _block_rows(chunk_bytes, width * member.dtype.itemsize)):
                 block = block.astype(dtype)
                 bad = first_non_finite(block)
                 if bad is not None:
                     r, c = bad
                     raise GraphError(f"{member.where}[{start + r}, {c}]: feature is not finite "
-                                     f"(or overflows {dtype}); features must be finite numbers")
+                                     f"(or overflows {dtype}); {what}s must be finite numbers")
                 yield block
                 del block
             data.finish()
 
-    return write_rows(folder / "features.npy", blocks(), dtype=dtype, rows=num_nodes, source=npz.path,
-                      what="node feature", bar=progress_bar(progress, "features", "node", rows))
+    return write_rows(path, blocks(), dtype=dtype, rows=count, source=npz.path, what=what, unit=unit,
+                      bar=progress_bar(progress, f"{what}s", unit[:-1], count))
+
+
+def _features(npz: NpzArchive, folder: Path, num_nodes: int | None, chunk_bytes: int,
+              progress: bool) -> RowsSummary | None:
+    return _float_rows(npz, "node_feat", folder / "features.npy", rows=num_nodes, said="num_nodes_list says {} nodes",
+                       dtype=None, kinds="f", what="node feature", chunk_bytes=chunk_bytes, progress=progress)
+
+
+def _edge_features(npz: NpzArchive, folder: Path, num_edges: int, chunk_bytes: int,
+                   progress: bool) -> RowsSummary | None:
+    """``edge_feat`` into ``edge_attr.npy``: float32 ``[E, D]``, row ``e`` for column ``e`` of ``edge_index``."""
+    return _float_rows(npz, "edge_feat", folder / "edge_attr.npy", rows=num_edges,
+                       said="edge_index holds {} edges", dtype=np.dtype(np.float32), kinds="fiub",
+                       what="edge feature", chunk_bytes=chunk_bytes, progress=progress)
 
 
 def _npz_labels(path: Path, folder: Path, num_nodes: int | None, chunk_bytes: int,
@@ -191,6 +220,8 @@ def convert_ogb_npz(root: Path, folder: Path, *, split: str | None = None, chunk
         features = _features(npz, folder, num_nodes, chunk_bytes, progress)
         if features is not None:
             files["features"] = data_file
+        if _edge_features(npz, folder, edges.num_edges, chunk_bytes, progress) is not None:
+            files["edge_features"] = data_file
         ignored = [k for k in npz.keys() if k not in _USED]
         if ignored:
             log.info("%s: not converted: %s", data_file, ", ".join(ignored))

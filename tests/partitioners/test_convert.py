@@ -284,15 +284,18 @@ def test_ogb_csv_matches_the_reader(capsys, tmp_path, chunk_bytes):
 def test_ogb_npz_member_by_member(capsys, tmp_path, save, chunk_bytes):
     d = ogb_data(seed=1)
     root = tmp_path / "ogbn_fake"
-    write_ogb_npz(root, d, save, edge_feat=np.ones((d["src"].size, 2), np.float32))
+    edge_feat = np.random.default_rng(5).standard_normal((d["src"].size, 3))  # float64, row e = column e
+    write_ogb_npz(root, d, save, edge_feat=edge_feat)
     out = tmp_path / "npy"
     code, err = convert(capsys, "--input", root, "--out", out, "--chunk-bytes", chunk_bytes)
     assert code == EXIT_OK, err
     assert_ogb_npy_dir(out, d)
+    attr = load(out)["edge_attr"]
+    assert attr.dtype == np.float32 and np.array_equal(attr, edge_feat.astype(np.float32))
     meta = graph_json(out)
     assert meta["source"]["format"] == "ogb-npz"
     assert meta["source"]["files"] == {"edges": "raw/data.npz", "features": "raw/data.npz",
-                                       "labels": "raw/node-label.npz"}
+                                       "edge_features": "raw/data.npz", "labels": "raw/node-label.npz"}
 
 
 def test_ogb_npz_none_members_are_absent_and_never_unpickled(capsys, tmp_path):
@@ -302,7 +305,9 @@ def test_ogb_npz_none_members_are_absent_and_never_unpickled(capsys, tmp_path):
     code, err = convert(capsys, "--input", root, "--out", tmp_path / "npy", "-v")
     assert code == EXIT_OK, err
     assert "node_feat is None (a pickled object, not read)" in err
+    assert "edge_feat is None (a pickled object, not read)" in err
     assert_ogb_npy_dir(tmp_path / "npy", d, features=False)
+    assert not (tmp_path / "npy" / "edge_attr.npy").exists()
 
 
 def _fortran(d):
@@ -323,6 +328,12 @@ def _fortran(d):
      r"array 'node_feat'\[49, 0\]: feature is not finite"),
     (lambda d: {"node_feat": d["features"][:-1]},
      r"data\.npz, array 'node_feat': 49 rows, but num_nodes_list says 50 nodes \(one row per node\)"),
+    (lambda d: {"edge_feat": np.zeros((d["src"].size - 1, 2))},
+     r"data\.npz, array 'edge_feat': \d+ rows, but edge_index holds \d+ edges \(one row per edge\)"),
+    (lambda d: {"edge_feat": np.zeros(d["src"].size)},
+     r"data\.npz, array 'edge_feat': shape \[\d+\]; expected \[E, D\] \(one row per edge\)"),
+    (lambda d: {"edge_feat": np.where(np.arange(d["src"].size * 2).reshape(-1, 2) == 7, np.nan, 1.0)},
+     r"array 'edge_feat'\[3, 1\]: feature is not finite"),
     (lambda d: {"num_nodes_list": np.array([50, 3])},
      r"array 'num_nodes_list': expected one count \(one graph\), found \[50, 3\]"),
 ])

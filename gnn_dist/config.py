@@ -377,6 +377,11 @@ def _tasks() -> tuple[str, ...]:
     return ("auto", *task_names())
 
 
+def _decoders() -> tuple[str, ...]:
+    from .nn.link_decoder import DECODERS
+    return tuple(DECODERS)
+
+
 TASK_LOSSES = ("auto", "ce", "bce", "mse", "mae")
 """``loss``: the task's own (``auto``), or one by name (:data:`gnn_dist.tasks.LOSSES`)."""
 
@@ -388,23 +393,38 @@ class TaskConfig:
     matrix -> multilabel, float targets -> regression) or a task by name, refused when the partition's
     labels are of another kind."""
     loss: str = flag("--loss", default="auto", choices=TASK_LOSSES)
-    """The training loss: auto (the task's own: ce for classification, bce for multilabel, mse for
-    regression), or ce, bce, mse, mae (mse and mae: regression)."""
+    """The training loss: auto (the task's own: ce for classification, bce for multilabel and link, mse
+    for regression), or ce, bce, mse, mae (mse and mae: regression)."""
+    decoder: str = flag("--decoder", default="dot", choices=_decoders)
+    """Link prediction: how a pair is scored from its endpoints' embeddings: dot (inner product) or mlp
+    (two layers on their element-wise product)."""
+    eval_negatives: int = flag("--eval-negatives", default=100, metavar="M")
+    """Link prediction: the fixed negatives each evaluated edge is ranked against (MRR, Hits@K)."""
+    hits_k: int = flag("--hits-k", default=10, metavar="K")
+    """Link prediction: the K of the Hits@K metric."""
 
     def __post_init__(self) -> None:
         _choice("task", self.task, _tasks())
         _choice("loss", self.loss, TASK_LOSSES)
+        _choice("decoder", self.decoder, _decoders())
+        _int_at_least("eval_negatives", self.eval_negatives, 1)
+        _int_at_least("hits_k", self.hits_k, 1)
         if self.task != "auto" and self.loss != "auto":
-            from .tasks import TASKS, resolve_task
+            from .tasks import TASKS
 
-            resolve_task(self.task, self.loss, TASKS[self.task].label_kind, error=ConfigError)
+            kind = TASKS[self.task]
+            if self.loss not in kind.losses:
+                raise ConfigError("loss", f"{self.loss} is not a loss of task {self.task} (its losses: "
+                                          f"{', '.join(kind.losses)}); use --loss auto or one of {', '.join(kind.losses)}")
 
-    def resolve(self, label_kind: str | None, where: str = "the partition") -> Any:
-        """The :class:`~gnn_dist.tasks.Task` for a partition whose labels are ``label_kind``
-        (:func:`gnn_dist.tasks.resolve_task`); a mismatch is a :class:`ConfigError`."""
+    def resolve(self, label_kind: str | None, where: str = "the partition", *, edge_split: bool = False) -> Any:
+        """The :class:`~gnn_dist.tasks.Task` for a partition whose labels are ``label_kind`` (and
+        which has an ``edge_split`` or not; :func:`gnn_dist.tasks.resolve_task`); a mismatch is a
+        :class:`ConfigError`."""
         from .tasks import resolve_task
 
-        return resolve_task(self.task, self.loss, label_kind, where=where, error=ConfigError)
+        return resolve_task(self.task, self.loss, label_kind, edge_split=edge_split, options=self, where=where,
+                            error=ConfigError)
 
 
 SECTIONS: dict[str, type] = {"optim": OptimizerConfig, "schedule": ScheduleConfig, "features": FeatureConfig,

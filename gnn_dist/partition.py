@@ -63,6 +63,10 @@ class LocalPartition:
     block: Block
     exchanger: HaloExchanger
     device: torch.device
+    link_pairs: dict[str, torch.Tensor] | None = None
+    """The edge split's positive pairs stored in this part, by split (``train``/``val``/``test``):
+    int64 ``[2, E_s]`` new global ids, destinations owned by this part (CPU); None without an
+    edge split (see :mod:`gnn_dist.link`)."""
     _layer: int | None = field(default=None, init=False, repr=False)
     """The layer :meth:`run_layer` is running (its exchange's tag), or None."""
 
@@ -221,10 +225,18 @@ def load_partition(path: str | Path, rank: int | None = None, device: torch.devi
         num_halo=num_halo, features=data.features, hotness=np.asarray(data.hotness), y=y,
         train_mask=mask(data.train_mask), val_mask=mask(data.val_mask), test_mask=mask(data.test_mask),
         global_ids=_tensor(data.global_ids, device), original_ids=original_ids,
-        block=block, exchanger=exchanger, device=device)
+        block=block, exchanger=exchanger, device=device, link_pairs=_link_pairs(data))
     _warm_up_kernels(block)
     log.debug("loaded %r", part)
     return part
+
+
+def _link_pairs(data: PartData) -> dict[str, torch.Tensor] | None:
+    """The part's edge-split pairs by split (``link_train.npy`` ...), or None without a split."""
+    pairs = {s: getattr(data, f"link_{s}", None) for s in ("train", "val", "test")}
+    if all(p is None for p in pairs.values()):
+        return None
+    return {s: torch.from_numpy(np.array(p, dtype=np.int64)).reshape(2, -1) for s, p in pairs.items()}
 
 
 def _warm_up_kernels(block: Block) -> None:

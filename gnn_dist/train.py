@@ -99,11 +99,12 @@ def build(config: RunConfig, device: Any = None) -> Any:
     part = load_partition(config.data.data, device=device, verify=config.data.verify, kernels=kernels)
     log.info(f"{part!r}")
     torch.manual_seed(config.model.seed)
-    task = config.trainer.task.resolve(part.meta.label_kind, where=str(part.path))   # its output width
+    task = config.trainer.task.resolve(part.meta.label_kind, where=str(part.path),   # its output width
+                                       edge_split=getattr(part.meta, "edge_split", None) is not None)
     from .models import resolve_edge_dim
 
     config.model = resolve_edge_dim(config.model, part.edge_feature_dim, str(part.path))   # --edge-dim: the partition's
-    model = build_model(config.model, in_dim=part.feature_dim, out_dim=task.out_dim(part.num_classes))
+    model = build_model(config.model, in_dim=part.feature_dim, out_dim=task.out_dim(part.num_classes, config.model.hidden))
     trainer = Trainer(model, part, config.trainer, run_config=config.to_dict())
     trainer.predicted_peak = _log_memory_plan(part, config)
     return trainer

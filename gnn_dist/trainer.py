@@ -75,8 +75,10 @@ class Trainer:
             raise ValueError(f"pass a TrainerConfig or its fields, not both (got config and {', '.join(fields)})")
         self.config = config if config is not None else TrainerConfig.from_fields(**fields)
         self._check_part(part)
-        self.task: Task = self.config.task.resolve(part.meta.label_kind, where=str(part.path))
+        self.task: Task = self.config.task.resolve(part.meta.label_kind, where=str(part.path),
+                                                   edge_split=getattr(part.meta, "edge_split", None) is not None)
         """What the run learns (:mod:`gnn_dist.tasks`): the loss, the metrics, what selection watches."""
+        self.task.check_part(part)
         self._check_model_fits(model, part, self.task)
         if self.config.memory.offload_activations:
             check_offload_device(part.device)
@@ -85,6 +87,7 @@ class Trainer:
                              f"precompute_first_layer (the first layer's aggregate of the raw features is computed "
                              f"once, before any mask): drop one of them")
         self.part = part
+        self.task.attach(model, part, seed=int(getattr(model, "seed", 0)))   # e.g. link prediction's decoder
         self.model = model.to(part.device)
         self.rank = get_rank()
         self.pipeline: Pipeline = self.new_pipeline()
@@ -118,10 +121,6 @@ class Trainer:
     def _check_part(part: Any) -> None:
         if part.features is None:
             raise ValueError(f"{part.path}: the partition has no node features to train on")
-        if part.y is None:
-            raise ValueError(f"{part.path}: the partition has no labels to train on")
-        if part.global_num_train == 0:
-            raise ValueError(f"{part.path}: the partition has no training nodes (train_mask is empty everywhere)")
 
     @staticmethod
     def _check_model_fits(model: torch.nn.Module, part: Any, task: Task) -> None:
@@ -172,7 +171,7 @@ class Trainer:
             offload = ActivationOffload() if self.config.memory.offload_activations else contextlib.nullcontext()
             with autocast(self.part.device, self.config.memory.precision), offload:
                 logits = self.model(view, self._model_input())
-            loss = self._loss_sum(logits.float()) / self.part.global_num_train
+            loss = self.task.train_loss(logits.float(), self.part, self.epoch)
             loss.backward()
             grad_bytes = self._all_reduce_grads()
             loss_total = loss.detach().reshape(1).clone()

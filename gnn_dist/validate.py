@@ -40,21 +40,24 @@ def check_run(config: RunConfig) -> str:
     if not meta.feature_dim:
         raise ValueError(f"{path}: the partition has no node features to train on (partition it with features, "
                          f"e.g. gnn-dist partition --features F.npy)")
-    if meta.label_kind is None or meta.num_classes < 1:
+    edge_split = getattr(meta, "edge_split", None)
+    node_task = not (config.trainer.task.task == "link" or (config.trainer.task.task == "auto" and meta.label_kind is None
+                                                            and edge_split is not None))
+    if node_task and (meta.label_kind is None or meta.num_classes < 1):
         raise ValueError(f"{path}: the partition has no labels to train on")
-    if sum(p.num_train for p in meta.parts) == 0:
+    if node_task and sum(p.num_train for p in meta.parts) == 0:
         raise ValueError(f"{path}: the partition has no training nodes (train_mask is empty everywhere)")
     resolve_kernels(config.distributed.kernels or environ.kernels())   # as the ranks will
     if config.trainer.memory.offload_activations:
         from .offload import check_offload_device
 
         check_offload_device("cuda" if torch.cuda.is_available() and config.distributed.backend != "gloo" else "cpu")
-    task = config.trainer.task.resolve(meta.label_kind, where=str(path))   # --task/--loss against the labels
+    task = config.trainer.task.resolve(meta.label_kind, where=str(path), edge_split=edge_split is not None)   # --task/--loss against the labels
     from .models import resolve_edge_dim
 
     model_config = resolve_edge_dim(config.model, meta.edge_feature_dim, str(path))   # as train.build resolves it
     with torch.device("meta"):
-        build_model(model_config, in_dim=int(meta.feature_dim), out_dim=task.out_dim(int(meta.num_classes)))
+        build_model(model_config, in_dim=int(meta.feature_dim), out_dim=task.out_dim(int(meta.num_classes), model_config.hidden))
     parts = list(range(meta.num_parts))   # gnn-dist train runs every part on this machine
     check_training_memory(meta, config, parts, local_ranks=len(parts))
     if config.save_model is not None:

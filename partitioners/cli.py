@@ -95,7 +95,7 @@ def _emit_json(obj: object) -> None:
 # ------------------------------------------------------------------------------------ parser
 def build_parser() -> argparse.ArgumentParser:
     """The ``gnn-dist`` parser: verbs ``datasets``, ``partition``, ``convert``, ``inspect``, ``train``, ``predict``, ``plan``, ``report``."""
-    from .cli_input import add_input_arguments
+    from .cli_input import _split_fractions, add_input_arguments
     from .io import FORMATS
     from .methods import METHODS
 
@@ -135,6 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--remove-self-loops", action="store_true", help="drop self-loop edges (--input only)")
     p.add_argument("--remove-duplicates", action="store_true", help="drop repeated edges (--input only)")
     p.add_argument("--seed", type=nonneg_int, default=0, help="random seed (default: 0)")
+    p.add_argument("--edge-split", type=_split_fractions, default=None, metavar="TRAIN,VAL,TEST",
+                   help="link prediction: split the unique edge pairs {u, v} by these fractions (e.g. "
+                        "0.85,0.05,0.1), seeded with --seed; the val/test pairs are removed from the graph "
+                        "(both directions) and every part stores its link_train/val/test.npy (docs/format.md)")
     p.add_argument("--max-memory", type=memory_size, default=None, metavar="SIZE",
                    help="refuse to start when the estimated peak memory is larger, e.g. 8GB, "
                         "512MiB or bytes (default: the available memory)")
@@ -185,6 +189,9 @@ def _check_request(args: argparse.Namespace) -> None:
     if args.input is not None and input_format(args) == "npy-dir":  # sized from its headers
         from .outofcore.npy_dir import open_npy_dir
 
+        if args.edge_split is not None:
+            raise UsageError("--edge-split needs the graph in memory and does not apply to --input-format "
+                             "npy-dir (read out of core): give the edges as another --input format")
         args.npy_dir = open_npy_dir(args.input)
         size = args.npy_dir.sizes(args.npy_dir.num_nodes(), symmetric=args.symmetrize)
         _check_parts(args.parts, size.num_nodes, args.input)
@@ -206,7 +213,17 @@ def _check_memory(args: argparse.Namespace, graph: Any, *, log_estimate: bool = 
 
 
 def _load_graph(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
-    """``(graph, extra partition.json keys)``: the dataset, or ``--input`` with its flags."""
+    """``(graph, extra partition.json keys)``: the dataset, or ``--input`` with its flags; then
+    ``--edge-split``."""
+    graph, extra = _read_graph(args)
+    if args.edge_split is not None:
+        from .io.edge_split import with_edge_split
+
+        graph, extra["edge_split"] = with_edge_split(graph, args.edge_split, args.seed)
+    return graph, extra
+
+
+def _read_graph(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     if args.dataset is not None:
         from .catalog import load_dataset
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from .errors import GraphError
 from .graph_checks import (as_int_array, check_edge_attr, check_edge_weight, check_features, check_ids,
-                           check_labels, check_mask, check_node_names, label_kind_of)
+                           check_labels, check_link_pairs, check_mask, check_node_names, label_kind_of)
 from . import graph_csr
 from .graph_edge_keys import dgl_edge_rows, networkx_edge_rows, no_edge_attr_given
 from .graph_csr import MAX_NODES, build_csr_edge_data, index_dtype
@@ -93,6 +93,11 @@ class Graph:
     (``[N, C]``), floats the same when their values are, and regression targets otherwise."""
     edge_attr: np.ndarray | None = None
     """float32 ``[E, D]`` edge features in CSR order (row ``e`` belongs to edge ``indices[e]``), or None."""
+    link_pairs: dict[str, np.ndarray] | None = None
+    """An edge split for link prediction (:func:`partitioners.io.edge_split.with_edge_split`):
+    ``"train"``, ``"val"``, ``"test"`` -> int64 ``[2, E_s]`` pairs of original ids, row 0 the
+    source ``u``, row 1 the destination ``v > u``; the val/test pairs are not edges of the graph.
+    The writer stores them as each part's ``link_*.npy``. None without a split."""
 
     def __post_init__(self) -> None:
         self.indptr = np.asarray(self.indptr, dtype=np.int64)
@@ -123,6 +128,8 @@ class Graph:
                 setattr(self, name, check_mask(name, m, n))
         if self.node_names is not None:
             self.node_names = check_node_names(self.node_names, n)
+        if self.link_pairs is not None:
+            self.link_pairs = check_link_pairs(self.link_pairs, n)
 
     # ------------------------------------------------------------------ builders
     @classmethod

@@ -14,8 +14,8 @@ import numpy as np
 from .chunks import rows_per_step
 from .errors import GraphError
 
-__all__ = ["as_int_array", "check_edge_attr", "check_edge_weight", "check_features", "check_ids", "check_labels", "check_mask",
-           "check_node_names", "check_targets", "first_bad", "label_kind_of", "LABEL_KINDS"]
+__all__ = ["as_int_array", "check_edge_attr", "check_edge_weight", "check_features", "check_ids", "check_labels", "check_link_pairs",
+           "check_mask", "check_node_names", "check_targets", "first_bad", "label_kind_of", "LABEL_KINDS"]
 
 
 CHECK_BYTES = 64 << 20
@@ -249,3 +249,22 @@ def check_node_names(names: Any, num_nodes: int) -> np.ndarray:
     if names.dtype.kind == "U":
         return names
     raise GraphError(f"node_names must be integers or unicode strings, got dtype {names.dtype}")
+
+
+def check_link_pairs(pairs: Any, num_nodes: int) -> dict[str, np.ndarray]:
+    """An edge split's pairs (:attr:`Graph.link_pairs`): ``train``, ``val``, ``test`` -> int64
+    ``[2, E_s]`` node ids, row 0 below row 1."""
+    if not isinstance(pairs, dict) or sorted(pairs) != ["test", "train", "val"]:
+        raise GraphError(f"link_pairs must map 'train', 'val', 'test' to [2, E] arrays, got "
+                         f"{sorted(pairs) if isinstance(pairs, dict) else type(pairs).__name__}")
+    out = {}
+    for kind, a in pairs.items():
+        a = np.asarray(a)
+        if a.ndim != 2 or a.shape[0] != 2 or not (a.size == 0 or np.issubdtype(a.dtype, np.integer)):
+            raise GraphError(f"link_pairs[{kind!r}] must be integer node ids of shape [2, E], got "
+                             f"{a.dtype}{list(a.shape)}")
+        check_ids(f"link_pairs[{kind!r}]", a.reshape(-1), num_nodes)
+        if np.any(a[0] >= a[1]):
+            raise GraphError(f"link_pairs[{kind!r}]: every pair (u, v) must have u < v (oriented by id)")
+        out[kind] = a.astype(np.int64, copy=False)
+    return out

@@ -88,6 +88,11 @@ def describe_lines(meta: PartitionMeta, verbose: bool = False) -> list[str]:
     ]
     if meta.split is not None:
         lines.insert(3, f"split: {json.dumps(meta.split, sort_keys=True)}")
+    if meta.edge_split is not None:
+        es = meta.edge_split
+        counts = "  ".join(f"{k} {es['counts'][k]}" for k in ("train", "val", "test"))
+        lines.insert(3, f"edge split: {counts} pairs (fractions {','.join(map(str, es['fractions']))}, "
+                        f"seed {es['seed']}); {es['removed_edges']} val/test edges removed from the graph")
     if ORIGINAL_NAMES_FILE in meta.files:
         names = meta.files[ORIGINAL_NAMES_FILE]
         kind = "strings" if names.dtype.startswith("str") else names.dtype

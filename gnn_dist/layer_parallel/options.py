@@ -48,6 +48,9 @@ def unsupported_option(trainer: Any) -> tuple[str, str] | None:
         if value != default:
             return name, (f"{value!r} is not supported with parallel={mode!r} ({why}); leave it at {default!r} "
                           f"or train with --parallel graph")
+    if trainer.task.task == "link":
+        return "task", (f"link is not supported with parallel={mode!r} (the last stage computes a node task's "
+                        f"loss); train link prediction with --parallel graph")
     if trainer.parallel.history_smoothing is not None and trainer.parallel.chunks == 1:
         return "history_smoothing", (f"{trainer.parallel.history_smoothing} smooths the historical rows of "
                                      f"chunks > 1, but chunks = 1 has none (--chunks K)")

@@ -69,6 +69,9 @@ class LayerParallelTrainer(Trainer):
                                   transport=Transport.build(None, link))
         self.mode = f"{p.parallel}(stages={p.stages},chunks={p.chunks})"
         super().__init__(model, part, config, run_config=run_config)
+        if self.task.name == "link":   # --task auto on a partition with an edge split and no labels
+            raise ValueError(f"{part.path}: link prediction is graph-parallel only (the last stage computes a node "
+                             f"task's loss); train with --parallel graph")
         self.inputs = None   # the stem reads part.x; the first layer's halo rows travel in the step
         S = layout.stages
         self._stage_params = [split_stage_parameters(self.adapter, layout.layers_of(s), s == 0, s == S - 1)[0]

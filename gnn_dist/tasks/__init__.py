@@ -12,12 +12,14 @@ task               partition label  losses (first:   metrics (``train_``/``val_`
 classification     ``class``        ce               ``acc``
 multilabel         ``multilabel``   bce              ``acc`` (micro-F1), ``rocauc``
 regression         ``regression``   mse, mae         ``mse``, ``mae``, ``r2``
+link               an edge split    bce              ``mrr``, ``hits@K``, ``auc``
 =================  ===============  ===============  ==========================================
 
 :func:`resolve_task` turns the run's :class:`~gnn_dist.config.TaskConfig` (``--task``,
 ``--loss``) and the partition's label kind into a task, refusing a mismatch in one line. A new
-task (e.g. link prediction, which needs other labels than node labels) is a class registered
-with :func:`register_task` in a file of its own.
+task is a class registered with :func:`register_task` in a file of its own; link prediction
+(:mod:`.link`) shows the hooks a task that is not a node task uses: :meth:`Task.trains_on` (an
+edge split, not node labels), :meth:`Task.attach` (its decoder module), :meth:`Task.train_loss`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from .base import LOSSES, TASKS, Task, register_task, resolve_task, task_for_lab
 from .classification import Classification   # each registers itself, in this order
 from .multilabel import MultiLabel
 from .regression import Regression
+from .link import LinkPrediction
 
 __all__ = ["Task", "TASKS", "LOSSES", "register_task", "resolve_task", "task_for_label_kind", "task_names",
-           "Classification", "MultiLabel", "Regression"]
+           "Classification", "MultiLabel", "Regression",
+           "LinkPrediction"]

@@ -39,6 +39,37 @@ class Task:
             raise ValueError(f"loss {loss!r} is not a loss of task {self.name} (its losses: {', '.join(self.losses)})")
         self.loss = loss
 
+    @classmethod
+    def from_options(cls, loss: str | None, options: Any) -> "Task":
+        """The task with ``loss`` and the run's task options (a
+        :class:`~gnn_dist.config.TaskConfig`, or None: the defaults); node tasks take none."""
+        return cls(loss)
+
+    @classmethod
+    def trains_on(cls, label_kind: str | None, edge_split: bool) -> bool:
+        """Whether the task trains on a partition whose labels are ``label_kind`` (and which has an
+        edge split or not): by default, when the labels are the task's :attr:`label_kind`."""
+        return cls.label_kind == label_kind
+
+    # ------------------------------------------------------------------ the part
+    def check_part(self, part: Any) -> None:
+        """Refuse (``ValueError`` naming the folder) a part the task cannot train on; the same on
+        every rank (it reads the metadata only). Node tasks need labels and training nodes."""
+        if part.y is None:
+            raise ValueError(f"{part.path}: the partition has no labels to train on")
+        if part.global_num_train == 0:
+            raise ValueError(f"{part.path}: the partition has no training nodes (train_mask is empty everywhere)")
+
+    def attach(self, model: torch.nn.Module, part: Any, seed: int) -> None:
+        """Called once by the trainer before the weights are broadcast: a task that owns modules
+        or per-part state adds them here (link prediction: the decoder, as ``model.link_decoder``)."""
+
+    def train_loss(self, logits: torch.Tensor, part: Any, epoch: int) -> torch.Tensor:
+        """The step's loss on this rank: its share of the global mean, so that the sum over ranks
+        is the one-device loss (node tasks: :meth:`loss_sum` over the training rows divided by the
+        global training count)."""
+        return self.loss_sum(logits, part.y, part.train_mask) / part.global_num_train
+
     # ------------------------------------------------------------------ model selection
     @property
     def select_metric(self) -> str:
@@ -52,9 +83,9 @@ class Task:
         return False
 
     # ------------------------------------------------------------------ model and loss
-    def out_dim(self, num_classes: int) -> int:
+    def out_dim(self, num_classes: int, hidden: int | None = None) -> int:
         """The model's output width for a partition of ``num_classes`` (classes, labels or the
-        target width)."""
+        target width); ``hidden`` is the model's hidden width (link prediction's embeddings)."""
         return int(num_classes)
 
     def width_problem(self, out_dim: int, num_classes: int) -> str | None:
@@ -116,7 +147,8 @@ def task_names() -> tuple[str, ...]:
     return tuple(TASKS)
 
 
-_KIND_WORDS = {"class": "class ids", "multilabel": "a 0/1 multi-label matrix", "regression": "float regression targets"}
+_KIND_WORDS = {"class": "class ids", "multilabel": "a 0/1 multi-label matrix", "regression": "float regression targets",
+               "edge-split": "an edge split (gnn-dist partition --edge-split)"}
 
 
 def task_for_label_kind(label_kind: str | None) -> type[Task] | None:
@@ -125,10 +157,13 @@ def task_for_label_kind(label_kind: str | None) -> type[Task] | None:
 
 
 def resolve_task(task: str = "auto", loss: str = "auto", label_kind: str | None = None, *,
+                 edge_split: bool = False, options: Any = None,
                  where: str = "the partition", error: Callable[[str, str], Exception] | None = None) -> Task:
-    """The task of ``--task``/``--loss`` for a partition whose labels are ``label_kind``.
+    """The task of ``--task``/``--loss`` for a partition whose labels are ``label_kind`` (and which
+    has an ``edge_split`` or not); ``options`` the run's :class:`~gnn_dist.config.TaskConfig`.
 
-    ``auto`` is the partition's label kind's task and that task's natural loss. Refused (``error(field,
+    ``auto`` is the partition's label kind's task and that task's natural loss (link prediction on
+    a partition without node labels but with an edge split). Refused (``error(field,
     message)``, default ``ValueError``; one line naming the partition's label kind and the fix):
     a task whose labels are not the partition's, a loss the task does not train with.
     """
@@ -136,6 +171,8 @@ def resolve_task(task: str = "auto", loss: str = "auto", label_kind: str | None 
         return error(field, message) if error is not None else ValueError(f"{field}: {message}")
 
     natural = task_for_label_kind(label_kind)
+    if natural is None and edge_split:
+        natural = next(t for t in TASKS.values() if t.trains_on(None, True) and not t.trains_on(None, False))
     shown = f"{label_kind!r} ({_KIND_WORDS.get(str(label_kind), 'no labels')})"
     if task == "auto":
         if natural is None:
@@ -146,7 +183,10 @@ def resolve_task(task: str = "auto", loss: str = "auto", label_kind: str | None 
         if task not in TASKS:
             raise fail("task", f"{task!r} is not one of auto, {', '.join(TASKS)}")
         kind = TASKS[task]
-        if kind.label_kind != label_kind:
+        if not kind.trains_on(label_kind, edge_split) and kind.trains_on(None, True):
+            raise fail("task", f"{task} trains on {_KIND_WORDS[kind.label_kind]}, but {where} has none: "
+                               f"partition with gnn-dist partition ... --edge-split 0.85,0.05,0.1")
+        if not kind.trains_on(label_kind, edge_split):
             fix = f"--task auto (here: {natural.name})" if natural is not None else "partition a graph with labels"
             raise fail("task", f"{task} trains on {_KIND_WORDS[kind.label_kind]}, but {where} has label_kind "
                                f"{shown}: use {fix}, or partition {_KIND_WORDS[kind.label_kind]}")
@@ -156,7 +196,7 @@ def resolve_task(task: str = "auto", loss: str = "auto", label_kind: str | None 
         raise fail("loss", f"{loss} is not a loss of {chosen} (its losses: {', '.join(kind.losses)})"
                            + (f"; {loss} trains task {' or '.join(owners)}" if owners else "")
                            + f"; use --loss auto or one of {', '.join(kind.losses)}")
-    return kind(loss)
+    return kind.from_options(loss, options)
 
 
 def count_ratios(parts: list[tuple[torch.Tensor, torch.Tensor]]) -> list[float]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, GLOBAL_IDS, HALO_OFFSETS, HOTNESS, IN_DEGREE, INDICES,
-                     INDPTR, LABELS, MASKS, ORIGINAL_IDS, OUT_DEGREE, SELF_LOOPS,
+                     INDPTR, LABELS, LINK_FILES, MASKS, ORIGINAL_IDS, OUT_DEGREE, SELF_LOOPS,
                      SEND_INDEX, SEND_OFFSETS, WEIGHTED_DEGREE, local_index_dtype)
 from .meta import PartitionMeta, PartMeta
 
@@ -55,6 +55,9 @@ def expected_layout(meta: PartitionMeta, pm: PartMeta) -> dict[str, tuple[str, S
         out[LABELS] = ("float32", (ni, meta.num_classes))
     for m in MASKS:
         out[m] = ("bool", (ni,))
+    if meta.edge_split is not None:
+        for name in LINK_FILES.values():
+            out[name] = ("int64", (2, None))
     return out
 
 
@@ -177,7 +180,28 @@ def value_problems(meta: PartitionMeta, pm: PartMeta, a: dict[str, np.ndarray]) 
     for name in (IN_DEGREE, OUT_DEGREE, SELF_LOOPS):
         if nl and int(np.asarray(a[name]).min()) < 0:
             problems.append((name, "must be non-negative"))
-    return problems + _label_problems(meta, pm, a)
+    return problems + _label_problems(meta, pm, a) + _link_problems(meta, pm, a)
+
+
+def _link_problems(meta: PartitionMeta, pm: PartMeta, a: dict[str, np.ndarray]) -> list[Problem]:
+    """An edge split's pairs: global ids in ``[0, N)``, each destination (row 1) owned by this
+    part, no self-pair, sorted strictly by (destination, source)."""
+    problems: list[Problem] = []
+    lo, hi = pm.global_id_range
+    for name in LINK_FILES.values():
+        if name not in a:
+            continue
+        src, dst = (np.asarray(row, dtype=np.int64) for row in a[name])
+        if src.size and (int(src.min()) < 0 or int(src.max()) >= meta.num_nodes):
+            problems.append((name, f"source ids (row 0) must be global ids in [0, num_nodes = {meta.num_nodes})"))
+        elif dst.size and (int(dst.min()) < lo or int(dst.max()) >= hi):
+            problems.append((name, f"destination ids (row 1) must be owned by part {pm.part_id}, i.e. in "
+                                   f"[{lo}, {hi}): a pair is stored in the part that owns its destination"))
+        elif np.any(src == dst):
+            problems.append((name, "a pair joins a node to itself"))
+        elif src.size > 1 and np.any((np.diff(dst) < 0) | ((np.diff(dst) == 0) & (np.diff(src) <= 0))):
+            problems.append((name, "pairs must be sorted by (destination, source), without repeats"))
+    return problems
 
 
 def _all_finite(a: np.ndarray, step: int = 1 << 20) -> bool:

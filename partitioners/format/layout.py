@@ -12,7 +12,7 @@ __all__ = [
     "FORMAT_NAME", "FORMAT_VERSION", "FORMAT_MINOR_VERSION", "TOOL_NAME", "META_FILE", "NODE_MAP_FILE", "ORIGINAL_NAMES_FILE",
     "INDPTR", "INDICES", "EDGE_WEIGHT", "EDGE_ATTR", "HALO_OFFSETS", "SEND_INDEX", "SEND_OFFSETS",
     "GLOBAL_IDS", "ORIGINAL_IDS", "IN_DEGREE", "OUT_DEGREE", "SELF_LOOPS", "HOTNESS",
-    "FEATURES", "LABELS", "MASKS", "REQUIRED_PART_FILES", "OPTIONAL_PART_FILES",
+    "FEATURES", "LABELS", "MASKS", "LINK_FILES", "REQUIRED_PART_FILES", "OPTIONAL_PART_FILES",
     "LABEL_KINDS", "part_dir_name", "local_index_dtype",
 ]
 
@@ -20,11 +20,11 @@ FORMAT_NAME = "gnn-dist-partition"
 """Value of ``partition.json``'s ``format`` field."""
 FORMAT_VERSION = 1
 """The one major version this code writes and reads."""
-FORMAT_MINOR_VERSION = 1
+FORMAT_MINOR_VERSION = 2
 """The minor version this code writes (``partition.json``'s ``minor_version``; absent = 0) and
 the newest it reads. A minor version only adds optional files and fields, so a reader reads
 every folder of its major version up to its own minor; 1 added edge features
-(:data:`EDGE_ATTR`, ``edge_feature_dim``)."""
+(:data:`EDGE_ATTR`, ``edge_feature_dim``), 2 the edge split (:data:`LINK_FILES`, ``edge_split``)."""
 TOOL_NAME = "gnn-dist"
 
 META_FILE = "partition.json"
@@ -55,11 +55,15 @@ HOTNESS = "hotness.npy"
 FEATURES = "features.npy"
 LABELS = "labels.npy"
 MASKS = ("train_mask.npy", "val_mask.npy", "test_mask.npy")
+LINK_FILES = {"train": "link_train.npy", "val": "link_val.npy", "test": "link_test.npy"}
+"""Optional (minor version 2), folders with an edge split (``edge_split``): int64 ``[2, E_s]``
+pairs of new global ids, row 0 the source, row 1 the destination (the larger original id),
+each pair in the part that owns its destination, sorted by (destination, source)."""
 
 REQUIRED_PART_FILES = (INDPTR, INDICES, HALO_OFFSETS, SEND_INDEX, SEND_OFFSETS, GLOBAL_IDS,
                        ORIGINAL_IDS, IN_DEGREE, OUT_DEGREE, SELF_LOOPS, HOTNESS)
 """Files every part folder has (an empty part included)."""
-OPTIONAL_PART_FILES = (EDGE_WEIGHT, WEIGHTED_DEGREE, EDGE_ATTR, FEATURES, LABELS, *MASKS)
+OPTIONAL_PART_FILES = (EDGE_WEIGHT, WEIGHTED_DEGREE, EDGE_ATTR, FEATURES, LABELS, *MASKS, *LINK_FILES.values())
 """Files a part folder has when the graph has that data (then every part has them;
 :data:`WEIGHTED_DEGREE` may be missing from a weighted folder written before it existed)."""
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import PartitionFormatError
 from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, FORMAT_MINOR_VERSION, FORMAT_NAME, FORMAT_VERSION,
-                     LABEL_KINDS, LABELS,
+                     LABEL_KINDS, LABELS, LINK_FILES,
                      MASKS, META_FILE, NODE_MAP_FILE, OPTIONAL_PART_FILES, ORIGINAL_NAMES_FILE,
                      REQUIRED_PART_FILES, WEIGHTED_DEGREE, part_dir_name)
 
@@ -113,6 +113,10 @@ class PartitionMeta:
     """``partition.json``'s ``minor_version`` (0 when absent: folders written before it existed)."""
     edge_feature_dim: int = 0
     """``D`` of each part's ``edge_attr.npy`` (float32 ``[E_p, D]``); 0 without edge features."""
+    edge_split: dict[str, Any] | None = None
+    """The edge split for link prediction (minor version 2): ``{"fractions": [train, val, test],
+    "seed": S, "counts": {"train": n, "val": n, "test": n}, "removed_edges": n}``, whose pairs
+    are each part's ``link_*.npy``; None without one."""
 
     @property
     def masks(self) -> tuple[str, ...]:
@@ -250,10 +254,11 @@ def _part_meta(d: Any, p: int, meta: dict[str, Any], meta_path: Path) -> PartMet
             raise _err(meta_path, f"field {where}files lacks required file {name!r}")
     wanted = {EDGE_WEIGHT: bool(meta["weighted"]), FEATURES: meta["feature_dim"] > 0,
               LABELS: meta["label_kind"] is not None, EDGE_ATTR: meta["edge_feature_dim"] > 0}
+    wanted.update(dict.fromkeys(LINK_FILES.values(), meta["edge_split"]))
     for name, want in wanted.items():
         if (name in files_raw) != want:
             raise _err(meta_path, f"field {where}files {'lacks' if want else 'has'} {name!r} but "
-                                  f"weighted/feature_dim/label_kind/edge_feature_dim say it "
+                                  f"weighted/feature_dim/label_kind/edge_split/edge_feature_dim say it "
                                   f"{'should' if want else 'should not'}")
     if WEIGHTED_DEGREE in files_raw and not meta["weighted"]:
         raise _err(meta_path, f"field {where}files has {WEIGHTED_DEGREE!r} but the graph is not weighted")
@@ -314,9 +319,13 @@ def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> Part
     if edge_feature_dim and minor_version < 1:
         raise _err(meta_path, f"field edge_feature_dim = {edge_feature_dim} needs minor_version >= 1 "
                               f"(edge features came with format 1.1), got {minor_version}")
+    edge_split = _edge_split(raw, minor_version, meta_path)
     checked = {"weighted": raw["weighted"], "feature_dim": feature_dim, "label_kind": label_kind,
-               "num_nodes": num_nodes, "num_edges": num_edges, "edge_feature_dim": edge_feature_dim}
+               "num_nodes": num_nodes, "num_edges": num_edges, "edge_feature_dim": edge_feature_dim,
+               "edge_split": edge_split is not None}
     parts = [_part_meta(d, p, checked, meta_path) for p, d in enumerate(parts_raw)]
+    if edge_split is not None:
+        _check_link_counts(edge_split, parts, meta_path)
 
     start = 0
     for pm in parts:
@@ -357,4 +366,40 @@ def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> Part
                          weighted=raw["weighted"], directed=raw["directed"], method=method,
                          method_params=method_params, seed=seed, name=str(name), quality=quality,
                          files=files, parts=parts, raw=raw, split=split, minor_version=minor_version,
-                         edge_feature_dim=edge_feature_dim)
+                         edge_feature_dim=edge_feature_dim, edge_split=edge_split)
+
+
+def _edge_split(raw: dict[str, Any], minor_version: int, meta_path: Path) -> dict[str, Any] | None:
+    """``partition.json``'s ``edge_split`` record checked (None when absent)."""
+    if "edge_split" not in raw or raw["edge_split"] is None:
+        return None
+    record = raw["edge_split"]
+    if minor_version < 2:
+        raise _err(meta_path, f"field edge_split needs minor_version >= 2 (edge splits came with "
+                              f"format 1.2), got {minor_version}")
+    if not isinstance(record, dict):
+        raise _err(meta_path, f"field edge_split must be an object, got {type(record).__name__}")
+    fractions = record.get("fractions")
+    if (not isinstance(fractions, list) or len(fractions) != 3
+            or not all(isinstance(f, (int, float)) and not isinstance(f, bool) and 0 < f <= 1 for f in fractions)):
+        raise _err(meta_path, f"field edge_split.fractions must be 3 numbers in (0, 1] (train, val, test), "
+                              f"got {fractions!r}")
+    _int(record, "seed", "edge_split.", meta_path)
+    _int(record, "removed_edges", "edge_split.", meta_path)
+    counts = record.get("counts")
+    if not isinstance(counts, dict) or sorted(counts) != sorted(LINK_FILES):
+        raise _err(meta_path, f"field edge_split.counts must be an object with keys {sorted(LINK_FILES)}, "
+                              f"got {counts!r}")
+    for kind in LINK_FILES:
+        _int(counts, kind, "edge_split.counts.", meta_path)
+    return record
+
+
+def _check_link_counts(edge_split: dict[str, Any], parts: list[PartMeta], meta_path: Path) -> None:
+    """The parts' ``link_*.npy`` hold ``edge_split.counts`` pairs in all (their shapes' sums)."""
+    for kind, name in LINK_FILES.items():
+        shapes = [pm.files[name].shape for pm in parts]
+        total = sum(s[1] for s in shapes if len(s) == 2)
+        if total != edge_split["counts"][kind]:
+            raise _err(meta_path, f"field edge_split.counts.{kind} = {edge_split['counts'][kind]} but the "
+                                  f"parts' {name} hold {total} pairs in all")

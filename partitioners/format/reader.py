@@ -69,6 +69,14 @@ class PartData:
     train_mask: np.ndarray | None = None
     val_mask: np.ndarray | None = None
     test_mask: np.ndarray | None = None
+    link_train: np.ndarray | None = None
+    """int64 ``[2, E_s]``: the edge split's training pairs whose destination this part owns, as
+    new global ids (row 0 source, row 1 destination: the larger original id), sorted by
+    (destination, source); format 1.2 folders written with ``--edge-split``, else None."""
+    link_val: np.ndarray | None = None
+    """The validation pairs, like :attr:`link_train` (not edges of the partition's graph)."""
+    link_test: np.ndarray | None = None
+    """The test pairs, like :attr:`link_train` (not edges of the partition's graph)."""
     meta: PartitionMeta = field(repr=False)
 
     @property

@@ -5,7 +5,9 @@ global ids) is exactly p's halo rows from q, in order; ``node_map`` is a permuta
 ``[0, N)`` that maps every row's ``original_ids`` to its ``global_ids``; a halo row carries the
 same original id, in-degree and self-loop count as its owner's row; every row's out-degree is
 the number of stored edges with that source, over all parts; ``original_names`` (when present)
-holds ``N`` distinct int64 or unicode names.
+holds ``N`` distinct int64 or unicode names; an edge split's pairs (``link_*.npy``) are oriented
+from the smaller original id to the larger, each pair is in one set only, the training pairs are
+edges of the graph and the val/test pairs are not (in either direction: no leak).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 
 from ..errors import PartitionFormatError
 from .checks import layout_problems, structure_problems, value_problems
-from .layout import (GLOBAL_IDS, HALO_OFFSETS, IN_DEGREE, INDICES, NODE_MAP_FILE, ORIGINAL_IDS,
+from .layout import (GLOBAL_IDS, HALO_OFFSETS, IN_DEGREE, INDICES, INDPTR, LINK_FILES, NODE_MAP_FILE, ORIGINAL_IDS,
                      ORIGINAL_NAMES_FILE, OUT_DEGREE, SELF_LOOPS, SEND_INDEX, SEND_OFFSETS,
                      part_dir_name)
 from .meta import PartitionMeta
@@ -92,6 +94,8 @@ def _cross_problems(root: Path, meta: PartitionMeta, parts: list[Arrays],
             problems.append(f"{where(p, OUT_DEGREE)}: out_degree differs from the number of stored "
                             f"edges each row is the source of (over all parts)")
 
+    if meta.edge_split is not None:
+        problems += _link_cross_problems(root, meta, parts, orig_of)
     if node_map is not None:
         nm_path = root / NODE_MAP_FILE
         nm = np.asarray(node_map)
@@ -104,6 +108,43 @@ def _cross_problems(root: Path, meta: PartitionMeta, parts: list[Arrays],
             for p, a in enumerate(parts):
                 if not np.array_equal(nm[np.asarray(a[ORIGINAL_IDS])], np.asarray(a[GLOBAL_IDS])):
                     problems.append(f"{where(p, ORIGINAL_IDS)}: node_map[original_ids] != global_ids")
+    return problems
+
+
+def _link_cross_problems(root: Path, meta: PartitionMeta, parts: list[Arrays],
+                         orig_of: np.ndarray) -> list[str]:
+    """The edge split's pairs against each other and the parts' edges (keys ``min * N + max`` of
+    global ids): oriented by original id, disjoint sets, train pairs present, val/test absent."""
+    n = meta.num_nodes
+    problems: list[str] = []
+    keys: dict[str, np.ndarray] = {}
+    for kind, name in LINK_FILES.items():
+        per_part = []
+        for p, a in enumerate(parts):
+            src, dst = (np.asarray(row, dtype=np.int64) for row in a[name])
+            if np.any(orig_of[src] >= orig_of[dst]):
+                problems.append(f"{root / part_dir_name(p) / name}: a pair is not oriented from the smaller "
+                                f"original id (row 0) to the larger (row 1)")
+            per_part.append(np.minimum(src, dst) * n + np.maximum(src, dst))
+        keys[kind] = np.sort(np.concatenate(per_part))
+    every = np.sort(np.concatenate(list(keys.values())))
+    if np.any(every[1:] == every[:-1]):
+        problems.append(f"{root}: a pair is in two of link_train/link_val/link_test (or twice in one)")
+    held_out = np.concatenate([keys["val"], keys["test"]])
+    found = np.zeros(keys["train"].size, dtype=bool)
+    for p, a in enumerate(parts):
+        gids = np.asarray(a[GLOBAL_IDS])
+        ni = meta.parts[p].num_inner
+        dst = np.repeat(gids[:ni], np.diff(np.asarray(a[INDPTR])))
+        src = gids[np.asarray(a[INDICES])]
+        edge_keys = np.minimum(src, dst) * n + np.maximum(src, dst)
+        if np.isin(edge_keys, held_out).any():
+            problems.append(f"{root / part_dir_name(p) / INDICES}: the part's edges include a val/test "
+                            f"pair of the edge split (it leaks into message passing)")
+        found |= np.isin(keys["train"], edge_keys)
+    if not found.all():
+        problems.append(f"{root}: {int(np.count_nonzero(~found))} training pairs of the edge split "
+                        f"are not edges of the graph")
     return problems
 
 

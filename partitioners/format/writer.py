@@ -10,6 +10,7 @@
         indptr.npy indices.npy [edge_weight.npy] [edge_attr.npy] halo_offsets.npy send_index.npy send_offsets.npy
         global_ids.npy original_ids.npy in_degree.npy out_degree.npy self_loops.npy hotness.npy
         [weighted_degree.npy] [features.npy] [labels.npy] [train_mask.npy] [val_mask.npy] [test_mask.npy]
+        [link_train.npy link_val.npy link_test.npy]   (an edge split: Graph.link_pairs)
       part-00001/ ...
 
 Everything is built in a sibling temporary folder ``.OUT.tmp-<pid>-<random>`` that is renamed
@@ -43,7 +44,7 @@ from ..chunks import plain, rows_per_step
 from ..graph import Graph
 from . import npyio
 from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, FORMAT_MINOR_VERSION, FORMAT_NAME, FORMAT_VERSION, GLOBAL_IDS, HALO_OFFSETS,
-                     HOTNESS, IN_DEGREE, INDICES, INDPTR, LABELS, MASKS, META_FILE, NODE_MAP_FILE,
+                     HOTNESS, IN_DEGREE, INDICES, INDPTR, LABELS, LINK_FILES, MASKS, META_FILE, NODE_MAP_FILE,
                      ORIGINAL_IDS, ORIGINAL_NAMES_FILE, OUT_DEGREE, SELF_LOOPS, SEND_INDEX,
                      SEND_OFFSETS, TOOL_NAME, WEIGHTED_DEGREE, local_index_dtype, part_dir_name)
 from .meta import FileEntry
@@ -236,6 +237,21 @@ def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_al
             "files": {name: entry.to_json() for name, entry in files.items()}}
 
 
+def _link_parts(graph: Graph, rl: Relabeling) -> list[dict[str, np.ndarray]] | None:
+    """Per part, the arrays of :data:`~.layout.LINK_FILES`: the edge split's pairs in new global
+    ids, in the part owning the destination, sorted by (destination, source); None without a split."""
+    if graph.link_pairs is None:
+        return None
+    out: list[dict[str, np.ndarray]] = [{} for _ in range(rl.num_parts)]
+    for kind, name in LINK_FILES.items():
+        pairs = rl.node_map[graph.link_pairs[kind]]
+        pairs = pairs[:, np.lexsort((pairs[0], pairs[1]))]
+        cuts = np.searchsorted(pairs[1], rl.starts)
+        for p in range(rl.num_parts):
+            out[p][name] = np.ascontiguousarray(pairs[:, cuts[p]:cuts[p + 1]])
+    return out
+
+
 NODE_DATA_STEP_BYTES = 16 << 20
 """Bytes of node data gathered per step of the writer."""
 
@@ -339,6 +355,13 @@ def _checked_request(graph: Graph, assignment: Any, num_parts: int, method: str,
     clash = sorted(set(extra) & _RESERVED_KEYS)
     if clash:
         raise ValueError(f"extra_meta may not set {clash}: the writer records those from the data")
+    if graph.link_pairs is not None:
+        counts = {kind: int(pairs.shape[1]) for kind, pairs in graph.link_pairs.items()}
+        if (extra.get("edge_split") or {}).get("counts") != counts:
+            raise ValueError(f"a graph with link_pairs needs extra_meta['edge_split'], the record of its "
+                             f"split with counts {counts} (partitioners.io.edge_split.with_edge_split)")
+    elif "edge_split" in extra:
+        raise ValueError("extra_meta['edge_split'] describes an edge split, but the graph has no link_pairs")
     return a, int(num_parts), extra
 
 
@@ -395,6 +418,7 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
             quality = given
         del a
         top_files = {NODE_MAP_FILE: npyio.save_array(tmp, NODE_MAP_FILE, rl.node_map).to_json()}
+        links = _link_parts(graph, rl)
         rl.node_map = np.zeros(0, dtype=np.int64)  # not needed any more
         if graph.node_names is not None:
             top_files[ORIGINAL_NAMES_FILE] = npyio.save_array(tmp, ORIGINAL_NAMES_FILE,
@@ -407,7 +431,10 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
         with npyio.background_io():  # hashing, writing and fsync overlap the next gathers
             for p in tqdm(range(num_parts), desc="write parts", unit="part", disable=not progress):
                 parts.append(_write_part(graph, rl, p, tmp, halo_offsets_all, out_deg, local_of, wdeg))
-        del rl, local_of, out_deg, wdeg
+                for name, pairs in (links[p] if links else {}).items():
+                    entry = npyio.save_array(tmp, f"{part_dir_name(p)}/{name}", pairs)
+                    parts[p]["files"][name] = entry.to_json()
+        del rl, local_of, out_deg, wdeg, links
         _fsync_dir(tmp)
 
         times = {**stage_times, **dict(quality.get("time_s") or {})}

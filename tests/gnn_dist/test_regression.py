@@ -267,7 +267,9 @@ def class_folder(tmp_path_factory) -> str:
                                r"label_kind 'class' \(class ids\) \(its losses: ce\); mse trains task regression"),
     ("reg", ["--loss", "bce"], r"error: loss: bce is not a loss of task regression"),
     ("reg", ["--task", "multilabel", "--loss", "mae"], r"--loss: mae is not a loss of task multilabel"),
-    ("reg", ["--task", "link"], r"--task: invalid choice: 'link'"),
+    ("reg", ["--task", "link"], r"error: task: link trains on an edge split \(gnn-dist partition --edge-split\), but "
+                                r".*p1 has none: partition with gnn-dist partition \.\.\. --edge-split"),
+    ("reg", ["--task", "edges"], r"--task: invalid choice: 'edges'"),
 ])
 @pytest.mark.parametrize("validate", [False, True])
 def test_a_task_or_loss_that_does_not_fit_is_one_line_and_exit_2(p1, class_folder, capsys, which, flags, message,
@@ -286,7 +288,8 @@ def test_the_task_section_is_in_the_run_config_and_the_validate_line(p1, capsys)
     from gnn_dist.config import RunConfig, TaskConfig
     from gnn_dist.train import main
 
-    assert RunConfig().to_dict()["trainer"]["task"] == {"task": "auto", "loss": "auto"}
+    assert RunConfig().to_dict()["trainer"]["task"] == {"task": "auto", "loss": "auto", "decoder": "dot",
+                                                        "eval_negatives": 100, "hits_k": 10}
     assert TaskConfig(task="regression", loss="mae").resolve("regression").loss == "mae"
     assert main(["--validate", "--data", p1, "--loss", "mae"]) == 0
     assert "2 regression targets; model gcn, task regression (mae)" in capsys.readouterr().err

@@ -146,7 +146,7 @@ def test_each_part_stores_its_edges_rows_in_its_csr_order(tmp_path):
     assignment = np.random.default_rng(5).integers(0, 3, g.num_nodes)
     write_partition(g, assignment, 3, tmp_path / "p", method="test", method_params={}, seed=0)
     meta = load_partition_meta(tmp_path / "p")
-    assert (meta.minor_version, meta.edge_feature_dim) == (1, 4)
+    assert (meta.minor_version, meta.edge_feature_dim) == (2, 4)
     total = 0
     for p in range(3):
         part = load_part(tmp_path / "p", p)
@@ -178,8 +178,8 @@ def test_older_folders_read_and_newer_ones_are_refused(tmp_path):
     assert load_part(tmp_path / "old", 1).edge_attr is None and verify_partition(tmp_path / "old") == []
 
     write_partition(g, a, 2, tmp_path / "new", method="test", method_params={}, seed=0)
-    _rewrite_meta(tmp_path / "new", lambda m: m.update(minor_version=2))
-    with pytest.raises(PartitionFormatError, match=r"format version 1\.2 is newer than this reader's 1\.1.*upgrade"):
+    _rewrite_meta(tmp_path / "new", lambda m: m.update(minor_version=3))
+    with pytest.raises(PartitionFormatError, match=r"format version 1\.3 is newer than this reader's 1\.2.*upgrade"):
         load_partition_meta(tmp_path / "new")
     _rewrite_meta(tmp_path / "new", lambda m: m.update(minor_version=0))
     with pytest.raises(PartitionFormatError, match=r"edge_feature_dim = 4 needs minor_version >= 1"):

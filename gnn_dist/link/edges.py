@@ -1,0 +1,69 @@
+"""A part's positive edges of each split, their original ids, and the negatives of a step.
+
+The partition folder (``gnn-dist partition --edge-split``) stores each split's pairs in the part
+that owns the destination, as new global ids (``link_train.npy`` ...; see ``docs/format.md``).
+:class:`LinkEdges` adds what the hash negatives need: each pair's original ids and the map from
+original ids back to new global ids (the folder's ``node_map.npy``, memory-mapped).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .negatives import negative_destinations
+
+__all__ = ["LinkEdges", "LINK_SPLITS"]
+
+LINK_SPLITS = ("train", "val", "test")
+
+
+@dataclass(eq=False)
+class LinkEdges:
+    """This rank's positive pairs by split, with the whole graph's id maps.
+
+    ``pairs[split]`` int64 ``[2, E_s]`` new global ids (row 0 sources, row 1 destinations owned by
+    this rank); ``original[split]`` the same pairs' original ids; ``global_counts[split]`` the
+    pairs of the split over all parts (from the metadata); ``node_map`` int64 ``[N]`` original id
+    -> new global id; ``starts`` ``P + 1`` ints (rank ``q`` owns ``[starts[q], starts[q+1])``).
+    """
+
+    pairs: dict[str, torch.Tensor]
+    original: dict[str, torch.Tensor]
+    global_counts: dict[str, int]
+    node_map: np.ndarray
+    starts: list[int]
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.node_map.shape[0])
+
+    @classmethod
+    def from_partition(cls, part: Any, *, verify: bool = True) -> "LinkEdges":
+        """The link edges of a :class:`~gnn_dist.partition.LocalPartition` whose folder has an edge
+        split (``ValueError`` naming the folder and the fix otherwise)."""
+        from partitioners.format.layout import NODE_MAP_FILE
+        from partitioners.format.npyio import load_array
+
+        split = getattr(part.meta, "edge_split", None)
+        if split is None or part.link_pairs is None:
+            raise ValueError(f"{part.path}: the partition has no edge split to train link prediction on; "
+                             f"partition with gnn-dist partition ... --edge-split 0.85,0.05,0.1")
+        node_map = load_array(Path(part.path), part.meta.files[NODE_MAP_FILE], mmap=True, check_hash=verify)
+        inverse = np.empty(node_map.shape[0], dtype=np.int64)   # new global id -> original id (transient)
+        inverse[np.asarray(node_map)] = np.arange(node_map.shape[0], dtype=np.int64)
+        original = {s: torch.from_numpy(inverse[p.numpy()]) for s, p in part.link_pairs.items()}
+        counts = {s: int(split["counts"][s]) for s in LINK_SPLITS}
+        return cls(pairs=dict(part.link_pairs), original=original, global_counts=counts, node_map=node_map,
+                   starts=[int(v) for v in part.meta.part_starts()])
+
+    def negatives(self, split: str, seed: int, step: int, k: int) -> torch.Tensor:
+        """int64 ``[E_s, k]`` new global ids: the ``k`` negative destinations of each pair of
+        ``split`` at ``step`` (:func:`~.negatives.negative_destinations`, keyed by original ids)."""
+        o = self.original[split].numpy()
+        neg = negative_destinations(seed, step, o[0], o[1], self.num_nodes, k)
+        return torch.from_numpy(np.asarray(self.node_map[neg.reshape(-1)], dtype=np.int64).reshape(neg.shape))

@@ -1,0 +1,189 @@
+r"""Link prediction, full graph, leak-free: score pairs of nodes from their embeddings.
+
+The partition has an edge split (``gnn-dist partition --edge-split``): its validation and test
+edges are removed from the message-passing graph, and every split's positive pairs are stored in
+the part that owns the destination. The model's output rows are node embeddings (width: the
+model's hidden width); a decoder (``--decoder dot|mlp``, the model's ``link_decoder``) scores a pair
+:math:`(u, v)` as a logit :math:`s(u, v)`.
+
+Loss (``bce``), per step: every training positive :math:`(u, v)` with one negative
+:math:`(u, v')` drawn by :func:`~gnn_dist.link.negative_destinations` at the epoch,
+
+.. math:: \mathcal{L} = \frac{1}{2 |E_{train}|} \sum_{(u, v)} -\log \sigma(s(u, v)) - \log(1 - \sigma(s(u, v'))),
+
+the sum over every rank's positives divided by their global count, so P ranks compute the
+one-device loss. The endpoints' rows are fetched from their owners once per step
+(:class:`~gnn_dist.link.RowFetch`, differentiable).
+
+Metrics, each split ranked against fixed negatives (``--eval-negatives M`` per positive, drawn at a
+fixed step per split, so every evaluation sees the same): ``mrr`` the mean over positives of
+:math:`1 / \mathrm{rank}`, with :math:`\mathrm{rank} = 1 + \#\{j: s_j > s\} + \frac{1}{2}\#\{j: s_j = s\}`
+among the positive's own negatives; ``hits@K`` the share of positives with rank :math:`\le K`;
+``auc`` the ROC-AUC of all the split's positives against all its negatives (gathered on rank 0).
+Sums are all-reduced, so every rank reports the one-device numbers. Model selection watches
+``val_mrr``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from ..link import LinkEdges, RowFetch
+from ..link.edges import LINK_SPLITS
+from ..link.negatives import EVAL_STEP
+from ..nn.link_decoder import build_decoder
+from ..scoring import roc_auc
+from .base import Task, count_ratios, register_task
+
+__all__ = ["LinkPrediction"]
+
+_EVAL_CHUNK = 4096
+"""Evaluated positives scored at a time (with their negatives): bounds the evaluation's memory."""
+
+
+@register_task
+class LinkPrediction(Task):
+    """Pairs of nodes scored from their embeddings (a partition with an edge split)."""
+
+    name = "link"
+    label_kind = "edge-split"
+    losses = ("bce",)
+
+    def __init__(self, loss: str | None = None, *, decoder: str = "dot", eval_negatives: int = 100,
+                 hits_k: int = 10) -> None:
+        super().__init__(loss)
+        self.decoder_name, self.eval_negatives, self.hits_k = decoder, int(eval_negatives), int(hits_k)
+        self.metrics_shown = ("mrr", f"hits@{self.hits_k}", "auc")
+        self.edges: LinkEdges | None = None
+        self.decoder: torch.nn.Module | None = None
+        self.seed = 0
+
+    @classmethod
+    def from_options(cls, loss: str | None, options: Any) -> "LinkPrediction":
+        if options is None:
+            return cls(loss)
+        return cls(loss, decoder=options.decoder, eval_negatives=options.eval_negatives, hits_k=options.hits_k)
+
+    @classmethod
+    def trains_on(cls, label_kind: str | None, edge_split: bool) -> bool:
+        return bool(edge_split)
+
+    @property
+    def select_metric(self) -> str:
+        return "mrr"
+
+    def out_dim(self, num_classes: int, hidden: int | None = None) -> int:
+        if hidden is None:
+            raise ValueError("link prediction's output width is the model's hidden width: pass hidden=")
+        return int(hidden)
+
+    def width_problem(self, out_dim: int, num_classes: int) -> str | None:
+        return None   # any embedding width
+
+    def record(self) -> dict[str, Any]:
+        return super().record() | {"decoder": self.decoder_name, "eval_negatives": self.eval_negatives,
+                                   "hits_k": self.hits_k}
+
+    # ------------------------------------------------------------------ the part
+    def check_part(self, part: Any) -> None:
+        split = getattr(part.meta, "edge_split", None)
+        if split is None:
+            raise ValueError(f"{part.path}: the partition has no edge split to train link prediction on; "
+                             f"partition with gnn-dist partition ... --edge-split 0.85,0.05,0.1")
+        if not int(split["counts"]["train"]):
+            raise ValueError(f"{part.path}: the edge split has no training edges; partition with a larger "
+                             f"TRAIN fraction in --edge-split")
+
+    def attach(self, model: torch.nn.Module, part: Any, seed: int) -> None:
+        """The decoder becomes ``model.link_decoder`` (broadcast, all-reduced and saved with the
+        model); the part's pairs and id maps are loaded."""
+        width = getattr(model, "out_dim", None)
+        if not isinstance(width, int):
+            raise ValueError(f"link prediction needs a model with an integer out_dim (its embedding width), "
+                             f"got {type(model).__name__}")
+        if not hasattr(model, "link_decoder"):
+            model.add_module("link_decoder", build_decoder(self.decoder_name, width))
+        self.decoder = model.link_decoder
+        self.edges = LinkEdges.from_partition(part)
+        self.seed = int(seed)
+
+    def _scores(self, h: torch.Tensor, pairs: list[tuple[torch.Tensor, torch.Tensor]], part: Any,
+                chunk: int | None = None) -> list[torch.Tensor]:
+        """The decoder's logits of each ``(src [E], dst [E] or [E, M])`` of ``pairs``, from this
+        rank's embeddings ``h`` ``[I, D]``: one :class:`RowFetch` for all their endpoints (each node's
+        row fetched once), then scored ``chunk`` sources at a time (all at once: None)."""
+        assert self.edges is not None and self.decoder is not None
+        ids = [t.reshape(-1) for pair in pairs for t in pair]
+        fetch = RowFetch(torch.cat(ids), self.edges.starts, part.num_inner)
+        table = fetch.table(h)
+        where = fetch.index.to(table.device)
+        out, at = [], 0
+        for src, dst in pairs:
+            s_rows = where[at:at + src.numel()]
+            at += src.numel()
+            d_rows = where[at:at + dst.numel()].reshape(dst.shape)
+            at += dst.numel()
+            step = src.numel() if chunk is None else chunk
+            parts = []
+            for a in range(0, src.numel(), max(step, 1)):
+                hs, hd = table[s_rows[a:a + step]], table[d_rows[a:a + step]]
+                if dst.dim() == 2:   # [E, M] negatives of each source
+                    hs = hs.unsqueeze(1).expand_as(hd)
+                parts.append(self.decoder(hs, hd))
+            out.append(torch.cat(parts) if parts else table.new_zeros(dst.shape) + 0 * table.sum())
+        return out
+
+    # ------------------------------------------------------------------ loss and metrics
+    def train_loss(self, logits: torch.Tensor, part: Any, epoch: int) -> torch.Tensor:
+        assert self.edges is not None
+        src, dst = self.edges.pairs["train"]
+        neg = self.edges.negatives("train", self.seed, epoch, 1)[:, 0]
+        pos_s, neg_s = self._scores(logits, [(src, dst), (src, neg)], part)
+        total = (F.binary_cross_entropy_with_logits(pos_s, torch.ones_like(pos_s), reduction="sum")
+                 + F.binary_cross_entropy_with_logits(neg_s, torch.zeros_like(neg_s), reduction="sum"))
+        return total / (2 * self.edges.global_counts["train"])
+
+    def metrics(self, logits: torch.Tensor, part: Any) -> dict[str, float]:
+        assert self.edges is not None
+        m = self.eval_negatives
+        pairs = []
+        for split in LINK_SPLITS:
+            src, dst = self.edges.pairs[split]
+            pairs += [(src, dst), (src, self.edges.negatives(split, self.seed, EVAL_STEP[split], m))]
+        scores = self._scores(logits, pairs, part, chunk=_EVAL_CHUNK)
+        out: dict[str, float] = {}
+        sums = []
+        for i, split in enumerate(LINK_SPLITS):
+            pos, neg = scores[2 * i].double(), scores[2 * i + 1].double()
+            rank = 1 + (neg > pos[:, None]).sum(1).double() + 0.5 * (neg == pos[:, None]).sum(1).double()
+            n = torch.tensor(float(pos.numel()), dtype=torch.float64)
+            sums += [((1.0 / rank).sum(), n), ((rank <= self.hits_k).sum(), n)]
+        ratios = count_ratios(sums)
+        for i, split in enumerate(LINK_SPLITS):
+            out[f"{split}_mrr"], out[f"{split}_hits@{self.hits_k}"] = ratios[2 * i], ratios[2 * i + 1]
+            out[f"{split}_auc"] = _pair_auc(scores[2 * i], scores[2 * i + 1])
+        return out
+
+    def predict(self, logits: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
+        return None, logits   # the node embeddings; pairs are scored by the decoder
+
+
+def _pair_auc(pos: torch.Tensor, neg: torch.Tensor) -> float:
+    """ROC-AUC of every rank's positives (label 1) against every rank's negatives (label 0)."""
+    import math
+
+    from ..distributed import broadcast_json, gather_rows, get_rank
+
+    s = torch.cat([pos.detach().reshape(-1), neg.detach().reshape(-1)]).double()
+    y = torch.cat([torch.ones(pos.numel()), torch.zeros(neg.numel())]).double()
+    rows = gather_rows(torch.stack([s, y], dim=1))
+    value = None
+    if get_rank() == 0:
+        assert rows is not None
+        both = torch.cat(rows).cpu().numpy()
+        value = roc_auc(both[:, 0], both[:, 1])
+    got = broadcast_json(value)
+    return math.nan if got is None or (isinstance(got, float) and math.isnan(got)) else float(got)

@@ -32,10 +32,30 @@ whose files are not on disk yet."""
 _CHUNK = 1 << 22
 
 
+class _Chunk:
+    """One chunk's hash and write (two futures) as one future: done when both are; the first
+    exception of the two."""
+
+    def __init__(self, *futures: Any) -> None:
+        self.futures = futures
+
+    def done(self) -> bool:
+        return all(f.done() for f in self.futures)
+
+    def exception(self) -> BaseException | None:
+        errors = [f.exception() for f in self.futures]
+        return next((e for e in errors if e is not None), None)
+
+    def result(self) -> None:
+        for f in self.futures:
+            f.result()
+
+
 class _Background:
-    """Two worker threads for the writer (see :func:`background_io`): one hashes and writes the
-    chunks of :class:`ArrayStream` files in order, one fsyncs finished files. Both release the
-    GIL in their system calls and in sha256, so they overlap the main thread's gathering."""
+    """Three worker threads for the writer (see :func:`background_io`): one hashes the chunks
+    of :class:`ArrayStream` files in order, one writes them in order (the two run side by side
+    on the same bytes), one fsyncs finished files. All release the GIL in their system calls
+    and in sha256, so they overlap the main thread's gathering and each other."""
 
     MAX_PENDING = 2
     """Chunks queued for writing at most: the main thread waits beyond (bounds the memory)."""
@@ -43,18 +63,21 @@ class _Background:
     def __init__(self) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
+        self.hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="npy-hash")
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="npy-write")
         self.syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="npy-fsync")
-        self.writes: deque[Any] = deque()
+        self.writes: deque[_Chunk] = deque()
         self.syncs: list[Any] = []
 
-    def write(self, fn: Any) -> Any:
-        """Queue ``fn`` (one chunk's hash and write); returns its future."""
+    def write(self, w: HashingWriter, data: memoryview) -> _Chunk:
+        """Queue ``data`` for ``w`` (its hash on one thread, its write on another); returns the
+        chunk's future."""
         while len(self.writes) >= self.MAX_PENDING:
             self.writes.popleft().result()
-        future = self.writer.submit(fn)
-        self.writes.append(future)
-        return future
+        w.size += len(data)
+        chunk = _Chunk(self.hasher.submit(w.h.update, data), self.writer.submit(w.f.write, data))
+        self.writes.append(chunk)
+        return chunk
 
     def fsync(self, fd: int) -> None:
         dup = os.dup(fd)  # the caller closes its file; this copy stays open until synced
@@ -71,8 +94,8 @@ class _Background:
             for future in [*self.writes, *self.syncs]:
                 future.result()  # the first failure (disk full, I/O error) is raised here
         finally:
-            self.writer.shutdown(wait=True)
-            self.syncer.shutdown(wait=True)
+            for pool in (self.hasher, self.writer, self.syncer):
+                pool.shutdown(wait=True)
 
 
 _BACKGROUND: _Background | None = None
@@ -80,9 +103,9 @@ _BACKGROUND: _Background | None = None
 
 @contextmanager
 def background_io() -> Iterator[None]:
-    """Within the block, :class:`ArrayStream` hashes and writes its chunks on a background
-    thread, and the fsync of every file :func:`save_array` and :class:`ArrayStream` write runs
-    on another; leaving the block waits for all of them (and raises the first error), so what
+    """Within the block, :class:`ArrayStream` hashes its chunks on a background thread and
+    writes them on another, and the fsync of every file :func:`save_array` and
+    :class:`ArrayStream` write runs on a third; leaving the block waits for all of them (and raises the first error), so what
     comes after (the rename that publishes a folder) finds every file on disk. The arrays given
     to :meth:`ArrayStream.write` inside the block must not be changed afterwards."""
     global _BACKGROUND
@@ -194,7 +217,7 @@ class ArrayStream:
             self._w.write(data)
         else:
             self._pending = [f for f in self._pending if not (f.done() and f.exception() is None)]
-            self._pending.append(self._bg.write(lambda w=self._w, d=data: w.write(d)))
+            self._pending.append(self._bg.write(self._w, data))
 
     def __exit__(self, exc_type: object, *rest: object) -> None:
         assert self._f is not None and self._w is not None

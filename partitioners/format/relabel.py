@@ -19,9 +19,12 @@ from tqdm.auto import tqdm
 from ..chunks import plain
 from ..graph import Graph, index_dtype
 
-__all__ = ["Relabeling", "relabel", "out_degree", "node_chunks", "count_dtype", "CHUNK_EDGES"]
+__all__ = ["Relabeling", "relabel", "node_chunks", "count_dtype", "CHUNK_EDGES"]
 
 log = logging.getLogger(__name__)
+
+HOT_COL, OUT_COL, LOOP_COL = 0, 1, 2
+"""Columns of :attr:`Relabeling.node_counts` (the kernels use the same numbers)."""
 
 CHUNK_EDGES = 1 << 20
 """In-edges per node chunk of the per-part passes (bounds their temporaries; changes no result)."""
@@ -32,33 +35,19 @@ def count_dtype(num_edges: int) -> np.dtype:
     return np.dtype(np.int32) if num_edges < 2**31 - 1 else np.dtype(np.int64)
 
 
-def node_chunks(indptr: np.ndarray, nodes: np.ndarray, chunk_edges: int = CHUNK_EDGES,
-                ) -> list[tuple[int, int]]:
-    """``[lo, hi)`` ranges of ``nodes`` whose in-edges total about ``chunk_edges`` (at least one
-    node each): the steps of a pass over the in-edges of ``nodes``."""
-    if nodes.size == 0:
+def node_chunks(deg: np.ndarray, chunk_edges: int = CHUNK_EDGES) -> list[tuple[int, int]]:
+    """``[lo, hi)`` ranges of nodes whose in-degrees ``deg`` total about ``chunk_edges`` (at
+    least one node each): the steps of a pass over the in-edges of those nodes."""
+    if deg.size == 0:
         return []
-    deg = np.asarray(indptr[nodes + 1]) - np.asarray(indptr[nodes])
     ends = np.cumsum(deg)
     bounds = [0]
-    while bounds[-1] < nodes.size:
+    while bounds[-1] < deg.size:
         lo = bounds[-1]
         base = int(ends[lo - 1]) if lo else 0
         hi = int(np.searchsorted(ends, base + chunk_edges, side="right"))
-        bounds.append(min(nodes.size, max(hi, lo + 1)))
+        bounds.append(min(deg.size, max(hi, lo + 1)))
     return list(zip(bounds[:-1], bounds[1:]))
-
-
-def _add_counts(target: np.ndarray, ids: np.ndarray) -> None:
-    """``target[i] += (occurrences of i in ids)``: bincount for a short target, else via sort
-    (a bincount over ``N`` per chunk would cost ``8 N`` bytes and time per chunk)."""
-    if ids.size == 0:
-        return
-    if target.size <= 8 * ids.size:
-        target += np.bincount(ids, minlength=target.size).astype(target.dtype, copy=False)
-    else:
-        u, c = np.unique(ids, return_counts=True)
-        target[u] += c.astype(target.dtype, copy=False)
 
 
 @dataclass(kw_only=True, slots=True, eq=False)
@@ -76,27 +65,30 @@ class Relabeling:
     halos: list[np.ndarray]
     """Per part, int32/int64 ``[num_halo_p]``: new global ids of its halo rows, ascending (which
     groups them by owner part, ascending)."""
-    hotness: np.ndarray
-    """``[N]`` by original id (:func:`count_dtype`; the folder stores int64): local out-edges +
-    number of parts holding the node as halo."""
+    node_counts: np.ndarray
+    """``[N, 3]`` by original id (:func:`count_dtype`; the folder stores int64): per node its
+    hotness (local out-edges + number of parts holding the node as halo), out-degree and
+    self-loop edges ``v -> v``, side by side so that a node's three share a cache line in the
+    passes that look them up by random ids."""
     edge_cut: int
     """Edges whose source and destination are in different parts (counted on the way)."""
-    self_loops: np.ndarray
-    """``[N]`` by original id (:func:`count_dtype`; the folder stores int64): self-loop edges ``v -> v``."""
 
+    @property
+    def hotness(self) -> np.ndarray:
+        return self.node_counts[:, HOT_COL]
 
-def out_degree(graph: Graph, chunk_edges: int = 1 << 22) -> np.ndarray:
-    """``[N]`` (:func:`count_dtype`): out-degree of every node, counted over chunks of
-    ``indices`` (``np.bincount`` would otherwise make an int64 copy of the whole ``indices``)."""
-    n = graph.num_nodes
-    deg = np.zeros(n, dtype=count_dtype(graph.num_edges))
-    for lo in range(0, graph.num_edges, chunk_edges):
-        _add_counts(deg, np.asarray(graph.indices[lo:lo + chunk_edges]))
-    return deg
+    @property
+    def out_degree(self) -> np.ndarray:
+        return self.node_counts[:, OUT_COL]
+
+    @property
+    def self_loops(self) -> np.ndarray:
+        return self.node_counts[:, LOOP_COL]
 
 
 def relabel(graph: Graph, assignment: np.ndarray, num_parts: int, *, progress: bool = False) -> Relabeling:
-    """Compute new ids, halo sets, hotness and self-loop counts (see ``docs/format.md``, Ids).
+    """Compute new ids, halo sets, hotness, out-degrees and self-loop counts (see
+    ``docs/format.md``, Ids), in one pass over the edges.
 
     ``assignment`` is a checked int ``[N]`` (:func:`partitioners.quality.check_assignment`).
     """
@@ -108,22 +100,24 @@ def relabel(graph: Graph, assignment: np.ndarray, num_parts: int, *, progress: b
     np.cumsum(counts, out=starts[1:])
     # original ids grouped by part, ascending inside a part; becomes `order` in place below
     order = np.argsort(assignment, kind="stable").astype(index_dtype(n))
-    counts_dtype = count_dtype(graph.num_edges)
-    hotness = np.zeros(n, dtype=counts_dtype)
-    self_loops = np.zeros(n, dtype=counts_dtype)
+    node_counts = np.zeros((n, 3), dtype=count_dtype(graph.num_edges))
+    hotness = node_counts[:, HOT_COL]
     mark = np.zeros(n, dtype=bool)
+    # the part of each source is looked up once per edge: int8 (N bytes) stays in the cache
+    part_of = assignment.astype(np.int8) if num_parts <= 127 else assignment
     idx = index_dtype(n)
     halos_orig: list[np.ndarray] = []
     edge_cut = 0
     for q in tqdm(range(num_parts), desc="halos", unit="part", disable=not progress):
         part_nodes = order[starts[q]:starts[q + 1]]
-        edge_cut += count_part_edges(plain(indptr), plain(indices), part_nodes, assignment, q,
-                                     hotness, self_loops, mark)
+        edge_cut += count_part_edges(plain(indptr), plain(indices), part_nodes, part_of, q,
+                                     node_counts, mark)
         halo = np.flatnonzero(mark).astype(idx)
         mark[halo] = False
         hotness[halo] += 1
         halos_orig.append(halo)
         log.debug("part %d: %d inner, %d halo", q, part_nodes.size, halo.size)
+    del part_of
     for q in range(num_parts):
         s, e = starts[q], starts[q + 1]
         # stable sort on -hotness keeps ascending original id among ties
@@ -131,7 +125,10 @@ def relabel(graph: Graph, assignment: np.ndarray, num_parts: int, *, progress: b
     node_map = np.empty(n, dtype=np.int64)
     node_map[order] = np.arange(n, dtype=np.int64)
     halos = []
-    while halos_orig:  # convert one at a time, freeing as we go
-        halos.append(np.sort(node_map[halos_orig.pop(0)]).astype(idx))
+    while halos_orig:  # convert one at a time, freeing as we go; marks put the new ids in order
+        mark[node_map[halos_orig.pop(0)]] = True
+        halo = np.flatnonzero(mark).astype(idx)
+        mark[halo] = False
+        halos.append(halo)
     return Relabeling(num_parts=num_parts, starts=starts, order=order, node_map=node_map,
-                      halos=halos, hotness=hotness, self_loops=self_loops, edge_cut=edge_cut)
+                      halos=halos, node_counts=node_counts, edge_cut=edge_cut)

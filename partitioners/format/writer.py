@@ -49,7 +49,7 @@ from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, FORMAT_MINOR_VERSION, FOR
                      SEND_OFFSETS, TOOL_NAME, WEIGHTED_DEGREE, local_index_dtype, part_dir_name)
 from .meta import FileEntry
 from ..quality import check_assignment, quality_report
-from .relabel import Relabeling, node_chunks, out_degree, relabel
+from .relabel import Relabeling, node_chunks, relabel
 
 if TYPE_CHECKING:
     from ..memory import GraphSize
@@ -133,7 +133,7 @@ def _install(tmp: Path, out: Path, overwrite: bool) -> None:
 
 
 def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_all: np.ndarray,
-                out_degree: np.ndarray, local_of: np.ndarray, weighted_degree: np.ndarray | None) -> dict[str, Any]:
+                local_of: np.ndarray, weighted_degree: np.ndarray | None) -> dict[str, Any]:
     """Write ``part-XXXXX/`` for part ``p``; return its ``parts[p]`` entry of partition.json.
 
     ``halo_offsets_all[q]`` is part q's halo_offsets; ``local_of`` is an all ``-1`` scratch
@@ -141,7 +141,7 @@ def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_al
     written in chunks (:class:`~.npyio.ArrayStream`): nothing of size ``E_p`` or ``N_p * F``
     exists in memory.
     """
-    from ._kernels import gather_edge_rows, gather_part_edges  # numba: imported by the writer, not by readers
+    from ._kernels import gather_row_counts  # numba: imported by the writer, not by readers
 
     num_parts = rl.num_parts
     s, e = int(rl.starts[p]), int(rl.starts[p + 1])
@@ -157,47 +157,16 @@ def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_al
     def save(name: str, arr: np.ndarray) -> None:
         files[name] = npyio.save_array(tmp, f"{pdir}/{name}", arr)
 
-    def stream(name: str, dtype: Any, shape: tuple[int, ...]) -> npyio.ArrayStream:
-        return npyio.ArrayStream(tmp, f"{pdir}/{name}", dtype, shape)
-
-    in_degree = np.asarray(graph.indptr[rows + 1]) - np.asarray(graph.indptr[rows])
+    in_degree, out_deg, self_loops = (np.empty(rows.size, rl.node_counts.dtype) for _ in range(3))
+    gather_row_counts(plain(graph.indptr), rows, rl.node_counts, local_of, in_degree, out_deg, self_loops)
     indptr = np.zeros(ni + 1, dtype=np.int64)
     np.cumsum(in_degree[:ni], out=indptr[1:])
     save(INDPTR, indptr)
     num_local_edges = int(indptr[-1])
     del indptr
-
-    local_of[rows] = np.arange(ni + nh, dtype=local_of.dtype)
-    weighted = graph.edge_weight is not None
-    with ExitStack() as stack:
-        out_idx = stack.enter_context(stream(INDICES, local_index_dtype(ni + nh), (num_local_edges,)))
-        out_w = stack.enter_context(stream(EDGE_WEIGHT, np.float32, (num_local_edges,))) if weighted else None
-        attr_dim = graph.edge_feature_dim
-        out_a = stack.enter_context(stream(EDGE_ATTR, np.float32, (num_local_edges, attr_dim))) if attr_dim else None
-        attrs_all = plain(graph.edge_attr) if attr_dim else None
-        indptr_all, indices_all = plain(graph.indptr), plain(graph.indices)
-        weights_all = plain(graph.edge_weight) if weighted else np.zeros(0, np.float32)
-        for lo, hi in node_chunks(graph.indptr, inner):
-            nodes = inner[lo:hi]
-            count = int(np.sum(indptr_all[nodes + 1] - indptr_all[nodes]))
-            indices = np.empty(count, dtype=local_index_dtype(ni + nh))
-            weights = np.empty(count if weighted else 0, dtype=np.float32)
-            done = gather_part_edges(indptr_all, indices_all, nodes, local_of, indices,
-                                     weights_all, weights, weighted)
-            assert done == count, "an edge source is neither inner nor halo"
-            out_idx.write(indices)
-            if out_w is not None:
-                out_w.write(weights)
-            if out_a is not None:
-                attrs = np.empty((count, attr_dim), dtype=np.float32)
-                gather_edge_rows(indptr_all, nodes, attrs_all, attrs)
-                out_a.write(attrs)
+    files.update(_write_part_edges(graph, tmp, pdir, inner, in_degree[:ni], local_of,
+                                   num_local_edges, local_index_dtype(ni + nh)))
     local_of[rows] = -1
-    files[INDICES] = out_idx.entry  # type: ignore[assignment]
-    if out_w is not None:
-        files[EDGE_WEIGHT] = out_w.entry  # type: ignore[assignment]
-    if out_a is not None:
-        files[EDGE_ATTR] = out_a.entry  # type: ignore[assignment]
 
     save(HALO_OFFSETS, halo_offsets_all[p])
     # rows part q holds from p, in q's halo order (ascending global id); local id = gid - s
@@ -211,20 +180,19 @@ def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_al
 
     save(GLOBAL_IDS, np.concatenate([np.arange(s, e, dtype=np.int64), halo_gid.astype(np.int64)]))
     save(ORIGINAL_IDS, rows.astype(np.int64, copy=False))
-    save(IN_DEGREE, in_degree.astype(np.int64, copy=False))
-    save(OUT_DEGREE, out_degree[rows].astype(np.int64, copy=False))
-    save(SELF_LOOPS, rl.self_loops[rows].astype(np.int64, copy=False))
+    for name, counts in ((IN_DEGREE, in_degree), (OUT_DEGREE, out_deg), (SELF_LOOPS, self_loops)):
+        save(name, counts.astype(np.int64))
+    del in_degree, out_deg, self_loops
     if weighted_degree is not None:
         save(WEIGHTED_DEGREE, weighted_degree[rows])
-    save(HOTNESS, rl.hotness[inner].astype(np.int64, copy=False))
-    del in_degree
+    save(HOTNESS, rl.hotness[inner].astype(np.int64))
     node_data = [(FEATURES, graph.x), (LABELS, graph.y)]
     node_data += [(name, getattr(graph, name.removesuffix(".npy"))) for name in MASKS]
     num_train = 0
     for name, data in node_data:
         if data is None:
             continue
-        with stream(name, data.dtype, (ni, *data.shape[1:])) as out:
+        with _stream(tmp, pdir, name, data.dtype, (ni, *data.shape[1:])) as out:
             step = rows_per_step(data, NODE_DATA_STEP_BYTES)
             for lo in range(0, ni, step):
                 chunk = np.take(data, inner[lo:lo + step], axis=0)  # 3x data[idx]
@@ -235,6 +203,53 @@ def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_al
     return {"part_id": p, "num_inner": ni, "num_halo": nh, "num_local_edges": num_local_edges,
             "global_id_range": [s, e], "num_train": num_train,
             "files": {name: entry.to_json() for name, entry in files.items()}}
+
+
+def _stream(tmp: Path, pdir: str, name: str, dtype: Any, shape: tuple[int, ...]) -> npyio.ArrayStream:
+    return npyio.ArrayStream(tmp, f"{pdir}/{name}", dtype, shape)
+
+
+def _write_part_edges(graph: Graph, tmp: Path, pdir: str, inner: np.ndarray, in_degree: np.ndarray,
+                      local_of: np.ndarray, num_edges: int, index_dtype: Any) -> dict[str, FileEntry]:
+    """Stream the in-edges of a part's ``inner`` rows (in-degrees ``in_degree``) into its
+    ``indices.npy`` (local ids by ``local_of``) and, when the graph has them, ``edge_weight.npy``
+    and ``edge_attr.npy``, in node chunks of about :data:`~.relabel.CHUNK_EDGES` edges; return
+    their entries."""
+    from ._kernels import gather_edge_rows, gather_part_edges  # numba: imported by the writer, not by readers
+
+    def stream(name: str, dtype: Any, shape: tuple[int, ...]) -> npyio.ArrayStream:
+        return _stream(tmp, pdir, name, dtype, shape)
+
+    weighted = graph.edge_weight is not None
+    attr_dim = graph.edge_feature_dim
+    indptr_all, indices_all = plain(graph.indptr), plain(graph.indices)
+    weights_all = plain(graph.edge_weight) if weighted else np.zeros(0, np.float32)
+    attrs_all = plain(graph.edge_attr) if attr_dim else None
+    with ExitStack() as stack:
+        out_idx = stack.enter_context(stream(INDICES, index_dtype, (num_edges,)))
+        out_w = stack.enter_context(stream(EDGE_WEIGHT, np.float32, (num_edges,))) if weighted else None
+        out_a = stack.enter_context(stream(EDGE_ATTR, np.float32, (num_edges, attr_dim))) if attr_dim else None
+        for lo, hi in node_chunks(in_degree):
+            nodes = inner[lo:hi]
+            count = int(in_degree[lo:hi].sum())
+            indices = np.empty(count, dtype=index_dtype)
+            weights = np.empty(count if weighted else 0, dtype=np.float32)
+            done = gather_part_edges(indptr_all, indices_all, nodes, local_of, indices,
+                                     weights_all, weights, weighted)
+            assert done == count, "an edge source is neither inner nor halo"
+            out_idx.write(indices)
+            if out_w is not None:
+                out_w.write(weights)
+            if out_a is not None:
+                attrs = np.empty((count, attr_dim), dtype=np.float32)
+                gather_edge_rows(indptr_all, nodes, attrs_all, attrs)
+                out_a.write(attrs)
+    files = {INDICES: out_idx.entry}
+    if out_w is not None:
+        files[EDGE_WEIGHT] = out_w.entry
+    if out_a is not None:
+        files[EDGE_ATTR] = out_a.entry
+    return files  # type: ignore[return-value]
 
 
 def _link_parts(graph: Graph, rl: Relabeling) -> list[dict[str, np.ndarray]] | None:
@@ -308,12 +323,14 @@ def write_memory(size: GraphSize, num_parts: int) -> int:
 
     ``c`` is the width of the per-node counts (4 while ``E < 2**31``, else 8), ``k`` the edges
     of one node chunk (:data:`~.relabel.CHUNK_EDGES`, at most ``E``), and the halo ids of all
-    parts are counted at ``min(E, N (P - 1))``. :func:`relabel` holds ``(13 + 2c) N`` (the
-    argsort and its narrow copy; then order, new ids, marks, hotness, self-loops) plus the
+    parts are counted at ``min(E, N (P - 1))``. :func:`relabel` holds ``(14 + 3c) N`` (the
+    argsort and its narrow copy; then order, new ids, marks, int8 part ids, hotness,
+    out-degrees, self-loops) plus the
     halos and a part's halo list as int64 and narrow (``12`` B per node of the largest part's
     halo, counted at ``min(N, e_p)``). The part loop holds ``(8 + 3c) N`` (order, hotness,
-    self-loops, out-degrees, ``local_of``) plus the halos, and per part ``28`` B per local row
-    (its ids, in-degrees and one array being saved with its int64 copy; weighted graphs: the
+    self-loops, out-degrees, ``local_of``) plus the halos, and per part ``20 + 3c`` B per local
+    row (its ids, its in-degrees, out-degrees and self-loops, and one array being saved with its
+    int64 copy; weighted graphs: the
     ``8 N`` of :func:`weighted_degree` and ``16`` B per local row of its part's rows; the largest part
     counted at twice the mean and its halo at ``min(N - n_p, e_p)``), ``24 k`` for an edge
     chunk being gathered and two queued for the background writer (``3 k`` edge feature rows
@@ -330,9 +347,9 @@ def write_memory(size: GraphSize, num_parts: int) -> int:
     k = min(e, CHUNK_EDGES)
     halos = 4 * min(e, n * (p - 1))
     n_local = n_p + min(n - n_p, e_p)
-    relabel_bytes = (13 + 2 * c) * n + halos + 12 * min(n, e_p)
+    relabel_bytes = (14 + 3 * c) * n + halos + 12 * min(n, e_p)
     weights = 8 * n + 16 * n_local if size.weighted else 0  # weighted_degree [N, 2], a part's and its copy
-    part_bytes = ((8 + 3 * c) * n + halos + 28 * n_local + (24 + 3 * size.edge_attr_bytes) * k + weights
+    part_bytes = ((8 + 3 * c) * n + halos + (20 + 3 * c) * n_local + (24 + 3 * size.edge_attr_bytes) * k + weights
                   + 3 * min(NODE_DATA_STEP_BYTES, n_p * _row_bytes(size)) + WRITE_BUFFER_BYTES)
     return max(relabel_bytes, part_bytes)
 
@@ -424,17 +441,16 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
             top_files[ORIGINAL_NAMES_FILE] = npyio.save_array(tmp, ORIGINAL_NAMES_FILE,
                                                               graph.node_names).to_json()
         halo_offsets_all = np.stack([np.searchsorted(h, rl.starts) for h in rl.halos]).astype(np.int64)
-        out_deg = out_degree(graph)
         wdeg = weighted_degree(graph)
         local_of = np.full(graph.num_nodes, -1, dtype=local_index_dtype(graph.num_nodes))
         parts = []
         with npyio.background_io():  # hashing, writing and fsync overlap the next gathers
             for p in tqdm(range(num_parts), desc="write parts", unit="part", disable=not progress):
-                parts.append(_write_part(graph, rl, p, tmp, halo_offsets_all, out_deg, local_of, wdeg))
+                parts.append(_write_part(graph, rl, p, tmp, halo_offsets_all, local_of, wdeg))
                 for name, pairs in (links[p] if links else {}).items():
                     entry = npyio.save_array(tmp, f"{part_dir_name(p)}/{name}", pairs)
                     parts[p]["files"][name] = entry.to_json()
-        del rl, local_of, out_deg, wdeg, links
+        del rl, local_of, wdeg, links
         _fsync_dir(tmp)
 
         times = {**stage_times, **dict(quality.get("time_s") or {})}

@@ -102,7 +102,8 @@ def symmetric_adjacency_on_disk(graph: Graph, dtype: np.dtype | type = np.int64,
     try:
         adj = build_csr_on_disk(csr_edge_chunks(graph.indptr, graph.indices), graph.num_nodes,
                                 scratch, weighted=False, symmetrize=True, remove_self_loops=True,
-                                remove_duplicates=True, dtype=dtype, names=("indices", "rows"))
+                                remove_duplicates=True, dtype=dtype, names=("indices", "rows"),
+                                max_entries=2 * graph.num_edges)
         xadj = adj.indptr
         if xadj.dtype != dtype:
             narrow = scratch.array("xadj", dtype, xadj.shape)

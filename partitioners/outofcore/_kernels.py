@@ -10,7 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["count_degrees", "fill_rows"]
+__all__ = ["count_degrees", "fill_rows", "clean_rows", "insertion_sort", "SHORT_ROW"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -66,6 +66,29 @@ def fill_rows(src: np.ndarray, dst: np.ndarray, w: np.ndarray, weighted: bool,
                 out_w[q] = w[i]
 
 
+SHORT_ROW = 64
+"""Rows of at most this many entries are sorted in a reused buffer by :func:`insertion_sort`
+(no allocation per row); longer ones by numpy's sorts."""
+
+
+@numba.njit(cache=True, nogil=True)
+def insertion_sort(keys: np.ndarray, payload: np.ndarray, with_payload: bool,
+                   out: np.ndarray, out_payload: np.ndarray) -> None:
+    """``out`` = ``keys`` sorted, stably (equal keys keep their order, as a mergesort would);
+    with ``with_payload`` ``out_payload`` gets each key's payload along with it."""
+    for i in range(keys.size):
+        k = keys[i]
+        j = i
+        while j > 0 and out[j - 1] > k:
+            out[j] = out[j - 1]
+            if with_payload:
+                out_payload[j] = out_payload[j - 1]
+            j -= 1
+        out[j] = k
+        if with_payload:
+            out_payload[j] = payload[i]
+
+
 @numba.njit(cache=True, nogil=True)
 def clean_rows(indptr: np.ndarray, fill: np.ndarray, fill_w: np.ndarray, weighted: bool,
                out: np.ndarray, out_w: np.ndarray, lo: int, hi: int, start: int, written: int,
@@ -84,9 +107,15 @@ def clean_rows(indptr: np.ndarray, fill: np.ndarray, fill_w: np.ndarray, weighte
     duplicates = 0
     added = 0
     a = start
+    small = np.empty(SHORT_ROW, fill.dtype)
+    small_w = np.empty(SHORT_ROW if weighted else 0, fill_w.dtype)
     for r in range(lo, hi):
         b = indptr[r + 1]
-        if weighted:
+        if b - a <= SHORT_ROW:
+            vals = small[:b - a]
+            ws = small_w[:b - a] if weighted else small_w
+            insertion_sort(fill[a:b], fill_w[a:b], weighted, vals, ws)
+        elif weighted:
             order = np.argsort(fill[a:b], kind="mergesort")
             vals = fill[a:b][order]
             ws = fill_w[a:b][order]

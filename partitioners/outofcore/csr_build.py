@@ -16,8 +16,9 @@ added reverses are counted in the report exactly as :func:`partitioners.graph_cs
 counts them, and the arrays are equal to that function's: the in-memory and the out-of-core path
 write the same partition folder.
 
-Memory: the edge chunks of the caller, and one row's sorted copy; ``indptr``, the cursors and
-every ``[E]`` array are memory maps in the :class:`~.scratch.Scratch` folder. Disk: the fill (``8`` bytes per entry
+Memory: the edge chunks of the caller, one row's sorted copy and, while the entries fit int32,
+the per-row counts (then cursors) as int32 ``[N]``; ``indptr``, wider counters and every ``[E]``
+array are memory maps in the :class:`~.scratch.Scratch` folder. Disk: the fill (``8`` bytes per entry
 symmetrised, else the index width, plus 4 weighted) and, symmetrised, the output (index width
 per entry). This module is torch-free.
 """
@@ -71,14 +72,17 @@ def build_csr_on_disk(chunks: Callable[[], Iterable[EdgeChunk]], n: int, scratch
                       weighted: bool, symmetrize: bool = False, remove_self_loops: bool = False,
                       remove_duplicates: bool = False, dtype: np.dtype | None = None,
                       names: tuple[str, str] = ("src", "dst"), payload_dtype: Any = np.float32,
-                      progress: bool = False) -> DiskCSR:
+                      max_entries: int | None = None, progress: bool = False) -> DiskCSR:
     """Build the CSR by destination of the edges that ``chunks()`` yields (called twice: the
     same edges in the same order each time) on ``n`` nodes, in ``scratch``.
 
     Options as :meth:`Graph.from_edges <partitioners.graph.Graph.from_edges>`; ``dtype`` of
     ``indices`` (default :func:`~partitioners.graph_csr.index_dtype`); ``names`` of the two
     id arrays in error messages; ``progress``: tqdm bars that count edges and entries.
-    ``weighted``: the chunks' third entry is a per-edge payload of ``payload_dtype`` (float32
+    ``max_entries``: a bound on the entries (the edges, twice them symmetrised) when known:
+    below ``2**31 - 1`` the per-row counters are int32 in memory (``4 N`` bytes, which the
+    count and fill passes' random updates find in the cache far more often than an int64
+    map's), else int64 in the scratch folder. ``weighted``: the chunks' third entry is a per-edge payload of ``payload_dtype`` (float32
     weights; int64 edge positions, which the npy-dir reader carries to gather the weights and
     edge features by), kept with its edge as a weight is.
 
@@ -89,7 +93,10 @@ def build_csr_on_disk(chunks: Callable[[], Iterable[EdgeChunk]], n: int, scratch
 
     dtype = np.dtype(dtype or index_dtype(n))
     report: dict[str, int] = {}
-    deg = scratch.array("degrees", np.int64, n)
+    if max_entries is not None and max_entries < 2**31 - 1:
+        deg = np.zeros(n, dtype=np.int32)
+    else:
+        deg = scratch.array("degrees", np.int64, n)
     deg_plain = plain(deg)
     loops = 0
     offset = 0
@@ -105,7 +112,7 @@ def build_csr_on_disk(chunks: Callable[[], Iterable[EdgeChunk]], n: int, scratch
     if remove_self_loops:
         report["self_loops_removed"] = int(loops)
     indptr = scratch.array("indptr", np.int64, n + 1)
-    np.cumsum(deg, out=indptr[1:])
+    np.cumsum(deg, dtype=np.int64, out=indptr[1:])
     total = int(indptr[-1])
     cursor = deg  # reused: each row's next free slot
     cursor[:] = indptr[:-1]
@@ -140,12 +147,13 @@ def build_csr_on_disk(chunks: Callable[[], Iterable[EdgeChunk]], n: int, scratch
 
 def build_memory(size: object) -> int:
     """Bytes the out-of-core read needs besides its memory maps (a :class:`~partitioners.memory.GraphSize`):
-    the clean pass's copy of the longest row (counted at 16 B per edge of ``E / 64``: a hub
-    holding 1.5% of the edges), and the node-data conversions of :mod:`.npy_dir` (a chunk
-    read and its converted copy)."""
+    the int32 per-row counters (``4 N``), the clean pass's copy of the longest row (counted at
+    16 B per edge of ``E / 64``: a hub holding 1.5% of the edges), and the node-data
+    conversions of :mod:`.npy_dir` (a chunk read and its converted copy)."""
     from .npy_dir import CHUNK_BYTES
 
-    return 16 * (size.num_edges // 64) + 2 * CHUNK_BYTES  # type: ignore[attr-defined]
+    return (4 * size.num_nodes + 16 * (size.num_edges // 64)  # type: ignore[attr-defined]
+            + 2 * CHUNK_BYTES)
 
 
 def _bar(desc: str, total: int | None, enabled: bool) -> Any:

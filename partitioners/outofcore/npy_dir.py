@@ -314,7 +314,8 @@ def read_npy_dir(path: str | Path | NpyDir, *, num_nodes: int | None = None, sym
                                 symmetrize=symmetrize, remove_self_loops=remove_self_loops,
                                 remove_duplicates=remove_duplicates,
                                 names=(str(d.path / "src.npy"), str(d.path / "dst.npy")),
-                                payload_dtype=np.int64 if with_attr else np.float32, progress=progress)
+                                payload_dtype=np.int64 if with_attr else np.float32,
+                                max_entries=d.num_edges * (2 if symmetrize else 1), progress=progress)
         edge_weight, edge_attr = csr.edge_weight, None
         if with_attr:
             assert csr.edge_weight is not None

@@ -4,6 +4,7 @@ must not do: hold an ``[E]`` or ``[N, F]`` array in memory, or leave scratch fil
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 import json
@@ -99,14 +100,17 @@ def test_metis_adjacency_on_disk_equals_scipys(tmp_path, seed, small_chunks):
     assert _scratch_left(tmp_path) == []
 
 
+@pytest.mark.parametrize("background", [False, True])
 @pytest.mark.parametrize("dtype, shape", [(np.int64, (10,)), (np.int32, (0,)), (np.float16, (7, 3)),
                                           (np.float32, (5, 0)), (np.bool_, (4,)), (np.uint8, (4, 3))])
-def test_array_stream_writes_save_arrays_bytes(tmp_path, dtype, shape):
+def test_array_stream_writes_save_arrays_bytes(tmp_path, dtype, shape, background):
+    """Also with the hashing and the writes on the background threads (``background_io``)."""
     a = (np.arange(int(np.prod(shape))) % 3).astype(dtype).reshape(shape)
     whole = npyio.save_array(tmp_path, "whole.npy", a)
-    with npyio.ArrayStream(tmp_path, "stream.npy", dtype, shape) as out:
-        for lo in range(0, shape[0], 3):
-            out.write(a[lo:lo + 3])
+    with npyio.background_io() if background else contextlib.nullcontext():
+        with npyio.ArrayStream(tmp_path, "stream.npy", dtype, shape) as out:
+            for lo in range(0, shape[0], 3):
+                out.write(a[lo:lo + 3])
     assert (tmp_path / "whole.npy").read_bytes() == (tmp_path / "stream.npy").read_bytes()
     got = out.entry
     assert (got.sha256, got.size, got.dtype, got.shape) == (whole.sha256, whole.size, whole.dtype, whole.shape)

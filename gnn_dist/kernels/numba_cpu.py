@@ -58,6 +58,12 @@ L2_FRACTION = 0.5
 gathered rows stream through)."""
 MIN_GROUPS_PER_THREAD = 4
 """At least this many row groups per thread, for load balance."""
+SERIAL_WORK = 1 << 17
+"""A launch of less work than this (entries x width: multiply-adds) runs on the calling thread
+alone: waking the pool costs more than it saves, and far more on a busy machine, where a parallel
+region waits for its other threads to be scheduled (measured, 2 cores under load 5: a 150-row,
+1,200-entry, 16-wide SpMM took 2 ms in the pool, 22 us on a quiet machine). One thread computes
+every row as the pool does, so the results are the same bits."""
 
 _LAUNCH_LOCK = threading.RLock()
 _FASTMATH = {"reassoc", "contract"}  # no nnan/ninf: softmax scores hold -inf on purpose
@@ -223,15 +229,18 @@ def _index_dtype(bound: int) -> type:
     return np.int32 if bound < 2**31 - 1 else np.int64
 
 
-def _num_threads() -> int:
-    threads = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+def _num_threads(work: int | None = None) -> int:
+    """numba's thread count for a launch of ``work`` multiply-adds (None: a large one), set."""
+    small = work is not None and work < SERIAL_WORK
+    threads = 1 if small else max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
     numba.set_num_threads(threads)
     return threads
 
 
 @contextmanager
-def _launch() -> Iterator[int]:
-    """Serialise a kernel launch, with numba's thread count at torch's; yields that count.
+def _launch(work: int) -> Iterator[int]:
+    """Serialise a kernel launch of ``work`` multiply-adds, with numba's thread count at torch's
+    (1 below :data:`SERIAL_WORK`); yields that count.
 
     Starting numba's OpenMP pool resets the process-wide OpenMP thread count, which is torch's
     too (measured: a rank at ``torch.set_num_threads(1)`` ran at 2 after its first numba call,
@@ -240,7 +249,7 @@ def _launch() -> Iterator[int]:
     with _LAUNCH_LOCK:
         torch_threads = torch.get_num_threads()
         try:
-            yield _num_threads()
+            yield _num_threads(work)
         finally:
             if torch.get_num_threads() != torch_threads:
                 torch.set_num_threads(torch_threads)
@@ -292,7 +301,7 @@ class NumbaBackend:
         assert use_scales or (row_scale is None and col_scale is None), "row_scale and col_scale come together"
         rs = _np(row_scale.contiguous()) if row_scale is not None else np.ones(1, dtype=dtype)
         cs = _np(col_scale.contiguous()) if col_scale is not None else np.ones(1, dtype=dtype)
-        with _launch() as threads:
+        with _launch(csr.num_entries * x.shape[1]) as threads:
             _spmm_kernel(_groups(csr, plan, x, threads), plan.indptr, plan.indices, plan.eids, plan.use_eids, vals,
                          values is not None, rs, cs, use_scales, _np(x), _np(out), PREFETCH_AHEAD)
         return out
@@ -304,7 +313,7 @@ class NumbaBackend:
         a, b = a.contiguous(), b.contiguous()
         out = a.new_empty(csr.num_entries, heads)   # every entry is written once
         plan = _plan(csr)
-        with _launch() as threads:
+        with _launch(csr.num_entries * a.shape[1]) as threads:
             _sddmm_kernel(_groups(csr, plan, b, threads), plan.indptr, plan.indices, plan.eids, plan.use_eids,
                           _np(a), _np(b), _np(out), PREFETCH_AHEAD)
         return out
@@ -318,7 +327,7 @@ class NumbaBackend:
         has_self = self_score is not None
         s_self = self_score.contiguous() if self_score is not None else score.new_zeros(1, score.shape[1])
         alpha_self = torch.empty_like(s_self)
-        with _launch():
+        with _launch(score.numel()):
             _edge_softmax_kernel(_plan(csr).indptr, _np(score), _np(s_self), has_self, _np(alpha), _np(alpha_self))
         return alpha, (alpha_self if has_self else None)
 
@@ -336,7 +345,7 @@ class NumbaBackend:
             a_self = g_self = alpha.new_zeros(1, alpha.shape[1])
         grad_score = torch.empty_like(alpha)
         grad_self_score = torch.empty_like(a_self)
-        with _launch():
+        with _launch(alpha.numel()):
             _edge_softmax_backward_kernel(_plan(csr).indptr, _np(alpha), _np(a_self), _np(grad), _np(g_self),
                                           has_self, _np(grad_score), _np(grad_self_score))
         return grad_score, (grad_self_score if has_self else None)

@@ -22,7 +22,8 @@ from partitioners.memory import MemoryLimitError, available_memory, format_bytes
 
 from .memory_plan import RUNTIME_BYTES
 
-__all__ = ["RUNTIME_BYTES", "RankEstimate", "estimate_rank_memory", "check_training_memory", "memory_limit"]
+__all__ = ["RUNTIME_BYTES", "RankEstimate", "estimate_rank_memory", "world_ranks", "check_training_memory",
+           "memory_limit"]
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,13 @@ class RankEstimate:
 
     part_id: int
     parts: dict[str, int] = field(default_factory=dict)
+    stage: int | None = None
+    """The rank's stage in a layer/hybrid-parallel run (None: graph parallelism)."""
+
+    @property
+    def where(self) -> str:
+        """``part P`` (and ``, stage S``)."""
+        return f"part {self.part_id}" + ("" if self.stage is None else f", stage {self.stage}")
 
     @property
     def total(self) -> int:
@@ -43,13 +51,24 @@ class RankEstimate:
         return f"~{format_bytes(self.total)} ({terms})"
 
 
-def estimate_rank_memory(meta: Any, part_id: int, config: Any) -> RankEstimate:
-    """The planner's prediction for part ``part_id`` of ``meta`` (a ``PartitionMeta``) trained as
-    ``config`` (a :class:`~gnn_dist.config.RunConfig`) says, on the CPU."""
+def estimate_rank_memory(meta: Any, rank: int, config: Any) -> RankEstimate:
+    """The planner's prediction for world rank ``rank`` of a run on ``meta`` (a ``PartitionMeta``)
+    trained as ``config`` (a :class:`~gnn_dist.config.RunConfig`) says, on the CPU: part ``rank``
+    of a graph-parallel run; of a layer/hybrid-parallel one (``r = s P + g``), stage ``rank // P``
+    over part ``rank % P``."""
     from .memory_plan import Workload, plan_rank, sizes_from_meta
 
-    plan = plan_rank(sizes_from_meta(meta)[part_id], Workload.from_config(config, "cpu"))
-    return RankEstimate(part_id, plan.bytes())
+    sizes = sizes_from_meta(meta)
+    stage, part = divmod(rank, len(sizes))
+    staged = config.trainer.parallel.parallel != "graph"
+    plan = plan_rank(sizes[part], Workload.from_config(config, "cpu", meta), stage)
+    return RankEstimate(part, plan.bytes(), stage if staged else None)
+
+
+def world_ranks(meta: Any, config: Any) -> list[int]:
+    """Every rank of a run of ``config`` on ``meta``: a rank per part, times the stages of a
+    layer/hybrid-parallel run."""
+    return list(range(int(meta.num_parts) * config.trainer.parallel.stages))
 
 
 def memory_limit(config: Any) -> tuple[int, str]:
@@ -60,25 +79,26 @@ def memory_limit(config: Any) -> tuple[int, str]:
     return parse_size(spec), f"--max-memory {spec}"
 
 
-def check_training_memory(meta: Any, config: Any, part_ids: list[int], *, local_ranks: int) -> int:
-    """Refuse (:class:`~partitioners.memory.MemoryLimitError`, a ``ValueError``) when the ranks
-    of ``part_ids``, on a machine that runs ``local_ranks`` ranks, need more than their share of
-    the limit; else log the estimate. Returns the estimated bytes of ``part_ids``."""
-    estimates = [estimate_rank_memory(meta, p, config) for p in part_ids]
+def check_training_memory(meta: Any, config: Any, ranks: list[int], *, local_ranks: int) -> int:
+    """Refuse (:class:`~partitioners.memory.MemoryLimitError`, a ``ValueError``) when the world
+    ranks ``ranks`` (:func:`estimate_rank_memory`), on a machine that runs ``local_ranks`` ranks,
+    need more than their share of the limit; else log the estimate. Returns the estimated bytes
+    of ``ranks``."""
+    estimates = [estimate_rank_memory(meta, r, config) for r in ranks]
     total = sum(e.total for e in estimates)
     limit, source = memory_limit(config)
-    share = limit * len(part_ids) // max(local_ranks, 1)
+    share = limit * len(ranks) // max(local_ranks, 1)
     largest = max(estimates, key=lambda e: e.total)
-    ranks = f"{len(part_ids)} rank(s) on this machine"
+    who = f"{len(ranks)} rank(s) on this machine"
     if share < limit:
-        source = f"their {len(part_ids)}/{local_ranks} share of {source}"
+        source = f"their {len(ranks)}/{local_ranks} share of {source}"
     if total > share:
         raise MemoryLimitError(
-            f"training {config.data.data} needs ~{format_bytes(total)} for {ranks} (the largest, part "
-            f"{largest.part_id}: {largest.describe()}), more than {source} ({format_bytes(share)}); pass a larger "
+            f"training {config.data.data} needs ~{format_bytes(total)} for {who} (the largest, "
+            f"{largest.where}: {largest.describe()}), more than {source} ({format_bytes(share)}); pass a larger "
             f"--max-memory if the machine has it, recompute in backward (--recompute layers or all; gnn-dist plan "
             f"--data DIR --device cpu --device-memory SIZE names the cheapest settings that fit), or partition into "
             f"more parts")
-    log.info("memory estimate: ~%s for %s (the largest, part %d: %s); limit %s (%s)", format_bytes(total), ranks,
-             largest.part_id, largest.describe(), format_bytes(share), source)
+    log.info("memory estimate: ~%s for %s (the largest, %s: %s); limit %s (%s)", format_bytes(total), who,
+             largest.where, largest.describe(), format_bytes(share), source)
     return total

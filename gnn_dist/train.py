@@ -95,6 +95,7 @@ def build(config: RunConfig, device: Any = None) -> Any:
         trainer = build_trainer(config, device, kernels)
         log.info(f"{trainer.part!r}: stage {trainer.layout.stage} of {trainer.layout.stages} "
                  f"(layers {trainer.layout.layers.start}-{trainer.layout.layers.stop - 1})")
+        trainer.predicted_peak = _log_memory_plan(trainer.part, config)   # every rank's, in world-rank order
         return trainer
     part = load_partition(config.data.data, device=device, verify=config.data.verify, kernels=kernels)
     log.info(f"{part!r}")
@@ -122,8 +123,10 @@ def _log_memory_plan(part: Any, config: RunConfig) -> list[int]:
     if get_rank() == 0:
         largest = plan.largest
         terms = ", ".join(f"{k} {format_bytes(v)}" for k, v in largest.bytes().items())
+        where = f"part {largest.part_id}" + (f", stage {largest.stage}" if config.trainer.parallel.parallel != "graph"
+                                             else "")
         log.info(f"memory plan: predicted peak per rank {', '.join(format_bytes(r.allocated) for r in plan.ranks)} "
-                 f"({part.device.type}; the largest, part {largest.part_id}: {terms})")
+                 f"({part.device.type}; the largest, {where}: {terms})")
     return [r.allocated for r in plan.ranks]
 
 
@@ -133,13 +136,13 @@ def _check_memory(config: RunConfig) -> None:
     from partitioners.format import load_partition_meta
 
     from .distributed import all_ranks_agree, get_rank, get_world_size
-    from .memory_guard import check_training_memory
+    from .memory_guard import check_training_memory, world_ranks
 
     try:
         meta = load_partition_meta(config.data.data)
     except ValueError:
         return   # load_partition reports it, on every rank
-    if meta.num_parts != get_world_size():
+    if len(world_ranks(meta, config)) != get_world_size():
         return   # likewise, before any collective
     with all_ranks_agree("checking the memory estimate"):
         check_training_memory(meta, config, [get_rank()], local_ranks=environ.local_world_size())

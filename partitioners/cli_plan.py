@@ -64,7 +64,8 @@ def add_plan_verb(sub: argparse._SubParsersAction, verbose: argparse.ArgumentPar
                        help="predict each rank's peak memory of a training run and the cheapest settings "
                             "that fit a device",
                        description="Per rank, the predicted peak of each component (runtime, block, features, "
-                                   "halo buffers, activations, optimizer, workspace) and the total; with "
+                                   "halo buffers, activations, optimizer, workspace, the task's own: link "
+                                   "prediction's pairs and evaluation) and the total; with "
                                    "--device-memory the cheapest memory settings that fit. Training flags "
                                    "(--model, --hidden, --layers, --heads, --recompute, --precision, "
                                    "--feature-storage, --feature-cache-budget, ...) are gnn_dist.train's.",
@@ -102,9 +103,19 @@ def add_plan_verb(sub: argparse._SubParsersAction, verbose: argparse.ArgumentPar
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
 
 
-def _sizes(args: argparse.Namespace) -> tuple[list[list[Any]], str]:
+def _spec_part(args: argparse.Namespace, parts: int, task: str = "auto") -> Any:
+    """The size spec's mean part at ``parts`` parts; link prediction's pairs (``--task link``)
+    from :data:`~gnn_dist.memory_plan.SPEC_EDGE_SPLIT` of the edges."""
+    from gnn_dist.memory_plan import SPEC_EDGE_SPLIT, sizes_from_spec
+
+    return sizes_from_spec(nodes=args.nodes, edges=args.edges, feature_dim=args.feature_dim, num_classes=args.classes,
+                           num_parts=parts, halo=args.halo_ratio, halo_model=args.halo_model,
+                           symmetric=not args.directed, edge_split=SPEC_EDGE_SPLIT if task == "link" else None)
+
+
+def _sizes(args: argparse.Namespace, task: str = "auto") -> tuple[list[list[Any]], str]:
     """The parts' sizes per part count, and a description of where they came from."""
-    from gnn_dist.memory_plan import sizes_from_meta, sizes_from_spec
+    from gnn_dist.memory_plan import sizes_from_meta
 
     given = [f for f in SPEC_FLAGS if getattr(args, f) is not None]
     if args.data is not None:
@@ -118,11 +129,18 @@ def _sizes(args: argparse.Namespace) -> tuple[list[list[Any]], str]:
     if missing:
         raise UsageError(f"plan: give --data DIR (a partition folder) or a whole size spec; missing "
                          f"{', '.join(missing)}")
-    out = [[sizes_from_spec(nodes=args.nodes, edges=args.edges, feature_dim=args.feature_dim,
-                            num_classes=args.classes, num_parts=p, halo=args.halo_ratio, halo_model=args.halo_model,
-                            symmetric=not args.directed)] for p in args.parts]
+    out = [[_spec_part(args, p, task)] for p in args.parts]
     halo = f"halo ratio {args.halo_ratio}" if args.halo_ratio is not None else f"{args.halo_model} halo model"
     return out, f"{args.nodes:,} nodes, {args.edges:,} edges, {args.feature_dim} features, {args.classes} classes, {halo}"
+
+
+def _meta(args: argparse.Namespace) -> Any:
+    """The ``--data`` folder's metadata (``--task auto`` resolves by it), else None."""
+    if args.data is None:
+        return None
+    from .format import load_partition_meta
+
+    return load_partition_meta(args.data)
 
 
 def _config(rest: Sequence[str]) -> Any:
@@ -135,7 +153,7 @@ def _config(rest: Sequence[str]) -> Any:
 
 
 def cmd_plan(args: argparse.Namespace, rest: Sequence[str]) -> int:
-    from gnn_dist.memory_plan import Workload, plan_memory, render_plan, sizes_from_spec
+    from gnn_dist.memory_plan import Workload, plan_memory, render_plan
 
     from .memory import parse_size
 
@@ -150,13 +168,11 @@ def cmd_plan(args: argparse.Namespace, rest: Sequence[str]) -> int:
         raise UsageError("plan: --link-gbps, --edge-rate, --schedule-chunks and --halo-data compare schedules: "
                          "add --schedules")
     config = _config(rest)
-    workload = Workload.from_config(config, device)
-    runs, source = _sizes(args)
+    runs, source = _sizes(args, config.trainer.task.task)
+    workload = Workload.from_config(config, device, _meta(args))
     def at(parts: int) -> list[Any]:
         """The size spec's mean part at ``parts`` parts (how many parts would fit)."""
-        return [sizes_from_spec(nodes=args.nodes, edges=args.edges, feature_dim=args.feature_dim,
-                                num_classes=args.classes, num_parts=parts, halo=args.halo_ratio,
-                                halo_model=args.halo_model, symmetric=not args.directed)]
+        return [_spec_part(args, parts, workload.task)]
     plans = [plan_memory(sizes, workload, limit, None if args.data is not None else at) for sizes in runs]
     schedules = [_schedules(args, config, workload, sizes) for sizes in runs] if args.schedules else None
     if args.json:
@@ -181,7 +197,7 @@ def _schedules(args: argparse.Namespace, config: Any, workload: Any, sizes: list
     from gnn_dist.memory_plan import sizes_from_meta
     from gnn_dist.memory_plan.model import num_parameters
     from gnn_dist.memory_plan.schedule_cost import (EDGE_RATE, ScheduleGraph, ScheduleModel, ScheduleTable,
-                                                    schedule_costs, shared_parameters)
+                                                    schedule_costs, shared_parameters, workload_row_bytes)
 
     s0, parts = sizes[0], sizes[0].num_parts
     if args.data is not None:
@@ -194,19 +210,16 @@ def _schedules(args: argparse.Namespace, config: Any, workload: Any, sizes: list
         graph = ScheduleGraph(nodes=sum(s.inner for s in sizes), edges=sum(s.edges for s in sizes), halo=halo,
                               halo_model=args.halo_model)
     else:
-        from gnn_dist.memory_plan import sizes_from_spec
-
-        halo = {g: sizes_from_spec(nodes=args.nodes, edges=args.edges, feature_dim=args.feature_dim,
-                                   num_classes=args.classes, num_parts=g, halo=args.halo_ratio,
-                                   halo_model=args.halo_model, symmetric=not args.directed).halo * g
-                for g in range(1, parts + 1) if parts % g == 0}
+        halo = {g: _spec_part(args, g).halo * g for g in range(1, parts + 1) if parts % g == 0}
         graph = ScheduleGraph(nodes=args.nodes, edges=s0.edges * parts, halo=halo, halo_model=args.halo_model)
     m = config.model
     jk = getattr(m, "jk", "last") or "last"
     model = ScheduleModel(layers=m.layers, hidden=m.hidden, params=num_parameters(workload, s0),
                           shared_params=shared_parameters(m.model, feature_dim=s0.feature_dim, hidden=m.hidden,
                                                           classes=s0.num_classes, layers=m.layers, jk=jk),
-                          carry={"max": m.hidden, "cat": s0.num_classes}.get(jk, 0))
+                          carry={"max": m.hidden, "cat": s0.num_classes}.get(jk, 0),
+                          row_bytes=workload_row_bytes(workload, s0),
+                          staged_row_bytes=workload_row_bytes(workload, s0, staged=True))
     par = config.trainer.parallel
     chunks = args.schedule_chunks or (par.chunks if par.parallel != "graph" else 4)
     return ScheduleTable(schedule_costs(graph, model, parts, chunks=chunks, link_gbps=args.link_gbps,

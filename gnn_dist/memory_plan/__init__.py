@@ -5,6 +5,8 @@ sizes and the run's settings, and the cheapest settings that fit a device.
   with a halo model;
 - :mod:`.saved`: what each built-in model's layers keep for backward (a registry);
 - :mod:`.model`: the components' formulas (:func:`plan_rank`);
+- :mod:`.task`: the ``task`` component (link prediction's pairs and evaluation; node tasks 0);
+- :mod:`.stages`: a layer/hybrid-parallel stage rank's share and its ``stage`` component;
 - :mod:`.search`: the candidate settings, cheapest first, and the first that fits;
 - :mod:`.plan`, :mod:`.render`: a whole run's plan, as JSON and as a table.
 
@@ -16,9 +18,9 @@ from .model import COMPONENTS, CUDA_CONTEXT_BYTES, RUNTIME_BYTES, Component, Ran
 from .plan import MemoryPlan, plan_from_meta, plan_memory, scaled_parts
 from .render import render_plan
 from .search import LADDER, Recommendation, candidates, recommend
-from .sizes import HALO_MODELS, PartSizes, sizes_from_meta, sizes_from_spec
+from .sizes import HALO_MODELS, SPEC_EDGE_SPLIT, PartSizes, sizes_from_meta, sizes_from_spec
 
 __all__ = ["COMPONENTS", "CUDA_CONTEXT_BYTES", "RUNTIME_BYTES", "Component", "RankPlan", "Workload", "plan_rank",
            "MemoryPlan", "plan_from_meta", "plan_memory", "scaled_parts", "render_plan", "LADDER",
-           "Recommendation", "candidates", "recommend", "HALO_MODELS", "PartSizes", "sizes_from_meta",
-           "sizes_from_spec"]
+           "Recommendation", "candidates", "recommend", "HALO_MODELS", "SPEC_EDGE_SPLIT", "PartSizes",
+           "sizes_from_meta", "sizes_from_spec"]

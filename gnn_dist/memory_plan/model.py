@@ -4,7 +4,8 @@ as a formula of the part's sizes (:class:`~.sizes.PartSizes`) and the run's sett
 
 Legend: ``I`` inner rows, ``H`` halo rows, ``S = I + H``, ``E`` local edges, ``R`` send rows,
 ``F`` input width, ``C`` classes, ``b`` bytes of an activation (4 fp32, 2 bf16), ``N_p``
-trainable parameters. Calibrated on this project's CPU ranks (peak RSS from a warm baseline,
+trainable parameters (the model's output width ``C`` is the embedding width, ``--hidden``, for
+link prediction; its decoder's parameters count too). Calibrated on this project's CPU ranks (peak RSS from a warm baseline,
 ``gnn_dist.peak_memory``; sbm-medium, one and two parts): see ``docs/performance.md``
 ("Memory planner") and ``benchmarks/memory_plan.py``.
 
@@ -22,6 +23,8 @@ from typing import Any
 
 from .saved import OUTSIDE, SAVED, TENSOR_INPUT, LayerShape, Terms, activation_terms, jk_terms, layer_shapes
 from .sizes import PartSizes
+from .stages import stage_bytes, stage_layers, stage_parameters
+from .task import task_bytes
 
 __all__ = ["Workload", "Component", "RankPlan", "plan_rank", "RUNTIME_BYTES", "STEP_RUNTIME_BYTES",
            "CUDA_CONTEXT_BYTES", "COMPONENTS"]
@@ -38,8 +41,10 @@ optimizer's first step, small blocks the heap keeps (36-65 MiB above the tensors
 CUDA_CONTEXT_BYTES = 600 * MiB
 """The CUDA context and cuBLAS/cuSPARSE workspaces on the device (not in ``max_memory_allocated``)."""
 
-COMPONENTS = ("runtime", "block", "features", "halo", "activations", "optimizer", "workspace")
-"""The components in the order the tables show them."""
+COMPONENTS = ("runtime", "block", "features", "halo", "stage", "activations", "optimizer", "workspace", "task")
+"""The components in the order the tables show them (``task``: :mod:`.task`, 0 for node tasks;
+``stage``: a layer/hybrid-parallel stage's boundary, leaves and history, :mod:`.stages`, 0 for
+graph parallelism)."""
 
 WORKSPACE_FACTOR: dict[str, float] = {"gcn": 1.1, "sage": 0.95, "gat": 0.55, "gin": 1.5, "gcnii": 1.1}
 """Model -> the transient memory of the busiest backward layer, in units of that layer's
@@ -73,19 +78,36 @@ class Workload:
     halo_dtype: str | None = None
     device: str = "cpu"
     """``cpu`` or ``cuda``: where the ranks train."""
+    task: str = "auto"
+    """``--task`` (``auto`` resolved when the partition is known): ``link`` adds the ``task``
+    component (:mod:`.task`) and makes the output width ``hidden``; the node tasks add nothing."""
+    decoder: str = "dot"
+    """Link prediction's ``--decoder``."""
+    eval_negatives: int = 100
+    """Link prediction's ``--eval-negatives``."""
+    parallel: str = "graph"
+    """``--parallel``: ``graph``, or ``layer``/``hybrid`` (a rank holds one of ``stages``
+    stages of consecutive layers: :mod:`.stages`)."""
+    stages: int = 1
+    """``--stages`` (layer/hybrid)."""
+    chunks: int = 1
+    """``--chunks`` (layer/hybrid; above 1 the stage keeps a second copy of its history)."""
 
     @classmethod
-    def from_config(cls, config: Any, device: str = "cpu") -> "Workload":
-        """The workload of a :class:`~gnn_dist.config.RunConfig`."""
+    def from_config(cls, config: Any, device: str = "cpu", meta: Any = None) -> "Workload":
+        """The workload of a :class:`~gnn_dist.config.RunConfig`; ``meta`` (the partition's
+        ``PartitionMeta``, optional) resolves ``--task auto``."""
         m, t = config.model, config.trainer
-        return cls(model=m.model, hidden=m.hidden, layers=m.layers, heads=m.heads, out_heads=m.out_heads,
+        p = t.parallel
+        return cls(parallel=p.parallel, stages=p.stages, chunks=p.chunks, model=m.model, hidden=m.hidden, layers=m.layers, heads=m.heads, out_heads=m.out_heads,
                    jk=getattr(m, "jk", "last"),
                    dropout=m.dropout, optimizer=t.optim.optimizer, select=t.selection.select,
                    pipeline=t.schedule.pipeline, recompute=t.memory.recompute,
                    precision=getattr(t.memory, "precision", "fp32"),
                    offload=getattr(t.memory, "offload_activations", False),
                    feature_storage=t.features.feature_storage, feature_cache_budget=t.features.feature_cache_budget,
-                   static_halo=t.features.static_halo, halo_dtype=t.schedule.halo_dtype, device=device)
+                   static_halo=t.features.static_halo, halo_dtype=t.schedule.halo_dtype, device=device,
+                   task=_task_name(t.task, meta), decoder=t.task.decoder, eval_negatives=t.task.eval_negatives)
 
     def replace(self, **changes: Any) -> "Workload":
         return dataclasses.replace(self, **changes)
@@ -106,6 +128,18 @@ class Workload:
         return out
 
 
+def _task_name(options: Any, meta: Any) -> str:
+    """``--task``, with ``auto`` resolved by the partition's labels and edge split when ``meta`` is
+    given (a partition the task cannot train on keeps ``auto``: training refuses it)."""
+    if options.task != "auto" or meta is None:
+        return options.task
+    try:
+        return options.resolve(getattr(meta, "label_kind", None),
+                               edge_split=getattr(meta, "edge_split", None) is not None).name
+    except ValueError:
+        return options.task
+
+
 @dataclass(frozen=True, slots=True)
 class Component:
     """One component's predicted peak on the device and in host memory (bytes)."""
@@ -116,11 +150,13 @@ class Component:
 
 @dataclass(frozen=True, slots=True)
 class RankPlan:
-    """The prediction for one rank: its components and their totals."""
+    """The prediction for one rank: its components and their totals (``stage``: the stage of a
+    layer/hybrid-parallel rank, 0 otherwise)."""
 
     part_id: int
     components: dict[str, Component] = field(default_factory=dict)
     device: str = "cpu"
+    stage: int = 0
 
     @property
     def total(self) -> int:
@@ -147,8 +183,14 @@ def _activation_bytes(w: Workload) -> int:
     return 2 if w.precision == "bf16" else 4
 
 
+def _out_dim(w: Workload, s: PartSizes) -> int:
+    """The model's output width: the embedding width ``hidden`` for link prediction (the task's
+    ``out_dim``), else the classes ``C``."""
+    return w.hidden if w.task == "link" else s.num_classes
+
+
 def _layers(w: Workload, s: PartSizes) -> list[LayerShape]:
-    return layer_shapes(w.model, feature_dim=s.feature_dim, hidden=w.hidden, classes=s.num_classes,
+    return layer_shapes(w.model, feature_dim=s.feature_dim, hidden=w.hidden, classes=_out_dim(w, s),
                         layers=w.layers, heads=w.heads, out_heads=w.out_heads, dropout=w.dropout, jk=w.jk)
 
 
@@ -212,14 +254,22 @@ def layer_saved(w: Workload, s: PartSizes, resident_input: bool = True) -> list[
 
 
 def num_parameters(w: Workload, s: PartSizes) -> int:
-    """Trainable parameters of the model, counted on the meta device (no memory); the same for
-    every part and setting of one model, so counted once per model shape."""
-    return _count_parameters(w.model, s.feature_dim, w.hidden, s.num_classes, w.layers, w.heads, w.out_heads, w.jk)
+    """Trainable parameters of the model (and of link prediction's decoder), counted on the meta
+    device (no memory); the same for every part and setting of one model, so counted once per
+    model shape."""
+    return _parameter_counts(w, s)[0]
+
+
+def _parameter_counts(w: Workload, s: PartSizes) -> tuple[int, tuple[int, ...]]:
+    """``(the model's trainable parameters, each convolution's)``."""
+    decoder = w.decoder if w.task == "link" else None
+    return _count_parameters(w.model, s.feature_dim, w.hidden, _out_dim(w, s), w.layers, w.heads, w.out_heads, w.jk,
+                             decoder)
 
 
 @functools.lru_cache(maxsize=64)
 def _count_parameters(model_name: str, in_dim: int, hidden: int, out_dim: int, layers: int, heads: int | None,
-                      out_heads: int | None, jk: str = "last") -> int:
+                      out_heads: int | None, jk: str = "last", decoder: str | None = None) -> tuple[int, tuple[int, ...]]:
     import torch
 
     from ..models import build_model
@@ -230,7 +280,13 @@ def _count_parameters(model_name: str, in_dim: int, hidden: int, out_dim: int, l
     with torch.device("meta"):
         model = build_model(model_name, in_dim=in_dim, hidden_dim=hidden, out_dim=out_dim, num_layers=layers,
                             jk=jk, **kwargs)
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+        if decoder is not None:
+            from ..nn.link_decoder import build_decoder
+
+            model.add_module("link_decoder", build_decoder(decoder, out_dim))
+    def count(m: Any) -> int:
+        return sum(p.numel() for p in m.parameters() if p.requires_grad)
+    return count(model), tuple(count(conv) for conv in getattr(model, "convs", []))
 
 
 def _wire_bytes(name: str) -> float:
@@ -284,10 +340,11 @@ def _halo(w: Workload, s: PartSizes) -> Component:
     return Component(int((s.send + s.halo) * max(widths) * wire))
 
 
-def _activations(w: Workload, s: PartSizes) -> Component:
+def _activations(w: Workload, s: PartSizes, stage: int = 0) -> Component:
     """What autograd keeps for backward (:mod:`.saved`); with offload (CUDA) the device holds the
-    two largest layers' and the host the rest."""
+    two largest layers' and the host the rest. A stage keeps its layers' and the outside terms."""
     kept = layer_saved(w, s)
+    kept = [kept[i] for i in stage_layers(w, stage)] + kept[-1:]
     total = sum(kept)
     if w.offload and w.device == "cuda":
         on_device = sum(sorted(kept[:-1], reverse=True)[:2]) + kept[-1]
@@ -295,45 +352,73 @@ def _activations(w: Workload, s: PartSizes) -> Component:
     return Component(total)
 
 
-def _optimizer(w: Workload, s: PartSizes) -> Component:
+def _optimizer(w: Workload, s: PartSizes, stage: int = 0) -> Component:
     """Weights, gradients and the optimizer's state: ``(8 + state) N_p`` (Adam 8 B of moments per
     parameter), ``+ 4 N_p`` for ``select best-val`` (the best epoch's weights), ``+ 2 N_p`` for bf16
-    (autocast's copies of the weights)."""
-    n = num_parameters(w, s)
-    per = 8 + _OPTIMIZER_STATE.get(w.optimizer, 8) + (4 if w.select == "best-val" else 0) \
+    (autocast's copies of the weights). A stage: the weights ``4 N_p``, the rest for the
+    parameters it trains only (:func:`~.stages.stage_parameters`)."""
+    total, per_conv = _parameter_counts(w, s)
+    trained = stage_parameters(w, stage, total, per_conv)
+    per = 4 + _OPTIMIZER_STATE.get(w.optimizer, 8) + (4 if w.select == "best-val" else 0) \
         + (2 if w.precision == "bf16" else 0)
-    return Component(per * n)
+    return Component(4 * total + per * trained)
 
 
-def _workspace(w: Workload, s: PartSizes) -> Component:
+def _workspace(w: Workload, s: PartSizes, stage: int = 0) -> Component:
     """The busiest layer's backward: its input and output gradients ``(S w_in + I w_out) b`` times
     the model's :data:`WORKSPACE_FACTOR` (GAT: plus the softmax backward's two ``[E, heads]``
     float32 temporaries), the logits and their gradient ``2 I C 4``, with recomputation that
     layer's saved tensors, computed again, and on CPU :data:`STEP_RUNTIME_BYTES`. bf16 on CPU:
     the SpMM of bfloat16 rows accumulates in float32, so those temporaries are float32, plus
     autocast's bfloat16 copy of the layer's input ``2 S w_in`` (measured: a bf16 step on CPU
-    needs 0.9x the fp32 step's transients, not 0.5x)."""
+    needs 0.9x the fp32 step's transients, not 0.5x). A stage: its layers' (the logits on the
+    last stage only)."""
     b = _activation_bytes(w)
-    shapes = _layers(w, s)
+    layers = stage_layers(w, stage)
+    shapes = [sh for sh in _layers(w, s) if sh.index in layers]
+    last = layers.stop == w.layers
     cpu_bf16 = w.device == "cpu" and b == 2
     grads = max((s.rows * sh.w_in + s.inner * sh.w_out) * (4 if cpu_bf16 else b)
                 + (2 * s.rows * sh.w_in if cpu_bf16 else 0) for sh in shapes)
-    out = int(WORKSPACE_FACTOR.get(w.model, 1.0) * grads) + 2 * s.inner * s.num_classes * 4
+    out = int(WORKSPACE_FACTOR.get(w.model, 1.0) * grads) + (2 * s.inner * _out_dim(w, s) * 4 if last else 0)
     if w.model == "gat":
         out += 2 * s.edges * max(sh.heads for sh in shapes) * 4
     if w.device == "cpu":
         out += STEP_RUNTIME_BYTES
     if w.recompute != "none":
-        out += max(layer_saved(w.replace(recompute="none"), s)[:-1])
+        kept = layer_saved(w.replace(recompute="none"), s)
+        out += max(kept[i] for i in layers)
     return Component(out)
 
 
-_FORMULAS = {"runtime": _runtime, "block": _block, "features": _features, "halo": _halo,
-             "activations": _activations, "optimizer": _optimizer, "workspace": _workspace}
+def _task(w: Workload, s: PartSizes, stage: int = 0) -> Component:
+    """What the task holds and needs besides the model (:func:`~.task.task_bytes`: link
+    prediction's pairs and the larger of its step's and evaluation's transients; 0 for node
+    tasks). Its transients come at other moments than the model's backward (the evaluation after
+    the step's tensors are freed): they count only beyond the model's activations and workspace
+    (less :data:`STEP_RUNTIME_BYTES`, which stays)."""
+    workspace = _workspace(w, s, stage).device - (STEP_RUNTIME_BYTES if w.device == "cpu" else 0)
+    return Component(task_bytes(w, s, _activations(w, s, stage).device, workspace))
+
+
+def _stage(w: Workload, s: PartSizes, stage: int = 0) -> Component:
+    """A layer/hybrid-parallel stage's boundary buffers, its layer inputs' gradients, history and
+    chunk plans (:func:`~.stages.stage_bytes`, at the width of the layers' inputs); 0 for graph
+    parallelism."""
+    widths = [sh.w_in for sh in _layers(w, s) if sh.index in stage_layers(w, stage) and sh.index > 0]
+    return Component(stage_bytes(w, s, stage, max(widths, default=w.hidden)))
+
+
+_FORMULAS = {"runtime": _runtime, "block": _block, "features": _features, "halo": _halo, "stage": _stage,
+             "activations": _activations, "optimizer": _optimizer, "workspace": _workspace, "task": _task}
 """Component -> its formula (docstrings: where each figure comes from)."""
+_STAGED = ("stage", "activations", "optimizer", "workspace", "task")
+"""The formulas that depend on a layer/hybrid-parallel rank's stage."""
 
 
-def plan_rank(sizes: PartSizes, workload: Workload) -> RankPlan:
-    """The predicted peak of the rank training part ``sizes`` as ``workload`` says."""
-    return RankPlan(sizes.part_id, {name: _FORMULAS[name](workload, sizes) for name in COMPONENTS},
-                    device=workload.device)
+def plan_rank(sizes: PartSizes, workload: Workload, stage: int = 0) -> RankPlan:
+    """The predicted peak of the rank training part ``sizes`` as ``workload`` says (``stage``: its
+    stage of a layer/hybrid-parallel run, :mod:`.stages`)."""
+    return RankPlan(sizes.part_id, {name: _FORMULAS[name](workload, sizes, stage) if name in _STAGED
+                                    else _FORMULAS[name](workload, sizes) for name in COMPONENTS},
+                    device=workload.device, stage=stage)

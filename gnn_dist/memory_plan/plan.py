@@ -3,6 +3,7 @@ device of a given size (what ``gnn-dist plan`` prints and ``train`` logs)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from .model import COMPONENTS, RankPlan, Workload, plan_rank
 from .search import Recommendation, recommend
 from .sizes import PartSizes, sizes_from_meta
+from .stages import stage_count
 
 __all__ = ["MemoryPlan", "plan_memory", "plan_from_meta", "scaled_parts"]
 
@@ -21,6 +23,8 @@ class MemoryPlan:
     workload: Workload
     ranks: list[RankPlan]
     sizes: list[PartSizes]
+    """Every part's sizes (a layer/hybrid-parallel run's ``ranks`` are every stage over every
+    part, in world-rank order ``r = s G + g``)."""
     recommendation: Recommendation | None = None
 
     @property
@@ -29,13 +33,15 @@ class MemoryPlan:
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values (``gnn-dist plan --json``)."""
+        staged = stage_count(self.workload) > 1
+
         def rank(r: RankPlan, s: PartSizes) -> dict[str, Any]:
-            return {"part": r.part_id, "inner": s.inner, "halo": s.halo, "edges": s.edges, "send": s.send,
+            return {"part": r.part_id, **({"stage": r.stage} if staged else {}), "inner": s.inner, "halo": s.halo, "edges": s.edges, "send": s.send,
                     "components": r.bytes(), "host": {k: c.host for k, c in r.components.items() if c.host},
                     "total": r.total, "allocated": r.allocated}
         out: dict[str, Any] = {"workload": {k: getattr(self.workload, k) for k in self.workload.__slots__},
                                "components": list(COMPONENTS),
-                               "ranks": [rank(r, s) for r, s in zip(self.ranks, self.sizes)],
+                               "ranks": [rank(r, self.sizes[i % len(self.sizes)]) for i, r in enumerate(self.ranks)],
                                "largest": {"part": self.largest.part_id, "total": self.largest.total}}
         rec = self.recommendation
         if rec is not None:
@@ -46,15 +52,16 @@ class MemoryPlan:
 
 
 def scaled_parts(sizes: list[PartSizes]) -> Callable[[int], list[PartSizes]]:
-    """P -> the largest part of ``sizes`` scaled to ``P`` parts (rows, edges and send rows by the
-    ratio of the parts, the halo share of the inner rows kept: an estimate for a folder)."""
+    """P -> the largest part of ``sizes`` scaled to ``P`` parts (rows, edges, send rows and link
+    pairs by the ratio of the parts, the halo share of the inner rows kept: an estimate for a
+    folder)."""
     big = max(sizes, key=lambda s: s.rows + s.edges)
 
     def at(parts: int) -> list[PartSizes]:
         f = big.num_parts / parts
-        inner = max(1, int(big.inner * f))
-        return [PartSizes(part_id=0, num_parts=parts, inner=inner, halo=int(big.halo * f), edges=int(big.edges * f),
-                          send=int(big.send * f), feature_dim=big.feature_dim, num_classes=big.num_classes)]
+        return [dataclasses.replace(big, part_id=0, num_parts=parts, inner=max(1, int(big.inner * f)),
+                                    halo=int(big.halo * f), edges=int(big.edges * f), send=int(big.send * f),
+                                    link_pairs=tuple(int(n * f) for n in big.link_pairs))]
     return at
 
 
@@ -62,7 +69,7 @@ def plan_memory(sizes: list[PartSizes], workload: Workload, device_memory: int |
                 more_parts: Callable[[int], list[PartSizes]] | None = None) -> MemoryPlan:
     """The plan of ``workload`` on parts ``sizes``; with ``device_memory`` (bytes) the cheapest
     settings that fit it (:func:`~.search.recommend`)."""
-    ranks = [plan_rank(s, workload) for s in sizes]
+    ranks = [plan_rank(s, workload, stage) for stage in range(stage_count(workload)) for s in sizes]
     rec = None if device_memory is None else recommend(sizes, workload, device_memory,
                                                        more_parts or scaled_parts(sizes))
     return MemoryPlan(workload, ranks, sizes, rec)
@@ -71,4 +78,4 @@ def plan_memory(sizes: list[PartSizes], workload: Workload, device_memory: int |
 def plan_from_meta(meta: Any, config: Any, device: str = "cpu", device_memory: int | None = None) -> MemoryPlan:
     """The plan of a partition folder's metadata (``PartitionMeta``) trained as ``config`` (a
     :class:`~gnn_dist.config.RunConfig`) on ``device`` (``cpu``/``cuda``)."""
-    return plan_memory(sizes_from_meta(meta), Workload.from_config(config, device), device_memory)
+    return plan_memory(sizes_from_meta(meta), Workload.from_config(config, device, meta), device_memory)

@@ -7,6 +7,7 @@ from partitioners.memory import format_bytes
 
 from .model import COMPONENTS
 from .plan import MemoryPlan
+from .stages import stage_count
 
 __all__ = ["render_plan", "MAX_ROWS"]
 
@@ -18,24 +19,27 @@ def render_plan(plan: MemoryPlan) -> list[str]:
     """The lines of the plan's table and recommendation."""
     w = plan.workload
     settings = " ".join(w.flags()) or "(defaults)"
-    num_parts = plan.sizes[0].num_parts
-    ranks = f"{num_parts} rank(s)" if len(plan.ranks) == num_parts else f"{num_parts} ranks (the mean part)"
+    num_parts, stages = plan.sizes[0].num_parts, stage_count(w)
+    ranks = f"{num_parts} rank(s)" if len(plan.sizes) == num_parts else f"{num_parts} ranks (the mean part)"
+    if stages > 1:
+        ranks = f"{stages} stages ({w.parallel}, {w.chunks} chunk(s)) x {ranks}"
     lines = [f"memory plan: {w.model}, {w.layers} layers x {w.hidden}, {ranks} on {w.device}; settings {settings}"]
-    head = ["part", "inner", "halo", "edges", *COMPONENTS, "total"]
+    head = ["part", *(["stage"] if stages > 1 else []), "inner", "halo", "edges", *COMPONENTS, "total"]
     order = sorted(range(len(plan.ranks)), key=lambda i: -plan.ranks[i].total)
     shown = sorted(order[:MAX_ROWS])
     rows = [head]
     for i in shown:
-        r, s = plan.ranks[i], plan.sizes[i]
-        rows.append([str(r.part_id), f"{s.inner:,}", f"{s.halo:,}", f"{s.edges:,}",
+        r, s = plan.ranks[i], plan.sizes[i % len(plan.sizes)]
+        rows.append([str(r.part_id), *([str(r.stage)] if stages > 1 else []), f"{s.inner:,}", f"{s.halo:,}", f"{s.edges:,}",
                      *(format_bytes(r.components[c].device) for c in COMPONENTS), format_bytes(r.total)])
     widths = [max(len(row[j]) for row in rows) for j in range(len(head))]
     lines += ["  ".join(cell.rjust(widths[j]) for j, cell in enumerate(row)) for row in rows]
     if len(plan.ranks) > MAX_ROWS:
         lines.append(f"... {len(plan.ranks) - MAX_ROWS} smaller rank(s) not shown")
     largest = plan.largest
-    whole = sum(r.total for r in plan.ranks) * (num_parts // len(plan.ranks))   # a size spec: the mean part P times
-    lines.append(f"largest rank: part {largest.part_id}, ~{format_bytes(largest.total)}; all {num_parts} ranks "
+    whole = sum(r.total for r in plan.ranks) * (num_parts // len(plan.sizes))   # a size spec: the mean part P times
+    where = f"part {largest.part_id}" + (f" stage {largest.stage}" if stages > 1 else "")
+    lines.append(f"largest rank: {where}, ~{format_bytes(largest.total)}; all {num_parts * stages} ranks "
                  f"~{format_bytes(whole)}")
     host = largest.host
     if host:

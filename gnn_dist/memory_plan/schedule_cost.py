@@ -10,31 +10,52 @@ layers of hidden width ``F``, ``C`` the jumping-knowledge carry's width (0; ``F`
 the classes for ``cat``), ``b`` bytes of an element (4, fp32), ``W`` the model's trainable
 parameters, ``W_s`` those every stage trains (GCNII's ``lin_in``: ``F_in F + F``; the ``cat``
 readout's weight), ``H(G) = sum_g H_g`` the halo rows of a ``G``-part partition summed over its
-parts (``H(1) = 0``), ``K`` chunks.
+parts (``H(1) = 0``), ``K`` chunks, ``h_l`` the bytes one halo row moves at layer ``l`` in an
+epoch, forward plus backward (below).
 
 Bytes per epoch, summed over the ranks (what the trainers record as ``halo_bytes +
 allreduce_bytes``; every all-reduce is counted as the gradient bytes each rank puts in):
 
 .. math::
 
-    B_\text{graph}(P) &= 2 b F L\, H(P) + [P > 1]\, P b W \\
+    B_\text{graph}(P) &= H(P) \sum_l h_l + [P > 1]\, P b W \\
     B_\text{layer}(S) &= 2 b (F + C) N (S - 1) + [S > 1]\, S b W_s \\
-    B_\text{hybrid}(S, G) &= 2 b (F + C) N (S - 1) + 2 b F L\, H(G)
+    B_\text{hybrid}(S, G) &= 2 b (F + C) N (S - 1) + H(G) \sum_l h'_l
         + [G > 1]\, G b (W - W_s) + P b W_s, \qquad P = S G
 
 Graph: every layer sends each part's send rows forward and the gradients of its halo rows back
-(``sum_p R_p = sum_p H_p`` on a symmetric graph), then every rank all-reduces all the weights.
-Layer: each of the ``S - 1`` stage boundaries carries all ``N`` rows forward and their gradient
-back, whatever the graph's cut; a stage's own weights have nobody to sum with, the shared ones
-are summed over every rank. Hybrid: the boundaries, plus each stage's ``L / S`` layers exchanging
-the halo rows of the ``G``-part partition, plus each stage's weights over its ``G`` ranks. Hence
+(``sum_p R_p = sum_p H_p``: every halo row is some part's send row), then every rank all-reduces
+all the weights. Per layer (:func:`halo_row_bytes`, on :func:`.saved.layer_shapes`' ``w_in``):
 
 .. math::
 
-    \frac{B_\text{layer}}{B_\text{graph}} \approx \frac{(S - 1) N}{L\, H(P)}
+    h_l = w_l (b_\text{rows} + b_\text{grads}), \qquad
+    h_0 = \begin{cases} 0 & \text{static halo} \\ F_\text{in} b_\text{features} & \text{otherwise}\end{cases}
+    \ \text{(a store-fed first layer)}
 
-(ignoring the all-reduce): layer parallelism pays in bytes when ``H(P) / N > (S - 1) / L``: deep
-models, parts with many halo rows.
+``w_l`` the layer's input width (``F``; GAT's heads x per-head width, ``F`` too), ``b_rows`` and
+``b_grads`` the wire bytes of ``--halo-dtype``, else of ``--precision`` (:func:`wire_row_bytes`:
+a quantised row adds its header), ``b_features`` float32's or ``--halo-dtype``'s. The first layer of
+GCN, GraphSAGE, GAT and GIN reads the features, which need no gradient: it sends ``F_in``-wide
+rows forward only, and with the static halo cache (the default) nothing per epoch (they crossed
+once, at the start; not counted). GCNII, ResGCN, ResGraphSAGE and GINE (:data:`.saved.TENSOR_INPUT`)
+feed their first conv a hidden-wide map of the features with a gradient: ``h_l = 2 b F`` every
+layer, ``sum_l h_l = 2 b F L``.
+Layer: each of the ``S - 1`` stage boundaries carries all ``N`` rows forward and their gradient
+back, whatever the graph's cut; a stage's own weights have nobody to sum with, the shared ones
+are summed over every rank. Hybrid: the boundaries, plus each stage's ``L / S`` layers exchanging
+the halo rows of the ``G``-part partition (``h'_l``: the first stage's first layer reads the
+features, with no static halo cache in the layer-parallel trainer, and the stages send rows as
+computed, ``--halo-dtype`` aside), plus each stage's weights over its ``G`` ranks. Hence
+
+.. math::
+
+    \frac{B_\text{layer}}{B_\text{graph}} \approx \frac{(S - 1) N}{L_h\, H(P)}, \qquad
+    L_h = \frac{\sum_l h_l}{2 b F}
+
+(ignoring the all-reduce; ``L_h = L`` for GCNII, ``L - 1`` for a store-fed model with the static
+halo): layer parallelism pays in bytes when ``H(P) / N > (S - 1) / L_h``: deep models, parts
+with many halo rows.
 
 Time per epoch on a link of ``beta`` bytes/s per rank (each rank's link works in parallel; the
 mean rank's bytes), with compute proportional to edges, width and depth at ``r`` edge-feature
@@ -59,13 +80,15 @@ one by the halo model's exponent (:mod:`.sizes`: ``H / I = a (P - 1)^b``):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from .saved import LayerShape
 from .sizes import HALO_MODELS
 
-__all__ = ["ScheduleGraph", "ScheduleModel", "ScheduleCost", "ScheduleTable", "EDGE_RATE", "schedule_costs", "recommend_schedule",
-           "shared_parameters"]
+__all__ = ["ScheduleGraph", "ScheduleModel", "ScheduleCost", "ScheduleTable", "EDGE_RATE", "schedule_costs",
+           "recommend_schedule", "shared_parameters", "halo_row_bytes", "wire_row_bytes", "workload_row_bytes"]
 
 EDGE_RATE = 2.2e8
 """Default ``r``: edge-feature products per second per rank, measured on this project's CPU ranks
@@ -109,7 +132,10 @@ class ScheduleGraph:
 
 @dataclass(frozen=True, slots=True)
 class ScheduleModel:
-    """The model's figures: ``L``, ``F``, ``W``, ``W_s``, ``C``, ``b`` (module docstring)."""
+    """The model's figures: ``L``, ``F``, ``W``, ``W_s``, ``C``, ``b``, and the bytes one halo row
+    moves per layer and epoch, forward plus backward, ``h_l`` (module docstring; empty: ``2 b F``
+    every layer, the GCNII rule), under graph sync (``row_bytes``) and within the stages of the
+    layer and hybrid schedules (``staged_row_bytes``; empty: ``row_bytes``)."""
 
     layers: int
     hidden: int
@@ -117,6 +143,13 @@ class ScheduleModel:
     shared_params: int = 0
     carry: int = 0
     bytes_per_element: int = 4
+    row_bytes: tuple[float, ...] = ()
+    staged_row_bytes: tuple[float, ...] = ()
+
+    def halo_row_bytes(self, staged: bool) -> float:
+        """``sum_l h_l``: the bytes one halo row moves in an epoch over all layers."""
+        rows = (self.staged_row_bytes or self.row_bytes) if staged else self.row_bytes
+        return float(sum(rows)) if rows else 2.0 * self.bytes_per_element * self.hidden * self.layers
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +204,58 @@ def shared_parameters(model: str, *, feature_dim: int, hidden: int, classes: int
     return 0
 
 
+Wire = float | Callable[[int], float]
+"""Bytes a value on the wire, or ``width -> bytes`` of one row (:func:`wire_row_bytes`)."""
+
+
+def _per_row(wire: Wire) -> Callable[[int], float]:
+    return wire if callable(wire) else (lambda w: w * wire)
+
+
+def halo_row_bytes(shapes: Sequence[LayerShape], *, store_fed: bool, static_halo: bool, wire: Wire,
+                   grad_wire: Wire | None = None, feature_wire: Wire = 4.0) -> tuple[float, ...]:
+    """``h_l`` of each layer (:func:`.saved.layer_shapes`): its input's ``w_in``-wide rows forward in
+    ``wire`` and their gradients back in ``grad_wire`` (default ``wire``); a store-fed first layer
+    (``store_fed``: its input is the features, which need no gradient) sends its ``F_in``-wide rows
+    forward only, in ``feature_wire``, and nothing per epoch with the ``static_halo`` cache
+    (fetched once, at the start)."""
+    fwd, feat = _per_row(wire), _per_row(feature_wire)
+    back = fwd if grad_wire is None else _per_row(grad_wire)
+
+    def row(s: LayerShape) -> float:
+        if store_fed and s.index == 0:
+            return 0.0 if static_halo else feat(s.w_in)
+        return fwd(s.w_in) + back(s.w_in)
+    return tuple(row(s) for s in shapes)
+
+
+def wire_row_bytes(name: str) -> Callable[[int], float]:
+    """``width -> bytes`` of one row in the wire format ``name`` (a ``--halo-dtype`` or
+    ``--precision``, the codecs' registry): a float dtype's values (:func:`.model._wire_bytes`), a
+    quantised width's packed bits and per-row header (:func:`~gnn_dist.distributed.quantize.row_bytes`)."""
+    from ..distributed.codec import QUANTIZED_BITS
+    from ..distributed.quantize import row_bytes
+    from .model import _wire_bytes
+
+    if name in QUANTIZED_BITS:
+        return lambda w: float(row_bytes(w, QUANTIZED_BITS[name]))
+    return _per_row(_wire_bytes(name))
+
+
+def workload_row_bytes(workload: Any, sizes: Any, *, staged: bool = False) -> tuple[float, ...]:
+    """:func:`halo_row_bytes` of a :class:`~.model.Workload` on a part of ``sizes``: graph sync
+    with the run's static halo and ``--halo-dtype`` (else ``--precision``) wire; ``staged``: the
+    layer-parallel trainer's stages, which have no static halo and send rows as computed. Layer 0's
+    features travel as float32 (or in ``--halo-dtype``): autocast starts at the first map."""
+    from .model import _layers, _store_fed
+
+    wire = workload.precision if staged else (workload.halo_dtype or workload.precision)
+    features = "fp32" if staged else (workload.halo_dtype or "fp32")
+    return halo_row_bytes(_layers(workload, sizes), store_fed=_store_fed(workload),
+                          static_halo=workload.static_halo and not staged, wire=wire_row_bytes(wire),
+                          feature_wire=wire_row_bytes(features))
+
+
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
@@ -191,7 +276,7 @@ def schedule_costs(graph: ScheduleGraph, model: ScheduleModel, ranks: int, *, ch
     beta = None if link_gbps is None else link_gbps * 1e9 / 8
 
     def cost(name: str, mode: str, S: int, G: int, flags: list[str]) -> ScheduleCost:
-        halo = 2.0 * b * F * L * graph.halo_rows(G)
+        halo = model.halo_row_bytes(S > 1) * graph.halo_rows(G)
         stage = 2.0 * b * (F + model.carry) * N * (S - 1)
         if S == 1:
             reduce = ranks * b * model.params if ranks > 1 else 0

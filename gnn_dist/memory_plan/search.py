@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from .model import MiB, RankPlan, Workload, plan_rank
 from .saved import TENSOR_INPUT
 from .sizes import PartSizes
+from .stages import stage_count
 
 __all__ = ["LADDER", "Recommendation", "candidates", "recommend"]
 
@@ -88,7 +89,7 @@ def candidates(base: Workload) -> list[tuple[str, Workload]]:
 
 
 def _largest(sizes: list[PartSizes], w: Workload) -> RankPlan:
-    return max((plan_rank(s, w) for s in sizes), key=lambda p: p.total)
+    return max((plan_rank(s, w, stage) for stage in range(stage_count(w)) for s in sizes), key=lambda p: p.total)
 
 
 def _with_budget(sizes: list[PartSizes], w: Workload, limit: int) -> Workload | None:

@@ -29,3 +29,7 @@ def test_the_report_counts_a_case_only_when_every_rank_is_within_15_percent():
     assert "Target: every rank within 15%: 1 of 2 cases." in text
     assert "| sbm-small | 2 | gat |" in text and "0.80x" in text and "**no**" in text
     assert "--precision bf16" in text and "Outside the target" in text
+    link = mp.render(mp.BenchConfig(), env, rows, "", 60.0, None, [_case("gcn", [1.05, 0.97], ["--hidden", "32"]),
+                                                                   _case("gcn", [1.2], ["--decoder", "mlp"])])
+    assert "## Link prediction" in link and "Every rank within 15%: 1 of 2 cases." in link
+    assert "| sbm-small | 2 | gcn | --hidden 32 |" in link

@@ -77,3 +77,22 @@ def test_gnn_dist_train_refuses_before_any_rank_starts(parts):
     assert len(lines) == 1 and "more than --max-memory 200MB" in lines[0], lines
     res = run_tree([*cli, "train", "--data", parts, "--max-memory", "lots"], timeout=120)
     assert res.returncode == 2 and "--max-memory: 'lots' is not a memory size" in res.stdout, res.stdout[-2000:]
+
+
+def test_a_layer_parallel_run_is_estimated_rank_by_rank(parts):
+    from partitioners.format import load_partition_meta
+    from partitioners.memory import MemoryLimitError
+
+    from gnn_dist.memory_guard import check_training_memory, estimate_rank_memory, world_ranks
+    from gnn_dist.memory_plan import plan_from_meta
+
+    meta = load_partition_meta(parts)
+    config = _config(parts, "--parallel", "hybrid", "--stages", "2", "--model", "gcnii", "--layers", "4",
+                     "--max-memory", "100MB")
+    assert world_ranks(meta, config) == [0, 1, 2, 3] and world_ranks(meta, _config(parts)) == [0, 1]
+    got = [estimate_rank_memory(meta, r, config) for r in world_ranks(meta, config)]
+    assert [(e.part_id, e.stage) for e in got] == [(0, 0), (1, 0), (0, 1), (1, 1)]    # r = s P + g
+    assert [e.total for e in got] == [r.total for r in plan_from_meta(meta, config).ranks]
+    assert all(e.parts["stage"] > 0 for e in got) and estimate_rank_memory(meta, 0, _config(parts)).stage is None
+    with pytest.raises(MemoryLimitError, match=r"for 4 rank\(s\) on this machine \(the largest, part \d, stage \d: "):
+        check_training_memory(meta, config, world_ranks(meta, config), local_ranks=4)

@@ -110,6 +110,63 @@ def test_the_guard_is_the_planner(parts):
     assert [estimate_rank_memory(meta, p, config).total for p in (0, 1)] == [r.total for r in plan.ranks]
 
 
+# -------------------------------------------------------- link prediction: the task component
+def _link_sizes(pairs=(400_000, 25_000, 50_000), **kw):
+    from dataclasses import replace
+
+    return replace(_sizes(**kw), num_nodes=2_000_000, link_pairs=pairs, link_global=tuple(4 * n for n in pairs))
+
+
+def test_node_tasks_predict_what_they_did_before_the_task_component():
+    from gnn_dist.memory_plan import Workload, plan_rank
+
+    # the totals of the planner before it had a task component (a node task's is 0, its pairs ignored)
+    for w, sizes, before in [(Workload(model="gcn", hidden=128, layers=3), _sizes(), 4_969_561_021),
+                             (Workload(model="gat", hidden=256, layers=3, heads=4, device="cuda"), _sizes(),
+                              10_470_677_021),
+                             (Workload(model="sage", hidden=64, precision="bf16", task="classification"),
+                              _link_sizes(), 3_207_659_008)]:
+        plan = plan_rank(sizes, w)
+        assert plan.components["task"].device == 0 and plan.total == before, (w.model, plan.total)
+
+
+def test_link_prediction_adds_a_task_term_that_grows_with_the_pairs_and_negatives():
+    from gnn_dist.memory_plan import Workload
+    from gnn_dist.memory_plan.task import link_evaluation, link_held
+
+    link = Workload(model="gcn", hidden=128, layers=2, task="link")
+    task = _total(link, _link_sizes(), part="task")
+    assert task > 0 and _total(link.replace(task="auto"), _link_sizes(), part="task") == 0
+    assert _total(link, _link_sizes(pairs=(800_000, 50_000, 100_000)), part="task") > task, "more pairs"
+    assert _total(link.replace(eval_negatives=400), _link_sizes(), part="task") > task, "more negatives"
+    assert _total(link.replace(decoder="mlp"), _link_sizes(), part="task") > task, "the MLP keeps more"
+    assert _total(link.replace(hidden=256), _link_sizes(), part="task") > task, "wider embeddings"
+    s = _link_sizes()
+    assert link_held(link, s) == 32 * 475_000 + 32 * 25_000 + 8 * 2_000_000   # pairs, ids, train sample, node map
+    rank1 = _link_sizes().__class__(**{**{f: getattr(s, f) for f in s.__slots__}, "part_id": 1})
+    assert link_evaluation(link, rank1) <= link_evaluation(link, s), "rank 0 gathers the ROC-AUC's scores"
+    # the output width is the embedding's, and the MLP decoder's weights count
+    assert _total(link, part="optimizer") != _total(link.replace(task="auto"), part="optimizer")
+    assert _total(link.replace(decoder="mlp"), part="optimizer") - _total(link, part="optimizer") == \
+        16 * (128 * 128 + 128 + 128 + 1)
+
+
+def test_the_task_comes_from_the_config_and_auto_from_the_partition(parts):
+    from partitioners.format import load_partition_meta
+
+    from gnn_dist.config_cli import parse_run_config
+    from gnn_dist.memory_plan import SPEC_EDGE_SPLIT, Workload, sizes_from_spec
+
+    config = parse_run_config(["--data", parts, "--task", "link", "--decoder", "mlp", "--eval-negatives", "7"])[0]
+    w = Workload.from_config(config)
+    assert (w.task, w.decoder, w.eval_negatives) == ("link", "mlp", 7)
+    auto = parse_run_config(["--data", parts])[0]
+    assert Workload.from_config(auto, meta=load_partition_meta(parts)).task == "classification"
+    spec = sizes_from_spec(nodes=1000, edges=10_000, feature_dim=8, num_classes=2, num_parts=2,
+                           edge_split=SPEC_EDGE_SPLIT)
+    assert spec.link_global == (8500, 500, 1000) and spec.link_pairs == (4250, 250, 500) and spec.edges == 8500
+
+
 def _cli(capsys, *argv):
     from partitioners.cli import main
 
@@ -131,6 +188,10 @@ def test_gnn_dist_plan_prints_each_rank_and_the_recommendation(capsys, parts):
     code, out, _ = _cli(capsys, "--data", parts, "--json", "--device-memory", "1GB", "--device", "cpu")
     plan = json.loads(out)
     assert code == 0 and len(plan["ranks"]) == 2 and plan["recommendation"]["fits"] is True
+    code, out, _ = _cli(capsys, "--nodes", "100000", "--edges", "1000000", "--feature-dim", "16", "--classes", "4",
+                        "--parts", "2", "--task", "link", "--json")
+    plan = json.loads(out)
+    assert code == 0 and plan["components"][-1] == "task" and plan["ranks"][0]["components"]["task"] > 0
 
 
 @pytest.mark.parametrize("argv, message", [

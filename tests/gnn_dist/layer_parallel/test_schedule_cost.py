@@ -17,8 +17,9 @@ from partitioners import Graph
 from partitioners.format.writer import write_partition
 
 from gnn_dist.memory_plan import sizes_from_meta
-from gnn_dist.memory_plan.schedule_cost import (ScheduleGraph, ScheduleModel, recommend_schedule,
-                                                schedule_costs, shared_parameters)
+from gnn_dist.memory_plan.model import Workload
+from gnn_dist.memory_plan.schedule_cost import (ScheduleGraph, ScheduleModel, halo_row_bytes, recommend_schedule,
+                                                schedule_costs, shared_parameters, workload_row_bytes)
 from partitioners.format import load_partition_meta
 
 RESULTS = Path(__file__).resolve().parents[3] / "benchmarks" / "results"
@@ -107,6 +108,81 @@ def test_the_model_counts_what_the_layer_parallel_trainer_sends(tmp_path):
     layer = [c for c in schedule_costs(ScheduleGraph(graph.num_nodes, 1, {2: 0}), model, 2) if c.mode == "layer"]
     assert sum(r["stage_bytes"] for r in recs) == layer[0].stage_bytes
     assert sent == layer[0].bytes
+
+
+def _hybrid_record(rank, world_size, path):
+    return train_layer(rank, world_size, path, "gcn", 0.5, "hybrid", 2, epochs=1)["records"][-1]
+
+
+def test_the_model_counts_what_the_hybrid_trainer_sends(tmp_path):
+    """GCN, hybrid S=2 G=2 on 4 ranks: the first stage's first layer sends the features every epoch
+    (no static halo cache in the stages, no gradient back), the other layers 8-wide rows and
+    gradients; the boundary 8-wide rows and gradients of all N rows."""
+    graph = make_graph()
+    folder = write(graph, 2, tmp_path / "two")
+    recs = run_ranks(_hybrid_record, 4, folder, timeout=240)
+    sizes = sizes_from_meta(load_partition_meta(folder))
+    workload = Workload(model="gcn", hidden=8, layers=LAYERS)
+    staged = workload_row_bytes(workload, sizes[0], staged=True)
+    assert staged == (sizes[0].feature_dim * 4,) + (2 * 8 * 4,) * (LAYERS - 1)
+    model = ScheduleModel(LAYERS, 8, params=0, row_bytes=workload_row_bytes(workload, sizes[0]),
+                          staged_row_bytes=staged)
+    costs = schedule_costs(ScheduleGraph(graph.num_nodes, 1, {2: sum(s.halo for s in sizes)}), model, 4)
+    hybrid = {c.name: c for c in costs}["hybrid S=2 G=2"]
+    assert sum(r["stage_bytes"] for r in recs) == hybrid.stage_bytes
+    assert sum(r["halo_bytes"] - r["stage_bytes"] for r in recs) == hybrid.halo_bytes > 0
+
+
+def _graph_record(rank, world_size, path, layers, static_halo, wire):
+    import gnn_dist
+    from gnn_dist.models import build_model
+
+    part = gnn_dist.load_partition(path)
+    model = build_model("gcn", in_dim=part.feature_dim, hidden_dim=8, out_dim=part.num_classes, num_layers=layers,
+                        dropout=0.5, seed=7)
+    trainer = gnn_dist.Trainer(model, part, lr=0.05, log_every=0, static_halo=static_halo, **wire)
+    return trainer.fit(1)[-1]
+
+
+@pytest.mark.parametrize("layers,static_halo,wire,hidden_row", [(2, True, {}, 2 * 8 * 4), (3, False, {}, 2 * 8 * 4),
+                                                                 (3, False, {"halo_dtype": "int8"}, 2 * (8 + 6))])
+def test_the_model_counts_what_the_graph_trainer_sends(tmp_path, layers, static_halo, wire, hidden_row):
+    """GCN on 2 ranks: layer 0 reads the features (no gradient back; nothing per epoch with the
+    static halo), later layers send 8-wide rows and gradients (int8: a byte a value and a 6-byte
+    header a row): the predicted graph-sync halo bytes are the recorded ones."""
+    folder = write(make_graph(), 2, tmp_path / "two")
+    recs = run_ranks(_graph_record, 2, folder, layers, static_halo, wire, timeout=120)
+    sizes = sizes_from_meta(load_partition_meta(folder))
+    workload = Workload(model="gcn", hidden=8, layers=layers, static_halo=static_halo, **wire)
+    rows = workload_row_bytes(workload, sizes[0])
+    F = sizes[0].feature_dim
+    feature = 0 if static_halo else (F + 6 if wire else F * 4)
+    assert rows == (feature,) + (hidden_row,) * (layers - 1)
+    model = ScheduleModel(layers, 8, params=0, row_bytes=rows)
+    H = sum(s.halo for s in sizes)
+    sync = schedule_costs(ScheduleGraph(sum(s.inner for s in sizes), 1, {2: H}), model, 2)[0]
+    assert sum(r["halo_bytes"] for r in recs) == sync.halo_bytes == H * sum(rows) > 0
+
+
+def test_the_per_layer_rule(tmp_path):
+    from gnn_dist.memory_plan.saved import layer_shapes
+
+    gat = layer_shapes("gat", feature_dim=5, hidden=16, classes=3, layers=3, heads=4, out_heads=2, dropout=0.5)
+    # the features once (static halo), then the 16-wide concatenation of 4 heads, forward and back
+    assert halo_row_bytes(gat, store_fed=True, static_halo=True, wire=4) == (0, 128, 128)
+    assert halo_row_bytes(gat, store_fed=True, static_halo=False, wire=2, grad_wire=4) == (20, 96, 96)
+    part = sizes_from_meta(load_partition_meta(_path_folder(tmp_path)))[0]   # 2 features
+    # GCNII's convs read lin_in's hidden rows (with a gradient): 2 F b every layer; bf16 halves them
+    assert workload_row_bytes(Workload(model="gcnii", hidden=16, layers=3, precision="bf16"), part) == (64,) * 3
+    # --halo-dtype int8 on graph sync (the features too, without the static halo); the stages send as computed
+    sage = Workload(model="sage", hidden=16, layers=2, static_halo=False, halo_dtype="int8")
+    assert workload_row_bytes(sage, part) == (2 + 6, 2 * (16 + 6))   # a 6-byte header a quantised row
+    assert workload_row_bytes(sage, part, staged=True) == (8, 128)
+    model = ScheduleModel(2, 16, 100, row_bytes=(0, 32), staged_row_bytes=(8, 128))
+    graph_sync, layer = schedule_costs(ScheduleGraph(6, 10, {2: 2}), model, 2)
+    assert (graph_sync.halo_bytes, layer.halo_bytes) == (2 * 32, 0)
+    hybrid = {c.name: c for c in schedule_costs(ScheduleGraph(6, 10, {2: 2}), model, 4)}["hybrid S=2 G=2"]
+    assert hybrid.halo_bytes == 2 * (8 + 128)
 
 
 def test_gnn_dist_plan_schedules(tmp_path, capsys):

@@ -187,20 +187,24 @@ def source_digest(folder: str | os.PathLike[str], pattern: str = "*.py") -> str:
 
 
 def cached_metis_partitions(dataset: str, parts: Iterable[int], seed: int,
-                            cache_dir: str | os.PathLike[str]) -> dict[int, str]:
+                            cache_dir: str | os.PathLike[str],
+                            edge_split: Sequence[float] | None = None) -> dict[int, str]:
     """P -> a METIS partition folder of catalog ``dataset`` for each P in ``parts``, made once and
     kept under ``cache_dir``. The folder name carries a digest of the ``partitioners`` sources,
     so a change to the generators, the partitioner or the format makes new folders instead of
-    silently reusing graphs the current code would not produce."""
+    silently reusing graphs the current code would not produce. ``edge_split`` (train, val, test
+    fractions) partitions the graph with that edge split, as ``gnn-dist partition --edge-split``
+    does (seeded with ``seed``), for link prediction."""
     from partitioners.api import partition_graph
     from partitioners.catalog import load_dataset
     from partitioners.format import load_partition_meta
 
     digest = source_digest(repo_root() / "partitioners")[:12]
-    graph = None
+    split_tag = "" if edge_split is None else "-split" + ",".join(f"{f:g}" for f in edge_split)
+    graph, extra = None, {}
     paths: dict[int, str] = {}
     for num_parts in parts:
-        path = Path(cache_dir) / "partitions" / f"{dataset}-metis-seed{seed}-p{num_parts}-{digest}"
+        path = Path(cache_dir) / "partitions" / f"{dataset}{split_tag}-metis-seed{seed}-p{num_parts}-{digest}"
         try:
             meta = load_partition_meta(path)
             ok = meta.num_parts == num_parts and meta.name == dataset
@@ -210,7 +214,12 @@ def cached_metis_partitions(dataset: str, parts: Iterable[int], seed: int,
             if graph is None:
                 graph, t = timed(load_dataset, dataset, seed=seed)
                 log.info("generated %s in %.1f s", dataset, t)
-            _, t = timed(partition_graph, graph, num_parts, "metis", path, seed=seed, overwrite=True)
+                if edge_split is not None:
+                    from partitioners.io.edge_split import with_edge_split
+
+                    graph, extra["edge_split"] = with_edge_split(graph, edge_split, seed)
+            _, t = timed(partition_graph, graph, num_parts, "metis", path, seed=seed, overwrite=True,
+                         extra_meta=extra or None)
             log.info("partitioned %s into %d parts in %.1f s -> %s", dataset, num_parts, t, path)
         paths[num_parts] = str(path)
     return paths

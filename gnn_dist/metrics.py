@@ -58,6 +58,9 @@ class StepStats:
     """Feature rows served from host memory or disk."""
     feature_h2d_bytes: int = 0
     """Feature bytes copied host-to-device."""
+    fetch_bytes: int = 0
+    """Bytes this rank sent fetching rows its task asked for (link prediction's edge endpoints,
+    forward and backward); 0 for node tasks."""
 
     @property
     def feature_hit_rate(self) -> float:

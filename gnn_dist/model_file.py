@@ -6,7 +6,8 @@ predict --model-file FILE`` (:mod:`gnn_dist.predict`) reads it; the format is sp
 values and tensors, so ``torch.load(FILE, weights_only=True)`` reads it and runs no code::
 
     {"format": "gnn-dist-model", "version": 1,
-     "header": "<JSON text>",         # model options, in_dim, out_dim, num_classes, label_kind, task, loss, tensors, training
+     "header": "<JSON text>",         # model options, in_dim, out_dim, num_classes, label_kind, task, loss,
+                                      # task_options, tensors, training
      "sha256": "<hex>",               # of format, version, header and every tensor's bytes
      "state_dict": {name: tensor}}    # the model's parameters and buffers, on CPU
 
@@ -107,20 +108,40 @@ class ModelFile:
 
     @property
     def task(self) -> Any:
-        """The :class:`~gnn_dist.tasks.Task` the model was trained for: the header's ``task`` and
-        ``loss`` (a file written before they were recorded: its label kind's task)."""
+        """The :class:`~gnn_dist.tasks.Task` the model was trained for: the header's ``task``,
+        ``loss`` and ``task_options`` (a file written before they were recorded: its label kind's
+        task; without ``task_options``: the task's default options)."""
+        from .config import TaskConfig
         from .tasks import TASKS, task_for_label_kind
 
         kind = TASKS.get(self.header.get("task", "")) or task_for_label_kind(self.label_kind)
-        if kind is None or kind.label_kind != self.label_kind:
+        if kind is None or (kind.predicts_nodes and kind.label_kind != self.label_kind):
             raise ModelFileError(f"its task {self.header.get('task')!r} is not a task of {self.label_kind!r} labels "
                                  f"known to this version", path=self.path)
+        options = self.header.get("task_options") or {}
+        if not isinstance(options, dict):
+            raise ModelFileError(f"its header's task_options is not an object: {options!r}", path=self.path)
+        try:
+            config = TaskConfig(task=kind.name, **options)
+        except TypeError:
+            unknown = sorted(set(options) - {f.name for f in dataclasses.fields(TaskConfig)})
+            raise ModelFileError(f"task option(s) {', '.join(unknown)} are not known to this version of gnn-dist "
+                                 f"(the file was written by a newer one); upgrade gnn-dist", path=self.path) from None
+        except ConfigError as exc:
+            raise ModelFileError(f"its task_options do not make a task here: {exc}", path=self.path) from None
         loss = self.header.get("loss")
-        return kind(loss if loss in kind.losses else None)
+        return kind.from_options(loss if loss in kind.losses else None, config)
+
+    @property
+    def is_node_model(self) -> bool:
+        """Whether the model predicts nodes (classes, labels, values) rather than scoring pairs of
+        them (a link model: its outputs are node embeddings, its ``link_decoder`` scores pairs)."""
+        return self.task.predicts_nodes
 
     def build(self, device: torch.device | str | None = None) -> torch.nn.Module:
-        """The model, with the file's weights, in eval mode, on ``device`` (default CPU)."""
-        model = _build(self.model_config, self.in_dim, self.out_dim)
+        """The model with its task's modules (a link model's ``link_decoder``), with the file's
+        weights, in eval mode, on ``device`` (default CPU)."""
+        model = _build(self.model_config, self.in_dim, self.out_dim, self.task)
         try:
             model.load_state_dict(self.state_dict, strict=True)
         except RuntimeError as exc:
@@ -132,7 +153,8 @@ class ModelFile:
     def check_fits(self, meta: Any, data: str | os.PathLike) -> None:
         """Refuse (:class:`ModelFileError`) a partition (``meta``, a ``PartitionMeta`` of folder
         ``data``) the model cannot predict on: other feature width, other classes or label kind.
-        A folder without labels is fine (prediction needs features only)."""
+        A folder without labels is fine (prediction needs features only), and a link model's
+        folder may have any labels (it predicts none)."""
         if not meta.feature_dim:
             raise ModelFileError(f"{data} has no node features to predict from", path=self.path)
         if int(meta.feature_dim) != self.in_dim:
@@ -144,7 +166,7 @@ class ModelFile:
             raise ModelFileError(f"the model reads edge features of width {edge_dim} but {data} has "
                                  f"edge_feature_dim={meta.edge_feature_dim}; predict on data with the edge features "
                                  f"the model was trained on", path=self.path)
-        if meta.label_kind is None:
+        if meta.label_kind is None or not self.is_node_model:
             return
         if meta.label_kind != self.label_kind or int(meta.num_classes) != self.num_classes:
             raise ModelFileError(f"the model predicts num_classes={self.num_classes} ({self.label_kind} labels) but "
@@ -152,10 +174,14 @@ class ModelFile:
                                  f"on data labelled like the training data", path=self.path)
 
 
-def _build(config: ModelConfig, in_dim: int, out_dim: int) -> torch.nn.Module:
+def _build(config: ModelConfig, in_dim: int, out_dim: int, task: Any) -> torch.nn.Module:
+    """The model ``config`` describes, with ``task``'s own modules (None: none)."""
     from .models import build_model
 
-    return build_model(config, in_dim=in_dim, out_dim=out_dim)
+    model = build_model(config, in_dim=in_dim, out_dim=out_dim)
+    if task is not None:
+        task.add_modules(model)
+    return model
 
 
 def _tensor_bytes(t: torch.Tensor) -> bytes:
@@ -210,7 +236,9 @@ def save_model_file(path: str | os.PathLike, model: torch.nn.Module, model_confi
     and ``label_kind`` are recorded), ``info`` any JSON values to keep under ``training``
     (``gnn_dist.train`` records the epochs, final accuracies, the partition's fingerprint and the
     run's whole configuration), ``task`` the :class:`~gnn_dist.tasks.Task` it was trained for
-    (recorded as ``task`` and ``loss``; default: the label kind's, with its natural loss).
+    (recorded as ``task``, ``loss`` and, when it has any, ``task_options``, its
+    :meth:`~gnn_dist.tasks.Task.model_options`; default: the label kind's, with its natural loss);
+    its modules (a link model's ``link_decoder``) are part of the model.
     Returns the path. Raises :class:`ModelFileError` when the model
     cannot be rebuilt from ``model_config`` with these weights.
     """
@@ -220,23 +248,26 @@ def save_model_file(path: str | os.PathLike, model: torch.nn.Module, model_confi
     p = Path(path)
     state = {name: t.detach().to("cpu", copy=True).contiguous() for name, t in model.state_dict().items()}
     in_dim, out_dim = int(getattr(model, "in_dim", meta.feature_dim)), int(getattr(model, "out_dim", meta.num_classes))
+    label_kind = meta.label_kind or "class"
+    if task is None:
+        from .tasks import task_for_label_kind
+
+        kind = task_for_label_kind(label_kind)
+        task = kind() if kind is not None else None
     with torch.device("meta"):
-        expected = _tensor_table(dict(_build(config, in_dim, out_dim).state_dict()))
+        expected = _tensor_table(dict(_build(config, in_dim, out_dim, task).state_dict()))
     table = _tensor_table(state)
     if expected != table:
         diff = sorted(k for k in set(expected) | set(table) if expected.get(k) != table.get(k))
         raise ModelFileError(f"the model's weights are not those of the model {to_dict(config)} describes "
                              f"(they differ in {', '.join(diff[:4])}); pass the ModelConfig that built it", path=p)
     header = {"model": to_dict(config), "class": type(model).__name__, "in_dim": in_dim, "out_dim": out_dim,
-              "num_classes": int(meta.num_classes), "label_kind": meta.label_kind or "class", "tensors": table,
+              "num_classes": int(meta.num_classes), "label_kind": label_kind, "tensors": table,
               "training": _plain(info or {})}
-    if task is None:
-        from .tasks import task_for_label_kind
-
-        kind = task_for_label_kind(header["label_kind"])
-        task = kind() if kind is not None else None
     if task is not None:
         header |= {"task": task.name, "loss": task.loss}
+        if task.model_options():   # node tasks have none: their headers are as before
+            header["task_options"] = task.model_options()
     header_text = json.dumps(header, sort_keys=True, allow_nan=False)
     payload = {"format": MODEL_FORMAT, "version": MODEL_VERSION, "header": header_text,
                "sha256": _digest(MODEL_VERSION, header_text, state, sorted(state)), "state_dict": state}

@@ -3,7 +3,7 @@
 Usage (``gnn-dist predict`` launches it one rank per part, like ``gnn-dist train``)::
 
     torchrun --nproc-per-node P -m gnn_dist.predict --data DIR --model-file FILE --out preds.npz \\
-        [--embeddings [--layer K]]
+        [--embeddings [--layer K] | --pairs PAIRS]
     python -m gnn_dist.predict --data DIR ...          # a 1-part folder: one process
 
 The model is independent of the partition: a model trained on 4 parts predicts on a folder of
@@ -21,14 +21,31 @@ orders them by original node id and writes ``--out`` (``.npz``, temp file + rena
 - with ``--embeddings``: ``embeddings`` float32 ``[N, H]``, the output of layer ``K`` (0-based;
   default the last hidden layer, after its activation) and ``embedding_layer`` (K).
 
+A link model (``gnn_dist.train --task link --save-model``) predicts no node classes: its output
+rows are node embeddings, which its ``link_decoder`` scores pairs of nodes from.
+
+- Without ``--pairs`` it writes ``node_ids`` and ``embeddings`` float32 ``[N, D]``, the model's
+  output (what the decoder scores); ``--embeddings --layer K`` writes layer ``K``'s output
+  instead, with ``embedding_layer``.
+- ``--pairs PAIRS`` (a text file of two columns of original node ids, or an integer ``.npy`` of
+  shape ``[E, 2]`` or ``[2, E]``: :func:`gnn_dist.link.pairs.read_pairs`) writes ``src``, ``dst``
+  (int64 ``[E]``, the file's pairs in its order), ``scores`` (float32 ``[E]``, the decoder's
+  logits) and ``probabilities`` (float32 ``[E]``, their sigmoid). Every rank reads the file (the
+  ranks compare its contents, as the model file's); each scores the pairs whose source it owns,
+  fetching the destination's row from its owner, in chunks of
+  :data:`~gnn_dist.link.pairs.PAIR_CHUNK` pairs; rank 0 gathers the scores in the file's order.
+
 Errors as ``gnn_dist.train``'s: a bad flag is one line and exit code 2; a missing, corrupt or
-unfitting model file, a bad folder or ``--out`` path is one line on rank 0 and exit code 2
-(``--validate``, which ``gnn-dist predict`` runs before any rank starts, finds them first).
+unfitting model file, a bad folder or ``--out`` path, a pairs file that is missing, unparsable,
+of another shape or names an id that is not a node (or ``--pairs`` for a model that is not a link
+model) is one line on rank 0 and exit code 2 (``--validate``, which ``gnn-dist predict`` runs
+before any rank starts, finds them first).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
 import os
 import sys
@@ -42,9 +59,10 @@ import torch
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from . import environ
+from .link.pairs import PAIR_CHUNK, read_pairs
 from .model_file import ModelFile, check_output_file, load_model_file
 
-__all__ = ["Predictions", "predict", "check_prediction", "embedding_layer", "build_parser", "main"]
+__all__ = ["Predictions", "PairScores", "predict", "check_prediction", "embedding_layer", "build_parser", "main"]
 
 log = logging.getLogger("gnn_dist.predict")
 
@@ -52,24 +70,18 @@ PROG = "gnn_dist.predict"
 EXIT_USAGE = 2
 
 
-@dataclass(frozen=True, slots=True)
-class Predictions:
-    """The gathered predictions, one row per node, by ascending original id (numpy arrays)."""
+class _NpzOutput:
+    """A result :meth:`save` writes as an ``.npz`` of its :meth:`arrays`."""
 
-    node_ids: np.ndarray
-    probabilities: np.ndarray | None
-    """None for a regression model (its ``predicted`` are the values)."""
-    predicted: np.ndarray
-    embeddings: np.ndarray | None = None
-    embedding_layer: int | None = None
+    __slots__ = ()
 
     def arrays(self) -> dict[str, np.ndarray]:
         """What :meth:`save` writes, by name."""
-        probabilities = {} if self.probabilities is None else {"probabilities": self.probabilities}
-        out = {"node_ids": self.node_ids, **probabilities, "predicted": self.predicted}
-        if self.embeddings is not None:
-            out |= {"embeddings": self.embeddings, "embedding_layer": np.int64(self.embedding_layer)}
-        return out
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """What the file holds, in a few words, for the log."""
+        raise NotImplementedError
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write :meth:`arrays` as an ``.npz`` at ``path`` exactly (temp file in its folder, fsync,
@@ -79,6 +91,59 @@ class Predictions:
         p = Path(path)
         atomic_write(p, lambda f: np.savez(f, **self.arrays()))
         return p
+
+
+@dataclass(frozen=True, slots=True)
+class Predictions(_NpzOutput):
+    """The gathered predictions, one row per node, by ascending original id (numpy arrays)."""
+
+    node_ids: np.ndarray
+    probabilities: np.ndarray | None
+    """None for a regression model (its ``predicted`` are the values) and a link model."""
+    predicted: np.ndarray | None
+    """None for a link model (its rows are node embeddings)."""
+    embeddings: np.ndarray | None = None
+    embedding_layer: int | None = None
+    """The layer of ``embeddings``; None for a link model's output."""
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        out = {"node_ids": self.node_ids}
+        for name in ("probabilities", "predicted", "embeddings"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        if self.embedding_layer is not None:
+            out["embedding_layer"] = np.int64(self.embedding_layer)
+        return out
+
+    def describe(self) -> str:
+        if self.probabilities is not None:
+            what = [f"{self.probabilities.shape[1]} classes"]
+        else:
+            what = [] if self.predicted is None else [f"{self.predicted.shape[1]} values"]
+        if self.embeddings is not None:
+            layer = "the model's output" if self.embedding_layer is None else f"layer {self.embedding_layer}"
+            what.append(f"embeddings of {layer} ({self.embeddings.shape[1]} wide)")
+        return ", ".join([f"{len(self.node_ids)} nodes", *what])
+
+
+@dataclass(frozen=True, slots=True)
+class PairScores(_NpzOutput):
+    """A link model's scores of given pairs of nodes, in the pairs' order (numpy arrays ``[E]``)."""
+
+    src: np.ndarray
+    """int64: the pairs' first node, an original id."""
+    dst: np.ndarray
+    """int64: the pairs' second node, an original id."""
+    scores: np.ndarray
+    """float32: the decoder's logits."""
+    probabilities: np.ndarray
+    """float32: their sigmoid, the predicted probability of each edge."""
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"src": self.src, "dst": self.dst, "scores": self.scores, "probabilities": self.probabilities}
+
+    def describe(self) -> str:
+        return f"{len(self.scores)} pairs scored"
 
 
 class _Capture:
@@ -113,58 +178,86 @@ def embedding_layer(model_file: ModelFile, layer: int | None) -> int:
     return layer
 
 
-def _load_checked(data: str | os.PathLike, model_file: str | os.PathLike) -> ModelFile:
+def _load_checked(data: str | os.PathLike, model_file: str | os.PathLike) -> tuple[ModelFile, Any]:
+    """The model file, checked against the folder's metadata, and that metadata."""
     from partitioners.format import load_partition_meta
 
     model = load_model_file(model_file)
-    model.check_fits(load_partition_meta(data), data)
-    return model
+    meta = load_partition_meta(data)
+    model.check_fits(meta, data)
+    return model, meta
+
+
+_PAIRS_WITH_EMBEDDINGS = ("--embeddings applies without --pairs: --pairs writes pair scores; run predict without "
+                          "--pairs for a link model's node embeddings")
+
+
+def _export_layer(model_file: ModelFile, embeddings: bool, layer: int | None,
+                  pairs: str | os.PathLike | None) -> int | None:
+    """The layer whose output is written as ``embeddings`` (None: none, or a link model's
+    output); refuses (``ValueError``) flags that do not apply to the model."""
+    if layer is not None and not embeddings:
+        raise ValueError(f"--layer {layer} applies with --embeddings only")
+    if pairs is not None:
+        if model_file.is_node_model:
+            raise ValueError(f"--pairs {pairs}: the model of {model_file.path} has task {model_file.task.name}, "
+                             f"which predicts nodes; --pairs scores pairs of nodes with a link model "
+                             f"(gnn_dist.train --task link --save-model)")
+        if embeddings:
+            raise ValueError(_PAIRS_WITH_EMBEDDINGS)
+        return None
+    if not embeddings or (layer is None and not model_file.is_node_model):
+        return None
+    return embedding_layer(model_file, layer)
 
 
 def check_prediction(data: str | os.PathLike, model_file: str | os.PathLike, out: str | os.PathLike, *,
-                     embeddings: bool = False, layer: int | None = None) -> str:
+                     embeddings: bool = False, layer: int | None = None,
+                     pairs: str | os.PathLike | None = None) -> str:
     """What ``--validate`` checks, in one process (no part file read): the folder's metadata,
-    the model file (read, verified, built, against the folder), the embedding layer, ``out``'s
-    folder. Raises ``ValueError`` naming what is wrong; returns a one-line description."""
+    the model file (read, verified, built, against the folder), the embedding layer, the pairs
+    file (read, its ids checked against the folder's nodes), ``out``'s folder. Raises
+    ``ValueError`` naming what is wrong; returns a one-line description."""
     from .kernels import resolve_kernels
 
-    model = _load_checked(data, model_file)
+    model, meta = _load_checked(data, model_file)
     model.build()
-    if layer is not None and not embeddings:
-        raise ValueError(f"--layer {layer} applies with --embeddings only")
-    chosen = embedding_layer(model, layer) if embeddings else None
+    chosen = _export_layer(model, embeddings, layer, pairs)
+    wanted = None if pairs is None else read_pairs(pairs, int(meta.num_nodes))
     check_output_file(out, "--out")
     resolve_kernels(environ.kernels())   # as the ranks will
     c = model.model_config
+    what = (f"; {len(wanted)} pairs of {pairs}" if wanted is not None
+            else f"; embeddings of layer {chosen}" if chosen is not None else "")
     return (f"{model_file}: model {c.model} ({c.layers} layers, in_dim {model.in_dim}, {model.out_dim} outputs, "
-            f"task {model.task.name}) "
-            f"on {data}" + (f"; embeddings of layer {chosen}" if chosen is not None else ""))
+            f"task {model.task.name}) on {data}" + what)
 
 
 def predict(data: str | os.PathLike, model_file: str | os.PathLike, *, embeddings: bool = False,
-            layer: int | None = None, device: torch.device | str | None = None,
-            verify: bool = True) -> Predictions | None:
+            layer: int | None = None, pairs: str | os.PathLike | None = None,
+            device: torch.device | str | None = None, verify: bool = True,
+            chunk: int = PAIR_CHUNK) -> Predictions | PairScores | None:
     """Run the model of ``model_file`` on the whole graph of partition folder ``data`` (a
     collective: every rank of a job of ``num_parts`` ranks calls it, or one process for a 1-part
-    folder); returns the :class:`Predictions` on rank 0, None on the others.
+    folder); returns the :class:`Predictions` (with ``pairs``: the :class:`PairScores`) on rank
+    0, None on the others.
 
-    ``embeddings``: also the output of ``layer`` (default: the last hidden layer). ``device``
-    defaults to CPU; ``verify`` checks the part files' sha256 at load. A bad model file or one
-    that does not fit ``data`` raises ``ValueError`` on every rank.
+    ``embeddings``: also the output of ``layer`` (default: the last hidden layer; a link model's
+    embeddings are its output unless ``layer``). ``pairs``: a link model scores the pairs of
+    this file (original ids), ``chunk`` pairs at a time. ``device`` defaults to CPU; ``verify``
+    checks the part files' sha256 at load. A bad model file, one that does not fit ``data``, or
+    a bad pairs file raises ``ValueError`` on every rank.
     """
     from .cache.input import InputFeatures
-    from .distributed import all_gather_json, all_ranks_agree, gather_rows, get_rank
+    from .distributed import all_ranks_agree
     from .partition import load_partition
 
-    with all_ranks_agree(f"reading the model file {model_file}"):
-        mf = _load_checked(data, model_file)
+    with all_ranks_agree(f"reading the model file {model_file}" + ("" if pairs is None else f" and --pairs {pairs}")):
+        mf, meta = _load_checked(data, model_file)
         model = mf.build(device)
-        task = mf.task
-        chosen = embedding_layer(mf, layer) if embeddings else None
-    digests = all_gather_json(mf.sha256)
-    if len(set(digests)) > 1:
-        raise ValueError(f"the ranks read different model files as {model_file} (sha256 "
-                         f"{', '.join(sorted({d[:12] for d in digests}))}): copy the same file to every machine")
+        chosen = _export_layer(mf, embeddings, layer, pairs)
+        wanted = None if pairs is None else read_pairs(pairs, int(meta.num_nodes))
+    _check_same_files(model_file, mf.sha256, pairs, wanted)
     part = load_partition(data, device=device, verify=verify)
     view = _Capture(part, chosen)
     with torch.no_grad():
@@ -173,19 +266,75 @@ def predict(data: str | os.PathLike, model_file: str | os.PathLike, *, embedding
         if chosen is not None and view.output is None:
             raise ValueError(f"--embeddings: the model {type(model).__name__} does not run its layers through "
                              f"part.run_layer, so its layer outputs cannot be read")
-        probs, pred = task.predict(logits)   # from the logits, as training's evaluation decides
-        ids = part.original_ids[:part.num_inner].to(torch.int64)
-        rows = [ids, pred] + ([] if probs is None else [probs.float()]) \
-            + ([] if view.output is None else [view.output.float()])
-        gathered = [gather_rows(t.contiguous()) for t in rows]
+        if wanted is not None:
+            return _pair_scores(model.link_decoder, logits, part, wanted, verify=verify, chunk=chunk)
+        return _node_predictions(mf, logits, view.output, part, chosen)
+
+
+def _check_same_files(model_file: str | os.PathLike, model_digest: str, pairs: str | os.PathLike | None,
+                      wanted: np.ndarray | None) -> None:
+    """Refuse, on every rank, ranks that read different model files (or pairs files)."""
+    from .distributed import all_gather_json
+
+    pairs_digest = None if wanted is None else hashlib.sha256(wanted.tobytes()).hexdigest()
+    got = all_gather_json([model_digest, pairs_digest])
+    for i, (name, what) in enumerate(((model_file, "model files"), (pairs, "pairs files"))):
+        digests = sorted({g[i][:12] for g in got if g[i] is not None})
+        if len(digests) > 1:
+            raise ValueError(f"the ranks read different {what} as {name} (sha256 {', '.join(digests)}): "
+                             f"copy the same file to every machine")
+
+
+def _node_predictions(mf: ModelFile, logits: torch.Tensor, layer_output: torch.Tensor | None, part: Any,
+                      chosen: int | None) -> Predictions | None:
+    """Every rank's rows on rank 0, by ascending original id (None on the others): a node
+    model's probabilities and predictions (and a layer's output), a link model's embeddings."""
+    if mf.is_node_model:
+        probs, pred = mf.task.predict(logits)   # from the logits, as training's evaluation decides
+        emb = layer_output
+    else:
+        probs, pred, emb = None, None, (layer_output if chosen is not None else logits)
+    columns = {"probabilities": None if probs is None else probs.float(), "predicted": pred,
+               "embeddings": None if emb is None else emb.float()}
+    got = _gather_by_id(part.original_ids[:part.num_inner].to(torch.int64), columns)
+    return None if got is None else Predictions(**got, embedding_layer=chosen)
+
+
+def _gather_by_id(ids: torch.Tensor, columns: dict[str, torch.Tensor | None]) -> dict[str, Any] | None:
+    """``node_ids`` and each column that is not None, every rank's rows gathered on rank 0 and
+    ordered by ``ids`` (the rows' original ids); None on the other ranks."""
+    from .distributed import gather_rows, get_rank
+
+    names = [k for k, t in columns.items() if t is not None]
+    gathered = [gather_rows(t.contiguous()) for t in [ids, *(columns[k] for k in names)]]
     if get_rank() != 0:
         return None
     arrays = [torch.cat(g).cpu().numpy() for g in gathered]  # type: ignore[arg-type]
     order = np.argsort(arrays[0], kind="stable")
-    node_ids, predicted, *rest = (a[order] for a in arrays)
-    probabilities = rest.pop(0) if probs is not None else None
-    return Predictions(node_ids=node_ids, probabilities=probabilities, predicted=predicted,
-                       embeddings=rest[0] if rest else None, embedding_layer=chosen)
+    return dict.fromkeys(columns) | dict(zip(["node_ids", *names], (a[order] for a in arrays)))
+
+
+def _pair_scores(decoder: torch.nn.Module, h: torch.Tensor, part: Any, pairs: np.ndarray, *, verify: bool,
+                 chunk: int) -> PairScores | None:
+    """The decoder's scores of ``pairs`` (int64 ``[E, 2]`` original ids) from every rank's
+    embeddings ``h``, in their order, on rank 0 (None on the others)."""
+    from .distributed import gather_rows, get_rank
+    from .link.edges import load_node_map
+    from .link.pairs import score_owned_pairs
+
+    node_map = load_node_map(part.path, part.meta, verify=verify)
+    starts = [int(v) for v in part.meta.part_starts()]
+    positions, scores = score_owned_pairs(decoder, h, pairs, node_map, starts, part.num_inner, get_rank(),
+                                          chunk=chunk)
+    got_positions, got_scores = gather_rows(positions), gather_rows(scores.contiguous())
+    if got_positions is None or got_scores is None:
+        return None
+    where = torch.cat(got_positions).cpu()
+    assert where.numel() == len(pairs), "every pair is scored by the owner of its source, once"
+    logits = torch.empty(len(pairs), dtype=torch.float32)
+    logits[where] = torch.cat(got_scores).cpu()
+    return PairScores(src=pairs[:, 0].copy(), dst=pairs[:, 1].copy(), scores=logits.numpy(),
+                      probabilities=torch.sigmoid(logits).numpy())
 
 
 class UsageError(ValueError):
@@ -204,12 +353,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-file", required=True, metavar="FILE",
                    help="the model file gnn_dist.train --save-model wrote")
     p.add_argument("--out", required=True, metavar="FILE.npz",
-                   help="where rank 0 writes node_ids, probabilities (not for regression), predicted (and embeddings); its folder "
-                        "must exist")
+                   help="where rank 0 writes node_ids, probabilities (not for regression), predicted (and embeddings); "
+                        "a link model: node_ids and embeddings, or with --pairs src, dst, scores and probabilities; "
+                        "its folder must exist")
     p.add_argument("--embeddings", action="store_true",
-                   help="also write the output of a layer (default: the last hidden layer) as embeddings")
+                   help="also write the output of a layer (default: the last hidden layer; a link model: its "
+                        "output) as embeddings")
     p.add_argument("--layer", type=int, metavar="K", default=None,
                    help="with --embeddings: the layer whose output is written, 0-based (the last is the output layer)")
+    p.add_argument("--pairs", metavar="PAIRS", default=None,
+                   help="a link model: score these pairs of original node ids, a text file of two columns (.gz: "
+                        "gzipped) or an integer .npy of shape [E, 2] or [2, E]")
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="skip the sha256 check of the part files when loading")
     p.add_argument("--backend", choices=("nccl", "gloo"), default=None,
@@ -227,6 +381,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
     if args.layer is not None and not args.embeddings:
         raise UsageError(f"{PROG}: error: --layer {args.layer} applies with --embeddings only")
+    if args.pairs is not None and args.embeddings:
+        raise UsageError(f"{PROG}: error: {_PAIRS_WITH_EMBEDDINGS}")
     if not args.timeout > 0:
         raise UsageError(f"{PROG}: error: --timeout {args.timeout}: expected a positive number of seconds")
     return args
@@ -234,7 +390,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def _validate(args: argparse.Namespace) -> int:
     try:
-        line = check_prediction(args.data, args.model_file, args.out, embeddings=args.embeddings, layer=args.layer)
+        line = check_prediction(args.data, args.model_file, args.out, embeddings=args.embeddings, layer=args.layer,
+                                pairs=args.pairs)
         print(f"prediction OK: {line}", file=sys.stderr)
     except ValueError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
@@ -266,16 +423,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         with all_ranks_agree(f"checking --out {args.out}"):
             if ctx.rank == 0:
                 check_output_file(args.out, "--out")
-        preds = predict(args.data, args.model_file, embeddings=args.embeddings, layer=args.layer,
+        preds = predict(args.data, args.model_file, embeddings=args.embeddings, layer=args.layer, pairs=args.pairs,
                         device=ctx.device, verify=args.verify)
         with all_ranks_agree(f"writing {args.out}"):
             if preds is not None:
                 preds.save(args.out)
-                width = preds.predicted.shape[1] if preds.probabilities is None else preds.probabilities.shape[1]
-                log.info(f"wrote {args.out}: {len(preds.node_ids)} nodes, {width} "
-                         f"{'values' if preds.probabilities is None else 'classes'}"
-                         + (f", embeddings of layer {preds.embedding_layer} ({preds.embeddings.shape[1]} wide)"
-                            if preds.embeddings is not None else ""))
+                log.info(f"wrote {args.out}: {preds.describe()}")
 
     return run_in_group(body, rank=rank, verbose=args.verbose, backend=args.backend, timeout=args.timeout,
                         watch=watch)

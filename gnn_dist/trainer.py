@@ -78,7 +78,7 @@ class Trainer:
         self.task: Task = self.config.task.resolve(part.meta.label_kind, where=str(part.path),
                                                    edge_split=getattr(part.meta, "edge_split", None) is not None)
         """What the run learns (:mod:`gnn_dist.tasks`): the loss, the metrics, what selection watches."""
-        self.task.check_part(part)
+        self.task.check_data(part.meta, part.path)
         self._check_model_fits(model, part, self.task)
         if self.config.memory.offload_activations:
             check_offload_device(part.device)
@@ -141,12 +141,6 @@ class Trainer:
         return build_schedule(self.config.schedule, self.part, seed=int(getattr(self.model, "seed", 0)))
 
     # ------------------------------------------------------------------ one step
-    def _loss_sum(self, logits: torch.Tensor) -> torch.Tensor:
-        """Sum of the per-node losses over this rank's training rows (a zero that still depends on
-        the logits when there are none, so the backward runs every collective): the task's
-        :meth:`~gnn_dist.tasks.Task.loss_sum`."""
-        return self.task.loss_sum(logits, self.part.y, self.part.train_mask)
-
     def _all_reduce_grads(self) -> int:
         """Sum the gradients over ranks; returns the bytes this rank sent (0 on one rank)."""
         all_reduce_grads(self.model.parameters())
@@ -187,7 +181,7 @@ class Trainer:
                          exposed_comm_s=comm.exposed_comm_s,
                          bytes_per_layer=comm.bytes_per_layer(int(getattr(self.model, "num_layers", 0))),
                          staleness=self.pipeline.staleness(), feature_hits=rows.hits, feature_misses=rows.misses,
-                         feature_h2d_bytes=rows.h2d_bytes)
+                         feature_h2d_bytes=rows.h2d_bytes, fetch_bytes=self.task.step_fetch_bytes())
 
     def _model_input(self) -> Any:
         """What the model's ``x`` is: the :class:`InputFeatures`, or the part's ``x`` for a model
@@ -234,7 +228,7 @@ class Trainer:
             rec: dict[str, Any] = {"epoch": self.epoch, **step.to_record(), "epoch_time_s": time.perf_counter() - t0}
             if len(out) == epochs - 1:
                 self.pipeline.flush()  # nothing of the mode stays in flight after fit
-            rec["comm_bytes"] = rec["halo_bytes"] + rec["allreduce_bytes"]
+            rec["comm_bytes"] = rec["halo_bytes"] + rec["allreduce_bytes"] + rec.get("fetch_bytes", 0)
             if report.eval_every and (self.epoch + 1) % report.eval_every == 0:
                 t1 = time.perf_counter()
                 rec.update(self.evaluate())

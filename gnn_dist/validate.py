@@ -32,7 +32,7 @@ def check_run(config: RunConfig) -> str:
     from partitioners.format import load_partition_meta
 
     from .kernels import resolve_kernels
-    from .memory_guard import check_training_memory
+    from .memory_guard import check_training_memory, world_ranks
     from .models import build_model
 
     path = config.data.data
@@ -41,25 +41,20 @@ def check_run(config: RunConfig) -> str:
         raise ValueError(f"{path}: the partition has no node features to train on (partition it with features, "
                          f"e.g. gnn-dist partition --features F.npy)")
     edge_split = getattr(meta, "edge_split", None)
-    node_task = not (config.trainer.task.task == "link" or (config.trainer.task.task == "auto" and meta.label_kind is None
-                                                            and edge_split is not None))
-    if node_task and (meta.label_kind is None or meta.num_classes < 1):
-        raise ValueError(f"{path}: the partition has no labels to train on")
-    if node_task and sum(p.num_train for p in meta.parts) == 0:
-        raise ValueError(f"{path}: the partition has no training nodes (train_mask is empty everywhere)")
+    task = config.trainer.task.resolve(meta.label_kind, where=str(path), edge_split=edge_split is not None)   # --task/--loss against the labels
+    task.check_data(meta, path)
     resolve_kernels(config.distributed.kernels or environ.kernels())   # as the ranks will
     if config.trainer.memory.offload_activations:
         from .offload import check_offload_device
 
         check_offload_device("cuda" if torch.cuda.is_available() and config.distributed.backend != "gloo" else "cpu")
-    task = config.trainer.task.resolve(meta.label_kind, where=str(path), edge_split=edge_split is not None)   # --task/--loss against the labels
     from .models import resolve_edge_dim
 
     model_config = resolve_edge_dim(config.model, meta.edge_feature_dim, str(path))   # as train.build resolves it
     with torch.device("meta"):
         build_model(model_config, in_dim=int(meta.feature_dim), out_dim=task.out_dim(int(meta.num_classes), model_config.hidden))
-    parts = list(range(meta.num_parts))   # gnn-dist train runs every part on this machine
-    check_training_memory(meta, config, parts, local_ranks=len(parts))
+    ranks = world_ranks(meta, config)   # gnn-dist train runs every rank on this machine
+    check_training_memory(meta, config, ranks, local_ranks=len(ranks))
     if config.save_model is not None:
         from .model_file import check_output_file
 

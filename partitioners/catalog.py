@@ -18,6 +18,8 @@ partitioners have locality to find, as in real graphs; ``rmat-*``
 (:func:`~partitioners.synthetic.rmat_graph`) have skewed degrees and random labels, for scale and
 partition quality only; ``sbm-regression`` is ``sbm-tiny``'s graph with float regression targets
 (:func:`~partitioners.synthetic.regression_targets`) as labels, for node regression;
+``sbm-multilabel`` is ``sbm-tiny``'s graph with 8 binary labels thresholded from such a signal
+(:func:`~partitioners.synthetic.multilabel_targets`), for multi-label classification;
 ``sbm-edges`` is ``sbm-tiny`` with 4 edge features whose first column says, noisily, whether an
 edge joins two nodes of one class (:func:`~partitioners.synthetic_edges.planted_edge_features`),
 for the layers that read edge features (``--model gine``, GAT). Edge counts are stored (directed) edges, both directions of each
@@ -57,7 +59,8 @@ class DatasetInfo:
     num_classes: int
     """Number of label classes (the target width D for regression)."""
     label_kind: str = "class"
-    """``"class"``, or ``"regression"`` (float32 ``[N, D]`` targets: ``sbm-regression``)."""
+    """``"class"``, ``"regression"`` (float32 ``[N, D]`` targets: ``sbm-regression``) or
+    ``"multilabel"`` (a uint8 ``[N, C]`` 0/1 matrix: ``sbm-multilabel``)."""
     description: str
     """One line for listings."""
     params: dict[str, Any] = field(default_factory=dict)
@@ -67,8 +70,9 @@ class DatasetInfo:
 
     def sizes(self) -> GraphSize:
         """The sizes of the graph :func:`load_dataset` builds, for a memory estimate before it
-        is generated (float32 features, int64 labels or float32 targets, three masks, symmetric)."""
-        label_bytes = 4 * self.num_classes if self.label_kind == "regression" else 8
+        is generated (float32 features, int64 labels, float32 targets or uint8 multi-labels, three
+        masks, symmetric)."""
+        label_bytes = {"regression": 4 * self.num_classes, "multilabel": self.num_classes}.get(self.label_kind, 8)
         return GraphSize(num_nodes=self.num_nodes, num_edges=self.num_edges, symmetric=True,
                          feature_bytes=4 * self.feature_dim, label_bytes=label_bytes, num_masks=3,
                          edge_attr_bytes=4 * self.edge_feature_dim)
@@ -79,10 +83,12 @@ def _sbm(size: str, num_nodes: int, num_edges: int, num_classes: int, feature_di
     params = {"num_nodes": num_nodes, "num_classes": num_classes, "feature_dim": feature_dim,
               "avg_degree": 20.0, "p_in_ratio": 8.0, "degree_exponent": 3.0,
               "community_size": 1000, "p_local": 0.95, "feature_noise": 0.75, **params}
-    targets = params.get("target_dim")
+    kind, width = "class", num_classes
+    for key, planted in (("target_dim", "regression"), ("multilabel_dim", "multilabel")):
+        if params.get(key) is not None:
+            kind, width = planted, params[key]
     return DatasetInfo(name=f"sbm-{size}", family="sbm", num_nodes=num_nodes, num_edges=num_edges,
-                       feature_dim=feature_dim, num_classes=num_classes if targets is None else targets,
-                       label_kind="class" if targets is None else "regression",
+                       feature_dim=feature_dim, num_classes=width, label_kind=kind,
                        description=description, params=params)
 
 
@@ -100,6 +106,9 @@ _RMAT_NOTE = "Graph500 R-MAT, skewed degrees, random labels (scale/partitioning 
 _REGRESSION_NOTE = ("sbm-tiny's graph and features with 4 regression targets planted over it (a random linear "
                     "map of the 2-hop mean features, plus noise): node regression")
 
+_MULTILABEL_NOTE = ("sbm-tiny's graph and features with 8 binary labels planted over it (the 2-hop signal of "
+                    "sbm-regression, thresholded: 10-40% of the nodes per label): multi-label classification")
+
 _EDGES_NOTE = ("sbm-tiny with 4 edge features, the first a noisy same-class flag: for gine and gat with "
                "edge features")
 
@@ -115,13 +124,16 @@ _CATALOG: dict[str, DatasetInfo] = {d.name: d for d in (
     _rmat("large", 2_000_000, 40_200_000, 8, 64, 21_000_000, _RMAT_NOTE),
     _sbm("regression", 1_000, 13_700, 4, 16, _REGRESSION_NOTE, avg_degree=16.0, p_in_ratio=6.0,
          feature_noise=0.9, community_size=250, target_dim=4, train_frac=0.5, val_frac=0.2, test_frac=0.3),
+    _sbm("multilabel", 1_000, 13_700, 4, 16, _MULTILABEL_NOTE, avg_degree=16.0, p_in_ratio=6.0,
+         feature_noise=0.9, community_size=250, multilabel_dim=8, train_frac=0.5, val_frac=0.2, test_frac=0.3),
     dataclasses.replace(_sbm("edges", 1_000, 13_700, 4, 16, _EDGES_NOTE, avg_degree=16.0, p_in_ratio=6.0,
                              feature_noise=0.9, community_size=250), edge_feature_dim=4),
 )}
 
 
 def list_datasets() -> list[DatasetInfo]:
-    """Every catalog entry, SBM first, each family from tiny to large, then ``sbm-regression``."""
+    """Every catalog entry, SBM first, each family from tiny to large, then the planted ones
+    (``sbm-regression``, ``sbm-multilabel``, ``sbm-edges``)."""
     return list(_CATALOG.values())
 
 

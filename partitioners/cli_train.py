@@ -38,12 +38,13 @@ def add_launch_verbs(sub: argparse._SubParsersAction, verbose: argparse.Argument
                         "--checkpoint-dir and --resume auto they continue from the newest checkpoint (default: 0)")
 
     pr = sub.add_parser("predict", parents=[verbose], allow_abbrev=False,
-                        help="predict every node of a partition folder with a model file, one rank per part",
+                        help="predict every node of a partition folder with a model file (a link model: its "
+                             "embeddings, or the scores of --pairs), one rank per part",
                         description="Runs torchrun on this machine like `gnn-dist train`, with `--nproc-per-node "
                                     "P -m gnn_dist.predict --data DIR ...` (P: the folder's num_parts); every "
                                     "other argument is passed on to gnn_dist.predict: --model-file FILE "
-                                    "--out FILE.npz [--embeddings [--layer K]] [--no-verify] [--backend B] "
-                                    "[--timeout S].",
+                                    "--out FILE.npz [--embeddings [--layer K] | --pairs PAIRS] [--no-verify] "
+                                    "[--backend B] [--timeout S].",
                         epilog="Prediction flags: see docs/cli.md or `python -m gnn_dist.predict -h`.")
     pr.add_argument("--data", required=True, metavar="DIR", help="partition folder (any number of parts)")
 

@@ -57,6 +57,11 @@ standardised per column, plus a little noise. A 2-layer GCN can fit them; a mode
 own features (an MLP) cannot fully, since the 2-hop mean averages the neighbours' centroids and
 noise, which a node's own row does not show.
 
+Multi-label labels (``sbm_graph(multilabel_dim=C)``, the catalog's ``sbm-multilabel``): the same
+signal with ``C`` columns (its own random map), each column thresholded at a quantile so that
+10% to 40% of the nodes carry each label (:func:`multilabel_targets`): a uint8 ``[N, C]`` 0/1
+matrix.
+
 Legend: ``N`` nodes, ``E`` stored (directed) edges, ``F`` feature dim, ``K`` classes.
 """
 
@@ -72,7 +77,8 @@ from .argcheck import check_float, check_int, check_seed
 from .graph import Graph
 from .graph_csr import csr_from_keys, index_dtype
 
-__all__ = ["sbm_graph", "sbm_communities", "rmat_graph", "random_split", "regression_targets"]
+__all__ = ["sbm_graph", "sbm_communities", "rmat_graph", "random_split", "regression_targets",
+           "multilabel_targets"]
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +89,7 @@ _FEATURE_ROWS = 1 << 16
 """Rows of features generated per step (bounds the temporaries; does not change the result)."""
 
 # stream purposes (the first spawn_key entry)
-_LABELS, _EDGES, _FEATURES, _SPLIT, _PERM, _CENTROIDS, _DEGREES, _COMMUNITIES, _TARGETS = range(9)
+_LABELS, _EDGES, _FEATURES, _SPLIT, _PERM, _CENTROIDS, _DEGREES, _COMMUNITIES, _TARGETS, _MULTILABELS = range(10)
 
 _FEATURE_DTYPES = ("float32", "float16")
 
@@ -328,6 +334,26 @@ def _sbm_centroids(feature_dim: int, k: int, seed: int) -> np.ndarray:
     return centroids.astype(np.float32)
 
 
+def _planted_signal(indptr: np.ndarray, indices: np.ndarray, x: np.ndarray, dim: int, seed: int,
+                    noise: float, stream: int) -> np.ndarray:
+    r"""float64 ``[N, D]``: :math:`\mathrm{std}(M^2 X W) + \sigma \epsilon`, ``W`` and ``\epsilon``
+    drawn from ``stream`` of ``seed`` (see :func:`regression_targets`)."""
+    import scipy.sparse as sp
+
+    n, f = x.shape
+    adj = sp.csr_matrix((np.ones(indices.size, np.float64), indices, indptr), shape=(n, n))
+    inv = 1.0 / (np.diff(indptr).astype(np.float64) + 1.0)
+    h = x.astype(np.float64)
+    for _ in range(2):
+        h = (h + adj @ h) * inv[:, None]
+    g = _rng(seed, stream)
+    t = h @ (g.standard_normal((f, dim)) / math.sqrt(f))
+    t -= t.mean(axis=0)
+    t /= np.maximum(t.std(axis=0), 1e-12)
+    t += noise * g.standard_normal(t.shape)
+    return t
+
+
 def regression_targets(indptr: np.ndarray, indices: np.ndarray, x: np.ndarray, target_dim: int, seed: int,
                        noise: float = 0.1) -> np.ndarray:
     r"""float32 ``[N, D]`` targets planted over a graph: :math:`t = \mathrm{std}(M^2 X W) + \sigma \epsilon`.
@@ -338,20 +364,20 @@ def regression_targets(indptr: np.ndarray, indices: np.ndarray, x: np.ndarray, t
     column of the result standardised to mean 0 and standard deviation 1, then
     :math:`\sigma` ``noise`` times standard normal noise added.
     """
-    import scipy.sparse as sp
+    return _planted_signal(indptr, indices, x, target_dim, seed, noise, _TARGETS).astype(np.float32)
 
-    n, f = x.shape
-    adj = sp.csr_matrix((np.ones(indices.size, np.float64), indices, indptr), shape=(n, n))
-    inv = 1.0 / (np.diff(indptr).astype(np.float64) + 1.0)
-    h = x.astype(np.float64)
-    for _ in range(2):
-        h = (h + adj @ h) * inv[:, None]
-    g = _rng(seed, _TARGETS)
-    t = h @ (g.standard_normal((f, target_dim)) / math.sqrt(f))
-    t -= t.mean(axis=0)
-    t /= np.maximum(t.std(axis=0), 1e-12)
-    t += noise * g.standard_normal(t.shape)
-    return t.astype(np.float32)
+
+def multilabel_targets(indptr: np.ndarray, indices: np.ndarray, x: np.ndarray, num_labels: int, seed: int,
+                       noise: float = 0.1, rates: tuple[float, float] = (0.1, 0.4)) -> np.ndarray:
+    r"""uint8 ``[N, C]`` 0/1 labels planted over a graph: column :math:`c` is
+    :math:`[t_c > q_c]`, with :math:`t` :func:`regression_targets`' signal of width ``C`` (its own
+    map and noise: stream ``_MULTILABELS`` of ``seed``) and :math:`q_c` the column's
+    :math:`1 - r_c` quantile, the rates :math:`r_c` evenly spaced over ``rates`` (default 10% to
+    40% of the nodes per label)."""
+    t = _planted_signal(indptr, indices, x, num_labels, seed, noise, _MULTILABELS)
+    rate = np.linspace(rates[0], rates[1], num_labels)
+    cut = np.array([np.quantile(t[:, c], 1.0 - rate[c]) for c in range(num_labels)])
+    return (t > cut[None, :]).astype(np.uint8)
 
 
 def sbm_graph(num_nodes: int, num_classes: int, feature_dim: int, *, avg_degree: float = 20.0,
@@ -360,7 +386,7 @@ def sbm_graph(num_nodes: int, num_classes: int, feature_dim: int, *, avg_degree:
               feature_noise: float = 0.75, train_frac: float = 0.1,
               val_frac: float = 0.1, test_frac: float = 0.8, seed: int = 0,
               feature_dtype: str = "float32", name: str = "", target_dim: int | None = None,
-              target_noise: float = 0.1) -> Graph:
+              target_noise: float = 0.1, multilabel_dim: int | None = None) -> Graph:
     """A degree-corrected stochastic block model with planted communities: labels learnable from
     the graph much better than from the features, and community locality a partitioner can use.
 
@@ -386,10 +412,14 @@ def sbm_graph(num_nodes: int, num_classes: int, feature_dim: int, *, avg_degree:
         name: stored in :attr:`Graph.name`.
         target_dim: ``D`` (>= 1): the labels are float32 ``[N, D]`` regression targets
             (:func:`regression_targets`) instead of the classes (default: None, classes).
-        target_noise: with ``target_dim``, the standard deviation of the targets' noise
-            (default: ``0.1``; the targets' own is 1).
+        target_noise: with ``target_dim`` or ``multilabel_dim``, the standard deviation of the
+            planted signal's noise (default: ``0.1``; the signal's own is 1).
+        multilabel_dim: ``C`` (>= 1): the labels are a uint8 ``[N, C]`` 0/1 matrix
+            (:func:`multilabel_targets`, noise ``target_noise``) instead of the classes
+            (default: None, classes; not with ``target_dim``).
 
-    Shapes: ``x`` ``[N, F]``, ``y`` int64 ``[N]`` (float32 ``[N, D]`` with ``target_dim``),
+    Shapes: ``x`` ``[N, F]``, ``y`` int64 ``[N]`` (float32 ``[N, D]`` with ``target_dim``, uint8
+    ``[N, C]`` with ``multilabel_dim``),
     masks bool ``[N]``, ``E ~ 0.9 * avg_degree * N``.
     """
     seed = check_seed(seed)
@@ -404,9 +434,13 @@ def sbm_graph(num_nodes: int, num_classes: int, feature_dim: int, *, avg_degree:
         community_size = check_int("community_size", community_size, 1)
     p_local = check_float("p_local", p_local, 0.0, 1.0)
     feature_noise = check_float("feature_noise", feature_noise, 0.0)
+    if target_dim is not None and multilabel_dim is not None:
+        raise ValueError("sbm_graph: pass target_dim (regression) or multilabel_dim (multi-label), not both")
     if target_dim is not None:
         target_dim = check_int("target_dim", target_dim, 1)
-        target_noise = check_float("target_noise", target_noise, 0.0)
+    if multilabel_dim is not None:
+        multilabel_dim = check_int("multilabel_dim", multilabel_dim, 1)
+    target_noise = check_float("target_noise", target_noise, 0.0)
     _check_feature_dtype(feature_dtype)
     n, k = num_nodes, num_classes
     masks = random_split(n, train_frac, val_frac, test_frac, seed)
@@ -424,11 +458,16 @@ def sbm_graph(num_nodes: int, num_classes: int, feature_dim: int, *, avg_degree:
     del keys
     centroids = _sbm_centroids(feature_dim, k, seed)
     x = _gaussian_features(n, feature_dim, seed, feature_dtype, centroids, y, feature_noise)
-    labels = y if target_dim is None else regression_targets(indptr, indices, x, target_dim, seed, target_noise)
+    labels, num_labels, kind = y, k, "class"
+    if target_dim is not None:
+        labels, num_labels, kind = regression_targets(indptr, indices, x, target_dim, seed, target_noise), \
+            target_dim, "regression"
+    elif multilabel_dim is not None:
+        labels, num_labels, kind = multilabel_targets(indptr, indices, x, multilabel_dim, seed, target_noise), \
+            multilabel_dim, "multilabel"
     graph = Graph(indptr=indptr, indices=indices, x=x, y=labels, train_mask=masks[0],
-                  val_mask=masks[1], test_mask=masks[2], num_classes=k if target_dim is None else target_dim,
-                  symmetric=True, name=name, preprocessing=report,
-                  label_kind="class" if target_dim is None else "regression")
+                  val_mask=masks[1], test_mask=masks[2], num_classes=num_labels,
+                  symmetric=True, name=name, preprocessing=report, label_kind=kind)
     log.debug("sbm_graph: %r, %d communities (%s)", graph, num_comm, report)
     return graph
 

@@ -19,6 +19,7 @@ from .collectives import (
     barrier,
     broadcast_module,
     gather_rows,
+    all_gather_rows,
     raise_on_all_ranks,
 )
 from .env import LaunchEnv, read_launch_env
@@ -71,6 +72,7 @@ __all__ = [
     "barrier",
     "broadcast_module",
     "gather_rows",
+    "all_gather_rows",
     "get_rank",
     "get_world_size",
     "init_distributed",

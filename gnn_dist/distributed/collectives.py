@@ -26,12 +26,14 @@ from .process_group import get_world_size, is_distributed
 
 __all__ = [
     "named_collective",
+    "comm_device",
     "raise_on_all_ranks",
     "all_ranks_agree",
     "all_gather_json",
     "broadcast_json",
     "broadcast_bytes",
     "gather_rows",
+    "all_gather_rows",
     "all_reduce_sum",
     "all_reduce_max",
     "all_reduce_min",
@@ -275,14 +277,15 @@ def all_ranks_agree(what: str, group: dist.ProcessGroup | None = None) -> Iterat
 
 
 
-def _comm_device(group: dist.ProcessGroup | None) -> torch.device:
+def comm_device(group: dist.ProcessGroup | None = None) -> torch.device:
+    """Where ``group``'s collectives take their tensors: the current CUDA device for NCCL, else the CPU."""
     if dist.get_backend(group) == "nccl":
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
 
 
 def _gather_bytes(data: bytes, group: dist.ProcessGroup | None) -> list[bytes]:
-    device = _comm_device(group)
+    device = comm_device(group)
     world = dist.get_world_size(group)
     size = torch.tensor([len(data)], dtype=torch.int64, device=device)
     sizes = [torch.zeros_like(size) for _ in range(world)]
@@ -301,7 +304,7 @@ def broadcast_bytes(data: bytes | None, src: int = 0, group: dist.ProcessGroup |
     collective): how a file only rank ``src`` can read reaches the others, never unpickled."""
     if not is_distributed(group):
         return data
-    device = _comm_device(group)
+    device = comm_device(group)
     size = torch.tensor([-1 if data is None else len(data)], dtype=torch.int64, device=device)
     dist.broadcast(size, src=src, group=group)
     n = int(size.item())
@@ -337,6 +340,20 @@ def broadcast_json(value: Any, src: int = 0, group: dist.ProcessGroup | None = N
     return json.loads(data)
 
 
+def _padded_rows(tensor: torch.Tensor, group: dist.ProcessGroup | None) -> tuple[torch.Tensor, list[int]]:
+    """``tensor`` padded to the longest rank's rows on the group's device, and every rank's row
+    count (one all-gather of the counts)."""
+    device = comm_device(group)
+    count = torch.tensor([tensor.shape[0]], dtype=torch.int64, device=device)
+    counts = [torch.zeros_like(count) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(counts, count, group=group)
+    keep_alive(count, *counts)
+    sizes = [int(c.item()) for c in counts]
+    padded = torch.zeros((max(sizes), *tensor.shape[1:]), dtype=tensor.dtype, device=device)
+    padded[:tensor.shape[0]] = tensor
+    return padded, sizes
+
+
 def gather_rows(tensor: torch.Tensor, dst: int = 0,
                 group: dist.ProcessGroup | None = None) -> list[torch.Tensor] | None:
     """Every rank's ``tensor`` ``[n_r, ...]`` (same trailing shape and dtype, any ``n_r``) on rank
@@ -344,16 +361,24 @@ def gather_rows(tensor: torch.Tensor, dst: int = 0,
     one of the rows padded to the longest). ``[tensor]`` without a group."""
     if not is_distributed(group):
         return [tensor]
-    device = _comm_device(group)
     world, me = dist.get_world_size(group), dist.get_rank(group)
     with named_collective(f"gather of rows to rank {dst}", group):
-        count = torch.tensor([tensor.shape[0]], dtype=torch.int64, device=device)
-        counts = [torch.zeros_like(count) for _ in range(world)]
-        dist.all_gather(counts, count, group=group)
-        sizes = [int(c.item()) for c in counts]
-        padded = torch.zeros((max(sizes), *tensor.shape[1:]), dtype=tensor.dtype, device=device)
-        padded[:tensor.shape[0]] = tensor
+        padded, sizes = _padded_rows(tensor, group)
         parts = [torch.empty_like(padded) for _ in range(world)] if me == dst else None
         dist.gather(padded, parts, dst=dst, group=group)
-    keep_alive(count, *counts, padded, *(parts or []))
+    keep_alive(padded, *(parts or []))
     return None if parts is None else [p[:n] for p, n in zip(parts, sizes)]
+
+
+def all_gather_rows(tensor: torch.Tensor, group: dist.ProcessGroup | None = None) -> list[torch.Tensor]:
+    """Every rank's ``tensor`` ``[n_r, ...]`` (same trailing shape and dtype, any ``n_r``) on every
+    rank, in rank order (a collective: one all-gather of the row counts, one of the rows padded to
+    the longest). ``[tensor]`` without a group."""
+    if not is_distributed(group):
+        return [tensor]
+    with named_collective("all-gather of rows", group):
+        padded, sizes = _padded_rows(tensor, group)
+        parts = [torch.empty_like(padded) for _ in range(len(sizes))]
+        dist.all_gather(parts, padded, group=group)
+    keep_alive(padded, *parts)
+    return [p[:n] for p, n in zip(parts, sizes)]

@@ -67,7 +67,7 @@ import torch
 import torch.distributed as dist
 from torch.autograd.function import FunctionCtx, once_differentiable
 
-from .collectives import all_gather_json
+from .collectives import all_gather_json, comm_device
 from .errors import CollectiveError, HaloSpecError
 from .exchange_stats import ExchangeStats
 from .halo_handle import HaloHandle, describe_failure
@@ -371,13 +371,8 @@ class HaloExchanger:
             self._send_index[device] = idx
         return idx
 
-    def _comm_device(self) -> torch.device:
-        if dist.get_backend(self.group) == "nccl":
-            return torch.device("cuda", torch.cuda.current_device())
-        return torch.device("cpu")
-
     def _check_with_peers(self) -> None:
-        device = self._comm_device()
+        device = comm_device(self.group)
         mine = torch.tensor(self.send_counts, dtype=torch.int64, device=device)
         theirs = torch.empty_like(mine)
         dist.all_to_all_single(theirs, mine, group=self.group)

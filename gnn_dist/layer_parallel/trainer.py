@@ -4,7 +4,7 @@ Every rank holds the whole model (a few MB at most) but trains only its stage's 
 (:func:`~.staged.split_stage_parameters`): their gradients are all-reduced within the stage's
 graph group, those of a shared stem (GCNII's ``lin_in``) over every rank; the optimizer skips the
 parameters without a gradient, so each rank's Adam state is its stage's. The loss is computed on
-the last stage (:meth:`Trainer._loss_sum` over the global training count) and summed over all
+the last stage (:meth:`~gnn_dist.tasks.Task.train_loss`: its share of the global mean) and summed over all
 ranks. Evaluation is the exact forward through the stages; the last stage's logits are
 broadcast to the stages of its part, so every rank evaluates on its part's rows (the metrics'
 sums count each row once per stage, which leaves the accuracies, ratios of sums, exact). Before
@@ -89,7 +89,7 @@ class LayerParallelTrainer(Trainer):
 
     # ------------------------------------------------------------------ one step
     def _stage_loss(self, logits: torch.Tensor) -> torch.Tensor:
-        return self._loss_sum(logits.float()) / self.part.global_num_train
+        return self.task.train_loss(logits.float(), self.part, self.epoch)
 
     def _all_reduce_grads(self) -> int:
         """The stage's gradients within its graph group, a shared stem's over every rank; the

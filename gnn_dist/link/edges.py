@@ -15,11 +15,20 @@ from typing import Any
 import numpy as np
 import torch
 
-from .negatives import negative_destinations
+from .negatives import negative_destinations, pair_sample
 
-__all__ = ["LinkEdges", "LINK_SPLITS"]
+__all__ = ["LinkEdges", "LINK_SPLITS", "load_node_map"]
 
 LINK_SPLITS = ("train", "val", "test")
+
+
+def load_node_map(path: str | Path, meta: Any, *, verify: bool = True) -> np.ndarray:
+    """int64 ``[N]``, memory-mapped: original id -> new global id, the ``node_map.npy`` of the
+    partition folder ``path`` (``meta`` its ``PartitionMeta``; ``verify`` checks its sha256)."""
+    from partitioners.format.layout import NODE_MAP_FILE
+    from partitioners.format.npyio import load_array
+
+    return load_array(Path(path), meta.files[NODE_MAP_FILE], mmap=True, check_hash=verify)
 
 
 @dataclass(eq=False)
@@ -46,14 +55,11 @@ class LinkEdges:
     def from_partition(cls, part: Any, *, verify: bool = True) -> "LinkEdges":
         """The link edges of a :class:`~gnn_dist.partition.LocalPartition` whose folder has an edge
         split (``ValueError`` naming the folder and the fix otherwise)."""
-        from partitioners.format.layout import NODE_MAP_FILE
-        from partitioners.format.npyio import load_array
-
         split = getattr(part.meta, "edge_split", None)
         if split is None or part.link_pairs is None:
             raise ValueError(f"{part.path}: the partition has no edge split to train link prediction on; "
                              f"partition with gnn-dist partition ... --edge-split 0.85,0.05,0.1")
-        node_map = load_array(Path(part.path), part.meta.files[NODE_MAP_FILE], mmap=True, check_hash=verify)
+        node_map = load_node_map(part.path, part.meta, verify=verify)
         inverse = np.empty(node_map.shape[0], dtype=np.int64)   # new global id -> original id (transient)
         inverse[np.asarray(node_map)] = np.arange(node_map.shape[0], dtype=np.int64)
         original = {s: torch.from_numpy(inverse[p.numpy()]) for s, p in part.link_pairs.items()}
@@ -64,6 +70,21 @@ class LinkEdges:
     def negatives(self, split: str, seed: int, step: int, k: int) -> torch.Tensor:
         """int64 ``[E_s, k]`` new global ids: the ``k`` negative destinations of each pair of
         ``split`` at ``step`` (:func:`~.negatives.negative_destinations`, keyed by original ids)."""
-        o = self.original[split].numpy()
+        return self.negatives_of(self.original[split], seed, step, k)
+
+    def negatives_of(self, original: torch.Tensor, seed: int, step: int, k: int) -> torch.Tensor:
+        """:meth:`negatives` of the pairs of original ids ``original`` ``[2, E]``."""
+        o = original.numpy()
         neg = negative_destinations(seed, step, o[0], o[1], self.num_nodes, k)
         return torch.from_numpy(np.asarray(self.node_map[neg.reshape(-1)], dtype=np.int64).reshape(neg.shape))
+
+    def sample(self, split: str, fraction: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(pairs, original)`` of the pairs of ``split`` kept by a hash of ``(seed, original
+        ids)`` with probability ``fraction`` (:func:`~.negatives.pair_sample`): the same pairs on
+        any number of ranks; all of them when ``fraction >= 1``."""
+        pairs, original = self.pairs[split], self.original[split]
+        if fraction >= 1:
+            return pairs, original
+        o = original.numpy()
+        keep = torch.from_numpy(pair_sample(seed, o[0], o[1], fraction))
+        return pairs[:, keep], original[:, keep]

@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 
 from ..distributed import get_rank, get_world_size, is_distributed
-from ..distributed.collectives import named_collective
+from ..distributed.collectives import comm_device, named_collective
 from ..distributed.halo import HaloExchanger
 from ..distributed.keepalive import keep_alive
 
@@ -76,8 +76,7 @@ class RowFetch:
         """``(ids the peers ask this rank for, grouped by asking rank; their counts)``."""
         if not is_distributed(group):
             return torch.zeros(0, dtype=torch.int64), [0] * self.world_size
-        device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend(group) == "nccl" \
-            else torch.device("cpu")
+        device = comm_device(group)
         mine = torch.tensor(recv_counts, dtype=torch.int64, device=device)
         theirs = torch.empty_like(mine)
         with named_collective("link-prediction row request (counts)", group):

@@ -22,7 +22,9 @@ class Task:
     Class attributes: ``name`` (``--task``), ``label_kind`` (the partition's ``label_kind`` it
     trains on), ``losses`` (``--loss`` values; the first is the natural one), ``metrics`` (the
     metric names of :meth:`metrics`' records, ``{split}_{metric}``; the first is the one
-    :meth:`unevaluated` fills).
+    :meth:`unevaluated` fills), ``predicts_nodes`` (the model's output rows are the predictions of
+    their nodes, as the partition's labels are; False: they are embeddings that the task's own
+    modules score, as link prediction's decoder scores pairs).
 
     Args:
         loss: one of ``losses``, or None / ``"auto"`` for the natural one.
@@ -32,6 +34,7 @@ class Task:
     label_kind: ClassVar[str]
     losses: ClassVar[tuple[str, ...]]
     metrics_shown: ClassVar[tuple[str, ...]]
+    predicts_nodes: ClassVar[bool] = True
 
     def __init__(self, loss: str | None = None) -> None:
         loss = self.losses[0] if loss in (None, "auto") else loss
@@ -52,23 +55,41 @@ class Task:
         return cls.label_kind == label_kind
 
     # ------------------------------------------------------------------ the part
-    def check_part(self, part: Any) -> None:
-        """Refuse (``ValueError`` naming the folder) a part the task cannot train on; the same on
-        every rank (it reads the metadata only). Node tasks need labels and training nodes."""
-        if part.y is None:
-            raise ValueError(f"{part.path}: the partition has no labels to train on")
-        if part.global_num_train == 0:
-            raise ValueError(f"{part.path}: the partition has no training nodes (train_mask is empty everywhere)")
+    def check_data(self, meta: Any, where: Any) -> None:
+        """Refuse (``ValueError`` naming ``where``, the folder) a partition the task cannot train
+        on, from its metadata (``partition.json``) alone: ``gnn-dist train --validate`` calls it
+        before any rank starts, the trainer on every rank alike. Node tasks need labels and
+        training nodes."""
+        if meta.label_kind is None or int(meta.num_classes) < 1:
+            raise ValueError(f"{where}: the partition has no labels to train on")
+        if sum(int(p.num_train) for p in meta.parts) == 0:
+            raise ValueError(f"{where}: the partition has no training nodes (train_mask is empty everywhere)")
 
     def attach(self, model: torch.nn.Module, part: Any, seed: int) -> None:
         """Called once by the trainer before the weights are broadcast: a task that owns modules
         or per-part state adds them here (link prediction: the decoder, as ``model.link_decoder``)."""
+
+    def add_modules(self, model: torch.nn.Module) -> None:
+        """Add the task's own modules to ``model`` (built from its ``ModelConfig``): what
+        :meth:`attach` adds, and what a model file rebuilds (link prediction: ``link_decoder``).
+        Node tasks own none."""
+
+    def model_options(self) -> dict[str, Any]:
+        """The task options (:class:`~gnn_dist.config.TaskConfig` fields) that :meth:`add_modules`
+        depends on, as the model file's header records them (``task_options``; link prediction:
+        ``decoder``); :meth:`from_options` with them rebuilds the same modules."""
+        return {}
 
     def train_loss(self, logits: torch.Tensor, part: Any, epoch: int) -> torch.Tensor:
         """The step's loss on this rank: its share of the global mean, so that the sum over ranks
         is the one-device loss (node tasks: :meth:`loss_sum` over the training rows divided by the
         global training count)."""
         return self.loss_sum(logits, part.y, part.train_mask) / part.global_num_train
+
+    def step_fetch_bytes(self) -> int:
+        """Bytes this rank sent in the last :meth:`train_loss` and its backward fetching rows of
+        other ranks (link prediction's edge endpoints); node tasks fetch none."""
+        return 0
 
     # ------------------------------------------------------------------ model selection
     @property

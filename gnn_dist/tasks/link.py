@@ -19,13 +19,17 @@ Metrics, each split ranked against fixed negatives (``--eval-negatives M`` per p
 fixed step per split, so every evaluation sees the same): ``mrr`` the mean over positives of
 :math:`1 / \mathrm{rank}`, with :math:`\mathrm{rank} = 1 + \#\{j: s_j > s\} + \frac{1}{2}\#\{j: s_j = s\}`
 among the positive's own negatives; ``hits@K`` the share of positives with rank :math:`\le K`;
-``auc`` the ROC-AUC of all the split's positives against all its negatives (gathered on rank 0).
-Sums are all-reduced, so every rank reports the one-device numbers. Model selection watches
-``val_mrr``.
+``auc`` the ROC-AUC of all the split's positives against all its negatives
+(:func:`~gnn_dist.scoring.pair_auc`: only the positives travel).
+Sums are all-reduced, so every rank reports the one-device numbers. The training split's metrics
+are computed on a hash-drawn sample of its pairs as large as the validation split
+(:meth:`LinkPrediction.eval_fraction`; the same pairs on any number of ranks). Model selection
+watches ``val_mrr``.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -34,14 +38,16 @@ import torch.nn.functional as F
 from ..link import LinkEdges, RowFetch
 from ..link.edges import LINK_SPLITS
 from ..link.negatives import EVAL_STEP
+from ..link.score import score_pairs
 from ..nn.link_decoder import build_decoder
-from ..scoring import roc_auc
+from ..scoring import pair_auc
 from .base import Task, count_ratios, register_task
 
 __all__ = ["LinkPrediction"]
 
-_EVAL_CHUNK = 4096
-"""Evaluated positives scored at a time (with their negatives): bounds the evaluation's memory."""
+_EVAL_CHUNK = 2048
+"""Evaluated positives scored at a time (with their negatives, in float64): bounds the
+evaluation's memory."""
 
 
 @register_task
@@ -51,6 +57,7 @@ class LinkPrediction(Task):
     name = "link"
     label_kind = "edge-split"
     losses = ("bce",)
+    predicts_nodes = False
 
     def __init__(self, loss: str | None = None, *, decoder: str = "dot", eval_negatives: int = 100,
                  hits_k: int = 10) -> None:
@@ -60,6 +67,10 @@ class LinkPrediction(Task):
         self.edges: LinkEdges | None = None
         self.decoder: torch.nn.Module | None = None
         self.seed = 0
+        self._train_fetch: RowFetch | None = None
+        """The last training step's :class:`RowFetch` (its exchanger counts the bytes it moved)."""
+        self.eval_pairs: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        """Each split's evaluated ``(pairs, original ids)`` (:meth:`eval_fraction` of its pairs)."""
 
     @classmethod
     def from_options(cls, loss: str | None, options: Any) -> "LinkPrediction":
@@ -88,72 +99,89 @@ class LinkPrediction(Task):
                                    "hits_k": self.hits_k}
 
     # ------------------------------------------------------------------ the part
-    def check_part(self, part: Any) -> None:
-        split = getattr(part.meta, "edge_split", None)
+    def check_data(self, meta: Any, where: Any) -> None:
+        split = getattr(meta, "edge_split", None)
         if split is None:
-            raise ValueError(f"{part.path}: the partition has no edge split to train link prediction on; "
+            raise ValueError(f"{where}: the partition has no edge split to train link prediction on; "
                              f"partition with gnn-dist partition ... --edge-split 0.85,0.05,0.1")
         if not int(split["counts"]["train"]):
-            raise ValueError(f"{part.path}: the edge split has no training edges; partition with a larger "
+            raise ValueError(f"{where}: the edge split has no training edges; partition with a larger "
                              f"TRAIN fraction in --edge-split")
 
     def attach(self, model: torch.nn.Module, part: Any, seed: int) -> None:
         """The decoder becomes ``model.link_decoder`` (broadcast, all-reduced and saved with the
         model); the part's pairs and id maps are loaded."""
+        self.add_modules(model)
+        self.decoder = model.link_decoder
+        self.edges = LinkEdges.from_partition(part)
+        self.seed = int(seed)
+        self.eval_pairs = {s: self.edges.sample(s, self.eval_fraction(s), self.seed) for s in LINK_SPLITS}
+
+    def eval_fraction(self, split: str) -> float:
+        """The share of ``split``'s pairs its metrics are computed on: all of them for ``val`` and
+        ``test``; for ``train``, as many as the validation split has (the test split's when there
+        is no validation split), drawn by :meth:`LinkEdges.sample` — training pairs outnumber
+        the others (17 to 1 at ``--edge-split 0.85,0.05,0.1``), and each is ranked against
+        ``--eval-negatives`` negatives, so scoring them all would dominate the evaluation's time
+        and memory. (OGB's ``ogbl-citation2`` evaluates a training sample the size of its
+        validation set alike.)"""
+        assert self.edges is not None
+        counts = self.edges.global_counts
+        if split != "train" or not counts["train"]:
+            return 1.0
+        return min(1.0, (counts["val"] or counts["test"] or counts["train"]) / counts["train"])
+
+    def add_modules(self, model: torch.nn.Module) -> None:
+        """``model.link_decoder``: the decoder ``--decoder`` names, for embeddings of the model's
+        ``out_dim`` (kept when the model has one already)."""
         width = getattr(model, "out_dim", None)
         if not isinstance(width, int):
             raise ValueError(f"link prediction needs a model with an integer out_dim (its embedding width), "
                              f"got {type(model).__name__}")
         if not hasattr(model, "link_decoder"):
             model.add_module("link_decoder", build_decoder(self.decoder_name, width))
-        self.decoder = model.link_decoder
-        self.edges = LinkEdges.from_partition(part)
-        self.seed = int(seed)
+
+    def model_options(self) -> dict[str, Any]:
+        return {"decoder": self.decoder_name}
 
     def _scores(self, h: torch.Tensor, pairs: list[tuple[torch.Tensor, torch.Tensor]], part: Any,
-                chunk: int | None = None) -> list[torch.Tensor]:
+                chunk: int | None = None,
+                decoder: torch.nn.Module | None = None) -> tuple[list[torch.Tensor], RowFetch]:
         """The decoder's logits of each ``(src [E], dst [E] or [E, M])`` of ``pairs``, from this
-        rank's embeddings ``h`` ``[I, D]``: one :class:`RowFetch` for all their endpoints (each node's
-        row fetched once), then scored ``chunk`` sources at a time (all at once: None)."""
+        rank's embeddings ``h`` ``[I, D]`` (:func:`~gnn_dist.link.score.score_pairs`; its
+        and its :class:`RowFetch`); ``decoder`` defaults to the task's."""
         assert self.edges is not None and self.decoder is not None
-        ids = [t.reshape(-1) for pair in pairs for t in pair]
-        fetch = RowFetch(torch.cat(ids), self.edges.starts, part.num_inner)
-        table = fetch.table(h)
-        where = fetch.index.to(table.device)
-        out, at = [], 0
-        for src, dst in pairs:
-            s_rows = where[at:at + src.numel()]
-            at += src.numel()
-            d_rows = where[at:at + dst.numel()].reshape(dst.shape)
-            at += dst.numel()
-            step = src.numel() if chunk is None else chunk
-            parts = []
-            for a in range(0, src.numel(), max(step, 1)):
-                hs, hd = table[s_rows[a:a + step]], table[d_rows[a:a + step]]
-                if dst.dim() == 2:   # [E, M] negatives of each source
-                    hs = hs.unsqueeze(1).expand_as(hd)
-                parts.append(self.decoder(hs, hd))
-            out.append(torch.cat(parts) if parts else table.new_zeros(dst.shape) + 0 * table.sum())
-        return out
+        return score_pairs(self.decoder if decoder is None else decoder, h, pairs, self.edges.starts,
+                           part.num_inner, chunk)
 
     # ------------------------------------------------------------------ loss and metrics
     def train_loss(self, logits: torch.Tensor, part: Any, epoch: int) -> torch.Tensor:
         assert self.edges is not None
         src, dst = self.edges.pairs["train"]
         neg = self.edges.negatives("train", self.seed, epoch, 1)[:, 0]
-        pos_s, neg_s = self._scores(logits, [(src, dst), (src, neg)], part)
+        (pos_s, neg_s), self._train_fetch = self._scores(logits, [(src, dst), (src, neg)], part)
         total = (F.binary_cross_entropy_with_logits(pos_s, torch.ones_like(pos_s), reduction="sum")
                  + F.binary_cross_entropy_with_logits(neg_s, torch.zeros_like(neg_s), reduction="sum"))
         return total / (2 * self.edges.global_counts["train"])
+
+    def step_fetch_bytes(self) -> int:
+        fetch = self._train_fetch
+        return 0 if fetch is None else int(fetch.exchanger.totals.bytes_sent)
 
     def metrics(self, logits: torch.Tensor, part: Any) -> dict[str, float]:
         assert self.edges is not None
         m = self.eval_negatives
         pairs = []
         for split in LINK_SPLITS:
-            src, dst = self.edges.pairs[split]
-            pairs += [(src, dst), (src, self.edges.negatives(split, self.seed, EVAL_STEP[split], m))]
-        scores = self._scores(logits, pairs, part, chunk=_EVAL_CHUNK)
+            (src, dst), original = self.eval_pairs[split]
+            pairs += [(src, dst), (src, self.edges.negatives_of(original, self.seed, EVAL_STEP[split], m))]
+        # scored in float64, then rounded to float32: the same pair scored twice (a positive drawn
+        # as another's negative; in batches of other shapes, on other ranks) gets the same score
+        # bit for bit, a tie, so P ranks rank as one device does
+        decoder = copy.deepcopy(self.decoder).double()
+        scored, _ = self._scores(logits.double(), pairs, part, chunk=_EVAL_CHUNK, decoder=decoder)
+        scores = [s.float() for s in scored]
+        del scored
         out: dict[str, float] = {}
         sums = []
         for i, split in enumerate(LINK_SPLITS):
@@ -164,26 +192,9 @@ class LinkPrediction(Task):
         ratios = count_ratios(sums)
         for i, split in enumerate(LINK_SPLITS):
             out[f"{split}_mrr"], out[f"{split}_hits@{self.hits_k}"] = ratios[2 * i], ratios[2 * i + 1]
-            out[f"{split}_auc"] = _pair_auc(scores[2 * i], scores[2 * i + 1])
+            out[f"{split}_auc"] = pair_auc(scores[2 * i], scores[2 * i + 1])
         return out
 
     def predict(self, logits: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
         return None, logits   # the node embeddings; pairs are scored by the decoder
 
-
-def _pair_auc(pos: torch.Tensor, neg: torch.Tensor) -> float:
-    """ROC-AUC of every rank's positives (label 1) against every rank's negatives (label 0)."""
-    import math
-
-    from ..distributed import broadcast_json, gather_rows, get_rank
-
-    s = torch.cat([pos.detach().reshape(-1), neg.detach().reshape(-1)]).double()
-    y = torch.cat([torch.ones(pos.numel()), torch.zeros(neg.numel())]).double()
-    rows = gather_rows(torch.stack([s, y], dim=1))
-    value = None
-    if get_rank() == 0:
-        assert rows is not None
-        both = torch.cat(rows).cpu().numpy()
-        value = roc_auc(both[:, 0], both[:, 1])
-    got = broadcast_json(value)
-    return math.nan if got is None or (isinstance(got, float) and math.isnan(got)) else float(got)

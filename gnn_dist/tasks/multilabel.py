@@ -7,7 +7,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ..scoring import multilabel_roc_auc
+from ..scoring import gathered_roc_auc
 from .base import Task, count_ratios, register_task
 
 __all__ = ["MultiLabel"]
@@ -21,7 +21,7 @@ class MultiLabel(Task):
     :math:`\sigma(z_{vc})` against :math:`y_{vc}`, summed over the mask. Metrics: ``acc`` the
     micro-F1 of ``logit > 0``, :math:`2 TP / (2 TP + FP + FN)` from counts summed over ranks
     (exact), and ``rocauc`` the mean per-label ROC-AUC over every rank's rows
-    (:func:`~gnn_dist.scoring.multilabel_roc_auc`). The model's output width is ``C``.
+    (:func:`~gnn_dist.scoring.gathered_roc_auc`). The model's output width is ``C``.
     """
 
     name = "multilabel"
@@ -48,7 +48,7 @@ class MultiLabel(Task):
             pairs.append((2 * tp, 2 * tp + (pred * (1 - true)).sum() + ((1 - pred) * true).sum()))
         out = {f"{name}_acc": f1 for (name, _), f1 in zip(splits, count_ratios(pairs))}
         for name, mask in splits:  # ogbn-proteins' metric, over every rank's rows
-            out[f"{name}_rocauc"] = multilabel_roc_auc(logits[mask], p.y[mask])
+            out[f"{name}_rocauc"] = gathered_roc_auc(logits[mask], p.y[mask])
         return out
 
     def predict(self, logits: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:

@@ -56,8 +56,11 @@ def train_link(rank: int, world_size: int, path: str) -> dict:
                                    decoder=decoder, eval_negatives=7, hits_k=3)
         hist = trainer.fit(EPOCHS)
         keys = [f"{s}_{m}" for s in SPLITS for m in ("mrr", "hits@3", "auc")]
+        fetch = trainer.task._train_fetch   # the last step's endpoint rows: sent forward, gradients back
         out[model] = {"loss": [h["train_loss"] for h in hist], "metrics": [[h[k] for k in keys] for h in hist],
-                      "params": {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}}
+                      "params": {k: v.detach().clone() for k, v in trainer.model.state_dict().items()},
+                      "fetch_bytes": (hist[-1]["fetch_bytes"], (fetch.rows_sent + fetch.rows_received) * 8 * 4),
+                      "comm_bytes": hist[-1]["comm_bytes"] - hist[-1]["halo_bytes"] - hist[-1]["allreduce_bytes"]}
     return out
 
 
@@ -66,11 +69,16 @@ def reference(graph, tmp_path_factory) -> dict:
     return train_link(0, 1, write(graph, 1, tmp_path_factory.mktemp("link") / "p1"))
 
 
-@pytest.mark.parametrize("num_parts", [3])
+@pytest.mark.parametrize("num_parts", [2, 3, 4])
 def test_p_ranks_train_what_one_rank_trains(graph, reference, tmp_path, num_parts):
     results = run_ranks(train_link, num_parts, write(graph, num_parts, tmp_path / "parts"), timeout=240)
     for other in results[1:]:
         assert other["gcn"]["metrics"] == results[0]["gcn"]["metrics"]   # every rank reports the same numbers
+    for got in results:   # the endpoint fetch's bytes are counted, in fetch_bytes and comm_bytes
+        for model in ("gcn", "sage"):
+            recorded, expected = got[model]["fetch_bytes"]
+            assert recorded == expected > 0 and got[model]["comm_bytes"] == recorded
+    assert reference["gcn"]["fetch_bytes"] == (0, 0)   # one rank fetches nothing
     for model, ref in reference.items():
         got = results[0][model]
         np.testing.assert_allclose(got["loss"], ref["loss"], rtol=1e-5, atol=1e-6, err_msg=model)
@@ -100,20 +108,40 @@ def test_negatives_are_keyed_by_original_ids_not_the_partition(graph, tmp_path):
     assert np.array_equal(back[a[:1].numpy()], first)
 
 
+def test_pair_sample_is_a_keyed_share_of_the_pairs():
+    from gnn_dist.link.negatives import pair_sample
+
+    src, dst = np.arange(20_000), (np.arange(20_000) * 7919) % 20_011
+    keep = pair_sample(4, src, dst, 0.1)
+    assert abs(keep.mean() - 0.1) < 0.01                              # the share asked for
+    assert np.array_equal(pair_sample(4, src[::-1], dst[::-1], 0.1), keep[::-1])   # keyed by the pair, not its place
+    assert not np.array_equal(pair_sample(5, src, dst, 0.1), keep)     # another seed, another sample
+    assert (pair_sample(4, src, dst, 0.2) >= keep).all()               # a larger share keeps the smaller one's pairs
+    assert pair_sample(4, src, dst, 1.0).all() and not pair_sample(4, src, dst, 0.0).any()
+
+
 def test_metrics_against_a_direct_computation(graph, tmp_path):
     import gnn_dist
-    from gnn_dist.link.negatives import EVAL_STEP
+    from gnn_dist.link.negatives import EVAL_STEP, pair_sample
     from gnn_dist.scoring import roc_auc
 
     part = gnn_dist.load_partition(write(graph, 1, tmp_path / "p1"))
     trainer = gnn_dist.Trainer(_model(part, dropout=0.0), part, log_every=0, task="link", eval_negatives=5, hits_k=2)
     got = trainer.evaluate()
     trainer.model.eval()
+    edges = trainer.task.edges
+    counts = edges.global_counts
+    assert counts["train"] > 4 * counts["val"] > 0
+    # the training split is scored on the pairs a hash of (seed, original ids) keeps, as many as val's on average
+    o = edges.original["train"].numpy()
+    sampled = torch.from_numpy(pair_sample(1, o[0], o[1], counts["val"] / counts["train"]))
+    assert 0 < int(sampled.sum()) < counts["train"] // 2
     with torch.no_grad():
         h = trainer.model(part, trainer._model_input())   # one part: row = new global id
         for split in SPLITS:
-            src, dst = trainer.task.edges.pairs[split]
-            neg = trainer.task.edges.negatives(split, 1, EVAL_STEP[split], 5)
+            keep = sampled if split == "train" else slice(None)
+            src, dst = edges.pairs[split][:, keep]
+            neg = edges.negatives(split, 1, EVAL_STEP[split], 5)[keep]
             pos_s = (h[src] * h[dst]).sum(-1)
             neg_s = (h[src][:, None] * h[neg]).sum(-1)
             rank = 1 + (neg_s > pos_s[:, None]).sum(1) + 0.5 * (neg_s == pos_s[:, None]).sum(1)

@@ -169,7 +169,10 @@ def test_a_tampered_foreign_or_missing_model_file_is_refused(run, tmp_path):
     for name, payload in cases.items():
         torch.save(payload, tmp_path / f"{name}.pt")
     flipped = bytearray(Path(run["model"]).read_bytes())
-    flipped[len(flipped) // 2] ^= 0xFF
+    stored = raw["state_dict"]["convs.0.lin.weight"].numpy().tobytes()   # kept uncompressed in the archive
+    at = bytes(flipped).find(stored)
+    assert at >= 0
+    flipped[at + len(stored) // 2] ^= 0xFF   # a byte of a weight, not of the archive's padding
     (tmp_path / "flipped.pt").write_bytes(bytes(flipped))
     torch.save({"format": "gnn-dist-model", "version": 1, "header": Payload()}, tmp_path / "pickled.pt")
     expected = {"weights": "sha256 of its contents", "header": "sha256 of its contents",

@@ -12,6 +12,7 @@ import gzip
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -120,8 +121,8 @@ def test_datasets_lists_the_catalog_on_stderr(capsys):
 def test_datasets_says_what_the_labels_are(capsys):
     """Classes for class ids, targets for a regression dataset (its num_classes is the target width)."""
     code, _, err = run(capsys, "datasets")
-    assert code == EXIT_OK and "  dim     labels  description" in err.splitlines()[0], err
-    words = {"class": "classes", "regression": "targets"}
+    assert code == EXIT_OK and re.search(r"  dim +labels  description", err.splitlines()[0]), err
+    words = {"class": "classes", "regression": "targets", "multilabel": "multi-label"}
     for d in list_datasets():
         line = next(ln for ln in err.splitlines() if f"] {d.name} " in ln)
         assert f"  {d.num_classes} {words[d.label_kind]}  " in line, line

@@ -51,7 +51,7 @@ def _train(rank: int, world_size: int, path: str) -> dict:
             # one forward/backward at the initial weights: outputs and local gradients
             model.train()
             logits = model(trainer.pipeline.begin_step(0), trainer.inputs)
-            (trainer._loss_sum(logits) / part.global_num_train).backward()
+            trainer.task.train_loss(logits, part, 0).backward()
             with torch.no_grad():
                 model.dropout_step.zero_()
             step = {"logits": logits.detach(), "grads": {k: p.grad.clone() for k, p in model.named_parameters()}}

@@ -184,9 +184,13 @@ def _activation_bytes(w: Workload) -> int:
 
 
 def _out_dim(w: Workload, s: PartSizes) -> int:
-    """The model's output width: the embedding width ``hidden`` for link prediction (the task's
-    ``out_dim``), else the classes ``C``."""
-    return w.hidden if w.task == "link" else s.num_classes
+    """The model's output width, as the task says (:meth:`~gnn_dist.tasks.Task.out_dim`): the
+    embedding width ``hidden`` for link prediction, else the classes ``C`` (also for an
+    unresolved ``auto``)."""
+    from ..tasks import TASKS
+
+    task = TASKS.get(w.task)
+    return s.num_classes if task is None else task().out_dim(s.num_classes, w.hidden)
 
 
 def _layers(w: Workload, s: PartSizes) -> list[LayerShape]:

@@ -33,10 +33,12 @@ from .keepalive import keep_alive
 from .process_group import (
     DEFAULT_TIMEOUT,
     DistContext,
+    default_group_timeout,
     get_rank,
     get_world_size,
     init_distributed,
     is_distributed,
+    new_group,
     shutdown_process_group,
 )
 
@@ -54,6 +56,7 @@ __all__ = [
     "parse_wire_dtype",
     "DEFAULT_TIMEOUT",
     "DistContext",
+    "default_group_timeout",
     "DistributedConfigError",
     "HaloExchange",
     "HaloExchanger",
@@ -78,6 +81,7 @@ __all__ = [
     "init_distributed",
     "is_distributed",
     "keep_alive",
+    "new_group",
     "raise_on_all_ranks",
     "read_launch_env",
     "shutdown_process_group",

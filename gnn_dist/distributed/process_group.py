@@ -47,6 +47,8 @@ __all__ = [
     "SHUTDOWN_PAUSE_S",
     "DistContext",
     "init_distributed",
+    "default_group_timeout",
+    "new_group",
     "shutdown_process_group",
     "is_distributed",
     "get_rank",
@@ -62,6 +64,10 @@ SHUTDOWN_PAUSE_S = 0.15
 """Pause between destroying the group and dropping kept buffers (lets gloo threads finish)."""
 
 _BACKENDS = ("gloo", "nccl")
+
+_group_timeout: timedelta | None = None
+"""The timeout of the default group this process started or adopted (:func:`init_distributed`):
+what :func:`new_group` gives every subgroup."""
 
 
 @dataclass(kw_only=True, slots=True, weakref_slot=True)
@@ -258,6 +264,7 @@ def init_distributed(backend: str | None = None, *,
         logger.warning("init_distributed: a default process group is already initialised "
                        "(backend %s, world size %d); using it as is and leaving its lifetime "
                        "to its creator", dist.get_backend(), dist.get_world_size())
+        _remember_timeout(timeout)
         return _context_from_existing_group(timeout)
     env = read_launch_env()
     if env is None:
@@ -282,10 +289,39 @@ def init_distributed(backend: str | None = None, *,
         device = torch.device("cpu")
         dist.init_process_group("gloo", timeout=timeout, rank=env.rank, world_size=env.world_size,
                                 store=_attempt_store(env.rank, env.world_size, timeout))
+    _remember_timeout(timeout)
     logger.info("init_distributed: rank %d/%d, local rank %d, backend %s, device %s, timeout %s",
                 env.rank, env.world_size, env.local_rank, resolved, device, timeout)
     return DistContext(rank=env.rank, world_size=env.world_size, local_rank=env.local_rank,
                        device=device, backend=resolved, timeout=timeout, owns_group=True)
+
+
+def _remember_timeout(timeout: timedelta) -> None:
+    global _group_timeout
+    _group_timeout = timeout
+
+
+def new_group(ranks: list[int]) -> dist.ProcessGroup:
+    """A subgroup of ``ranks`` (a collective on the default group: every rank creates every
+    subgroup, in the same order) whose collectives time out after the job's timeout.
+    ``torch.distributed.new_group`` without ``timeout=`` gives a subgroup torch's own default
+    (30 minutes on gloo), not the default group's, so a stalled peer would hold a survivor there
+    that long instead of ``--timeout``."""
+    return dist.new_group(ranks, timeout=default_group_timeout())
+
+
+def default_group_timeout() -> timedelta:
+    """The collective timeout of the default group: read from its backend's options, else the one
+    :func:`init_distributed` was given, else :data:`DEFAULT_TIMEOUT`."""
+    try:
+        group = dist.distributed_c10d._get_default_group()
+        device = torch.device("cuda") if dist.get_backend() == "nccl" else torch.device("cpu")
+        timeout = group._get_backend(device).options._timeout
+        if isinstance(timeout, timedelta) and timeout.total_seconds() > 0:
+            return timeout
+    except (AttributeError, RuntimeError, ValueError):
+        pass
+    return _group_timeout or DEFAULT_TIMEOUT
 
 
 def is_distributed(group: dist.ProcessGroup | None = None) -> bool:

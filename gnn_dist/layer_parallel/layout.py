@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch.distributed as dist
 
 from ..config import ConfigError
+from ..distributed import new_group
 
 __all__ = ["StageLayout", "StageGroups", "stage_layout", "build_groups"]
 
@@ -111,11 +112,11 @@ def build_groups(layout: StageLayout) -> StageGroups:
     S, G = layout.stages, layout.graph_parts
     graph = pipeline = None
     for s in range(S):
-        group = dist.new_group([s * G + g for g in range(G)])
+        group = new_group([s * G + g for g in range(G)])
         if s == layout.stage:
             graph = group
     for g in range(G):
-        group = dist.new_group([s * G + g for s in range(S)])
+        group = new_group([s * G + g for s in range(S)])
         if g == layout.graph_rank:
             pipeline = group
     return StageGroups(graph, pipeline)

@@ -5,6 +5,7 @@ naming the transfer."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -63,4 +64,43 @@ def test_a_stalled_stage_is_named_with_the_transfer(tmp_path):
     outcomes = launch_ranks(train_until_peer_stalls, 2, data, metrics, free_port(), init_group=False, timeout=120,
                             grace=5)
     message = stalled_job_message(outcomes)
-    assert any(name in message for name in ("stage-to-stage", "all-reduce", "gather of")), message
+    assert any(name in message for name in ("stage-to-stage", "all-reduce", "gather of", "broadcast of")), message
+
+
+def broadcast_while_the_peer_waits_elsewhere(rank: int, world_size: int, done: str) -> float:
+    """Both ranks build the stage groups of a 2-stage layer run on a group whose timeout is 3 s;
+    rank 0 broadcasts on the pipeline group, rank 1 never joins it and waits (at most 50 s) for
+    rank 0 to write ``done``. Returns how long rank 0 waited before the broadcast failed."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    from gnn_dist.distributed import default_group_timeout
+    from gnn_dist.layer_parallel.layout import build_groups, stage_layout
+
+    groups = build_groups(stage_layout("layer", 2, world_size, rank, 1, 4))
+    assert default_group_timeout().total_seconds() == 3.0
+    if rank == 1:
+        deadline = time.monotonic() + 50
+        while not os.path.exists(done) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return 0.0
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(RuntimeError):
+            dist.broadcast(torch.zeros(4), src=1, group=groups.pipeline)
+        return time.monotonic() - t0
+    finally:
+        Path(done).touch()
+
+
+def test_the_stage_groups_time_out_after_the_jobs_timeout(tmp_path):
+    """torch gives a subgroup made without ``timeout=`` its own default (30 minutes on gloo), not
+    the default group's: the stage and pipeline groups must carry the job's timeout, so a stalled
+    stage ends the survivor after ``--timeout`` (a survivor once waited in the logits' broadcast
+    until the harness killed it)."""
+    outcomes = launch_ranks(broadcast_while_the_peer_waits_elsewhere, 2, str(tmp_path / "done"), timeout=90,
+                            grace=60, pg_timeout=3)
+    assert all(o.ok for o in outcomes), [o.describe() for o in outcomes]
+    assert 2.5 <= outcomes[0].result < 45, outcomes[0].result

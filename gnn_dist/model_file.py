@@ -36,7 +36,7 @@ import hashlib
 import json
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,8 @@ class ModelFile:
     header: dict[str, Any]
     state_dict: dict[str, torch.Tensor]
     sha256: str
+    _task: list[Any] = field(default_factory=list, init=False, repr=False, compare=False)
+    """:attr:`task`, once built (the header does not change)."""
 
     @property
     def model_config(self) -> ModelConfig:
@@ -111,6 +113,11 @@ class ModelFile:
         """The :class:`~gnn_dist.tasks.Task` the model was trained for: the header's ``task``,
         ``loss`` and ``task_options`` (a file written before they were recorded: its label kind's
         task; without ``task_options``: the task's default options)."""
+        if not self._task:
+            self._task.append(self._build_task())
+        return self._task[0]
+
+    def _build_task(self) -> Any:
         from .config import TaskConfig
         from .tasks import TASKS, task_for_label_kind
 

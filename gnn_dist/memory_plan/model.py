@@ -187,10 +187,19 @@ def _out_dim(w: Workload, s: PartSizes) -> int:
     """The model's output width, as the task says (:meth:`~gnn_dist.tasks.Task.out_dim`): the
     embedding width ``hidden`` for link prediction, else the classes ``C`` (also for an
     unresolved ``auto``)."""
+    task = _task_of(w.task, w.decoder)
+    return s.num_classes if task is None else task.out_dim(s.num_classes, w.hidden)
+
+
+@functools.lru_cache(maxsize=16)
+def _task_of(name: str, decoder: str) -> Any:
+    """The :class:`~gnn_dist.tasks.Task` of ``--task name`` (with the options that shape its
+    modules), or None for an unresolved ``auto``."""
+    from ..config import TaskConfig
     from ..tasks import TASKS
 
-    task = TASKS.get(w.task)
-    return s.num_classes if task is None else task().out_dim(s.num_classes, w.hidden)
+    kind = TASKS.get(name)
+    return None if kind is None else kind.from_options(None, TaskConfig(task=name, decoder=decoder))
 
 
 def _layers(w: Workload, s: PartSizes) -> list[LayerShape]:
@@ -266,14 +275,14 @@ def num_parameters(w: Workload, s: PartSizes) -> int:
 
 def _parameter_counts(w: Workload, s: PartSizes) -> tuple[int, tuple[int, ...]]:
     """``(the model's trainable parameters, each convolution's)``."""
-    decoder = w.decoder if w.task == "link" else None
     return _count_parameters(w.model, s.feature_dim, w.hidden, _out_dim(w, s), w.layers, w.heads, w.out_heads, w.jk,
-                             decoder)
+                             w.task, w.decoder)
 
 
 @functools.lru_cache(maxsize=64)
 def _count_parameters(model_name: str, in_dim: int, hidden: int, out_dim: int, layers: int, heads: int | None,
-                      out_heads: int | None, jk: str = "last", decoder: str | None = None) -> tuple[int, tuple[int, ...]]:
+                      out_heads: int | None, jk: str = "last", task: str = "auto",
+                      decoder: str = "dot") -> tuple[int, tuple[int, ...]]:
     import torch
 
     from ..models import build_model
@@ -284,10 +293,9 @@ def _count_parameters(model_name: str, in_dim: int, hidden: int, out_dim: int, l
     with torch.device("meta"):
         model = build_model(model_name, in_dim=in_dim, hidden_dim=hidden, out_dim=out_dim, num_layers=layers,
                             jk=jk, **kwargs)
-        if decoder is not None:
-            from ..nn.link_decoder import build_decoder
-
-            model.add_module("link_decoder", build_decoder(decoder, out_dim))
+        owner = _task_of(task, decoder)
+        if owner is not None:   # the task's own modules (link prediction: its decoder)
+            owner.add_modules(model)
     def count(m: Any) -> int:
         return sum(p.numel() for p in m.parameters() if p.requires_grad)
     return count(model), tuple(count(conv) for conv in getattr(model, "convs", []))

@@ -95,8 +95,13 @@ class LinkPrediction(Task):
         return None   # any embedding width
 
     def record(self) -> dict[str, Any]:
-        return super().record() | {"decoder": self.decoder_name, "eval_negatives": self.eval_negatives,
-                                   "hits_k": self.hits_k}
+        """The task's options and which pairs each split's metrics are computed on: the training
+        split's on a hashed sample (``eval_fractions``; every pair of ``val`` and ``test``)."""
+        out = super().record() | {"decoder": self.decoder_name, "eval_negatives": self.eval_negatives,
+                                  "hits_k": self.hits_k}
+        if self.edges is not None:
+            out["eval_fractions"] = {s: self.eval_fraction(s) for s in LINK_SPLITS}
+        return out
 
     # ------------------------------------------------------------------ the part
     def check_data(self, meta: Any, where: Any) -> None:

@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", type=int, nargs="+", default=[16, 32])
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--chunks", type=int, default=4)
+    ap.add_argument("--chunk-by", default="hash", help="the layer/hybrid runs' --chunk-by (hash, graph)")
     ap.add_argument("--simulate-link", default=None, metavar="latency_ms=L,gbps=B")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--runs", nargs="+", choices=list(RUNS), default=list(RUNS),
@@ -117,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             fields = dict(fields)
             if "stages" in fields:
                 fields["chunks"] = args.chunks
+                fields["chunk_by"] = args.chunk_by
             if args.simulate_link:
                 fields["simulate_link"] = args.simulate_link
             rec = measure(name, folders[parts], fields, layers, args.epochs, args.seed, args.timeout)
@@ -130,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
                       common.fmt_ratio(rec["bytes_per_epoch"] / ref["bytes_per_epoch"]), f"{rec['epoch_s']:.3f}",
                       common.fmt_ratio(rec["epoch_s"] / ref["epoch_s"]), f"{rec['test_acc']:.4f}",
                       f"{100 * (rec['test_acc'] - ref['test_acc']):+.2f}"])
-    md = (f"# Layer parallelism: {args.dataset}, GCNII hidden 64, P = 4, {args.epochs} epochs, chunks {args.chunks}"
+    md = (f"# Layer parallelism: {args.dataset}, GCNII hidden 64, P = 4, {args.epochs} epochs, chunks {args.chunks} "
+          f"(by {args.chunk_by})"
           f"{', link ' + args.simulate_link if args.simulate_link else ''}\n\n"
           + common.markdown_table(["run", "layers", "bytes/epoch", "x sync", "epoch s", "x sync", "test acc",
                                    "pts vs sync"], table) + "\n")

@@ -342,6 +342,11 @@ class MemoryConfig:
         _choice("precision", self.precision, _precisions())
 
 
+def _chunkings() -> tuple[str, ...]:
+    from .layer_parallel.chunks import CHUNKINGS
+    return tuple(CHUNKINGS)
+
+
 @dataclass(kw_only=True, slots=True)
 class ParallelConfig:
     parallel: str = flag("--parallel", default="graph", choices=PARALLEL_MODES)
@@ -351,8 +356,11 @@ class ParallelConfig:
     stages: int = flag("--stages", default=1, metavar="S")
     """With parallel layer/hybrid: pipeline stages; S divides the ranks and the model's layers."""
     chunks: int = flag("--chunks", default=1, metavar="K")
-    """With parallel layer/hybrid: node chunks (by a hash of the original id) that flow through the
-    stages; rows of chunks not yet computed this epoch are the previous epoch's (1: exact)."""
+    """With parallel layer/hybrid: node chunks that flow through the stages; rows of chunks not yet
+    computed this epoch are the previous epoch's (1: exact)."""
+    chunk_by: str = flag("--chunk-by", default="hash", choices=_chunkings)
+    """With chunks > 1: a row's chunk from a hash of its original id (hash), or from a METIS partition
+    of each part's rows (graph: fewer of a chunk's neighbours in later chunks, so fewer historical rows)."""
     history_smoothing: float | None = flag("--history-smoothing", metavar="GAMMA")
     """With parallel layer/hybrid and chunks > 1: moving average of the historical rows, factor GAMMA in
     [0, 1), bias-corrected (default: none, the previous epoch's rows)."""
@@ -361,11 +369,13 @@ class ParallelConfig:
         _choice("parallel", self.parallel, PARALLEL_MODES)
         _int_at_least("stages", self.stages, 1)
         _int_at_least("chunks", self.chunks, 1)
+        _choice("chunk_by", self.chunk_by, _chunkings())
         if self.history_smoothing is not None:
             _require(_is_number(self.history_smoothing) and 0 <= self.history_smoothing < 1, "history_smoothing",
                      self.history_smoothing, "a factor in [0, 1)")
         if self.parallel == "graph":
             for name, value, unset in (("stages", self.stages, 1), ("chunks", self.chunks, 1),
+                                       ("chunk_by", self.chunk_by, "hash"),
                                        ("history_smoothing", self.history_smoothing, None)):
                 if value != unset:
                     raise ConfigError(name, f"{value} applies to parallel layer or hybrid only, not parallel='graph' "

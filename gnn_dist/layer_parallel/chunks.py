@@ -1,7 +1,12 @@
 """Node chunks and the rows a layer reads at each chunk: this epoch's or the historical ones.
 
-A row's chunk is ``hash(seed, original id) mod K`` (:func:`chunk_of`): the same on every stage
-and every part, so a halo row has the chunk its owner gives it. Stage ``s`` computes its layers
+A row's chunk is ``hash(seed, original id) mod K`` (:func:`chunk_of`, ``--chunk-by hash``): the
+same on every stage and every part, so a halo row has the chunk its owner gives it. With
+``--chunk-by graph`` (:func:`row_chunks`) the chunks are a METIS partition of each part's own rows
+(the subgraph of its inner rows, balanced rows, fewest edges between chunks), so fewer of the rows a
+chunk reads belong to later chunks and are historical; a halo row's chunk is fetched from its
+owner once. Every stage of a part computes the same partition (METIS is deterministic for a
+seed). Stage ``s`` computes its layers
 for the destinations of chunk ``k = 0, ..., K-1`` in turn. A layer's input rows arrive in
 *groups* (:class:`InputGroup`): one per chunk, as the previous layer or stage computes them, or
 one group of every row (the first stage's first layer, whose input the row-local stem computes
@@ -22,15 +27,18 @@ are one ``cat`` of the arrived groups' tensors and the rest of the history, inde
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import torch
 
 from ..distributed import HaloExchanger, HaloSubset
 from ..hashing import hash_bits
 from ..nn.block import Block
 
-__all__ = ["CHUNK_DOMAIN", "chunk_of", "ChunkUnit", "InputGroup", "InputPlan", "chunk_units", "input_plan"]
+__all__ = ["CHUNK_DOMAIN", "CHUNKINGS", "chunk_of", "row_chunks", "ChunkUnit", "InputGroup", "InputPlan", "chunk_units", "input_plan"]
 
 CHUNK_DOMAIN = 0x63686E6B  # "chnk"
 
@@ -40,6 +48,40 @@ def chunk_of(original_ids: torch.Tensor, chunks: int, seed: int) -> torch.Tensor
     if chunks == 1:
         return torch.zeros_like(original_ids)
     return torch.remainder(hash_bits(seed, CHUNK_DOMAIN, original_ids, device=original_ids.device), chunks)
+
+
+def _hash_chunks(part: Any, chunks: int, seed: int) -> torch.Tensor:
+    return chunk_of(part.original_ids, chunks, seed)
+
+
+def _graph_chunks(part: Any, chunks: int, seed: int) -> torch.Tensor:
+    """METIS's ``chunks``-way partition of the part's inner rows (the edges between them, made
+    undirected), seeded; halo rows get their owner's chunk (a collective of the part's graph group)."""
+    from partitioners.graph import Graph
+    from partitioners.methods.metis import metis_assign
+
+    block, num_inner = part.block, int(part.num_inner)
+    indptr, indices = block.indptr.cpu().numpy(), block.indices.cpu().numpy()
+    dst = np.repeat(np.arange(num_inner, dtype=np.int64), np.diff(indptr[:num_inner + 1]))
+    keep = indices[:dst.size] < num_inner
+    graph = Graph.from_edges(indices[:dst.size][keep], dst[keep], num_nodes=num_inner)
+    inner = torch.from_numpy(metis_assign(graph, min(chunks, max(1, num_inner)), seed=seed).astype(np.int64))
+    ex = part.exchanger
+    halo = ex.fetch_rows(inner[ex.send_index.cpu()], tag="chunk ids")
+    return torch.cat([inner, halo.to(torch.int64)]).to(part.original_ids.device)
+
+
+CHUNKINGS: dict[str, Callable[[Any, int, int], torch.Tensor]] = {"hash": _hash_chunks, "graph": _graph_chunks}
+"""``--chunk-by``: how rows are assigned to chunks (``part, chunks, seed -> int64 [I + H]``)."""
+
+
+def row_chunks(part: Any, chunks: int, seed: int, by: str = "hash") -> torch.Tensor:
+    """int64 ``[I + H]`` chunk ids in ``[0, chunks)`` of the part's inner then halo rows, as
+    :data:`CHUNKINGS` ``[by]`` assigns them (one chunk: all 0). ``graph`` is a collective of the
+    part's graph group."""
+    if chunks == 1:
+        return torch.zeros_like(part.original_ids)
+    return CHUNKINGS[by](part, chunks, seed)
 
 
 @dataclass(frozen=True, slots=True)

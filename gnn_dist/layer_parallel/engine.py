@@ -33,7 +33,7 @@ import torch
 
 from ..distributed import EXACT, Transport
 from ..pipeline.stale import EMABuffer
-from .chunks import ChunkUnit, InputPlan, chunk_of, chunk_units, input_plan
+from .chunks import ChunkUnit, InputPlan, chunk_units, input_plan, row_chunks
 from .layout import StageLayout
 from .staged import StagedModel
 from .transport import StageLink, Transfer
@@ -66,13 +66,13 @@ class StageEngine:
     """This rank's stage (``layout``) of ``adapter``'s model over its part."""
 
     def __init__(self, adapter: StagedModel, part: Any, layout: StageLayout, link: StageLink, *, chunks: int,
-                 seed: int, transport: Transport = EXACT) -> None:
+                 seed: int, transport: Transport = EXACT, chunk_by: str = "hash") -> None:
         self.adapter, self.part, self.layout, self.link = adapter, part, layout, link
         self.chunks = int(chunks)
         self.transport = transport
         self.layers = list(layout.layers)
         self.exchanger = part.exchanger
-        self._chunk = chunk_of(part.original_ids, self.chunks, seed)
+        self._chunk = row_chunks(part, self.chunks, seed, chunk_by)
         self._plans: dict[int, _Plans] = {}
         self._eval_link = StageLink(link.rank, link.timeout)   # evaluation: no simulated link, its own count
 

@@ -66,8 +66,9 @@ class LayerParallelTrainer(Trainer):
         link = config.schedule.simulate_link
         self.link = StageLink(layout.rank, timeout, link)
         self.engine = StageEngine(self.adapter, part, layout, self.link, chunks=p.chunks, seed=int(model.seed),
-                                  transport=Transport.build(None, link))
-        self.mode = f"{p.parallel}(stages={p.stages},chunks={p.chunks})"
+                                  transport=Transport.build(None, link), chunk_by=p.chunk_by)
+        by = "" if p.chunk_by == "hash" else f",chunk_by={p.chunk_by}"   # hash: as checkpoints before --chunk-by
+        self.mode = f"{p.parallel}(stages={p.stages},chunks={p.chunks}{by})"
         super().__init__(model, part, config, run_config=run_config)
         if self.task.name == "link":   # --task auto on a partition with an edge split and no labels
             raise ValueError(f"{part.path}: link prediction is graph-parallel only (the last stage computes a node "

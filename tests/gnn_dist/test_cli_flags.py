@@ -13,7 +13,7 @@ from gnn_dist.config_cli import UsageError, build_parser, field_docs, flag_names
 
 FLAGS = [
     "--activation", "--attn-dropout", "--backend", "--boundary-sample-rate", "--checkpoint-dir",
-    "--checkpoint-every", "--chunks", "--config", "--data", "--decoder", "--dropout", "--edge-dim", "--epochs", "--eval-every", "--eval-negatives", "--feature-cache-budget",
+    "--checkpoint-every", "--chunk-by", "--chunks", "--config", "--data", "--decoder", "--dropout", "--edge-dim", "--epochs", "--eval-every", "--eval-negatives", "--feature-cache-budget",
     "--feature-cache-policy", "--feature-storage", "--first-layer-chunk-rows", "--halo-bits", "--halo-bits-every",
     "--halo-dtype", "--halo-grad-dtype", "--heads", "--help",
     "--hidden", "--history-smoothing", "--hits-k", "--input-dropout", "--jk", "--keep-checkpoints", "--kernels", "--layers", "--log-every", "--loss", "--lr",
@@ -66,6 +66,8 @@ def test_every_field_has_a_flag_a_docstring_and_the_api_default():
     (["--model", "gat", "--out-heads", "8"], ("model", "out_heads"), 8),
     (["--select", "best-val"], ("trainer", "selection", "select"), "best-val"),
     (["--patience", "100"], ("trainer", "selection", "patience"), 100),
+    (["--parallel", "layer", "--stages", "2", "--chunks", "4", "--chunk-by", "graph"],
+     ("trainer", "parallel", "chunk_by"), "graph"),
 ])
 def test_each_flag_sets_its_field(argv, path, value):
     config, _ = parse_run_config(["--data", "d", *argv])

@@ -81,3 +81,23 @@ def test_chunked_carry_does_not_depend_on_the_stages(folders, name):
     assert [r["chunks"] for r in one["records"]] == [1, 3, 3, 3]
     for r in run_ranks(train_layer, 2, folders[1], name, 0.5, "layer", 2, 3, 4, timeout=240):
         assert_same(r, one, f"{name} chunks 3")
+
+
+def test_graph_chunks_do_not_depend_on_the_stages_and_change_the_historical_rows(folders):
+    """``--chunk-by graph``: the chunks are a METIS partition of the part's rows, the same on every
+    stage, so two stages train what one stage trains; they differ from the hashed chunks."""
+    graph = {"chunk_by": "graph"}
+    one = train_layer(0, 1, folders[1], "gcnii", 0.5, "layer", 1, 3, 4, graph)
+    assert [r["chunks"] for r in one["records"]] == [1, 3, 3, 3]
+    for r in run_ranks(train_layer, 2, folders[1], "gcnii", 0.5, "layer", 2, 3, 4, graph, timeout=240):
+        assert_same(r, one, "gcnii graph chunks")
+    hashed = train_layer(0, 1, folders[1], "gcnii", 0.5, "layer", 1, 3, 4)
+    assert one["loss"][0] == hashed["loss"][0] and one["loss"][1:] != hashed["loss"][1:]
+
+
+def test_hybrid_graph_chunks_train(folders):
+    """Hybrid with ``--chunk-by graph``: each part partitions its own rows, halo rows take their
+    owner's chunk (a fetch in the stage's graph group); the run trains."""
+    loss = run_ranks(train_layer, 4, folders[2], "gcnii", 0.0, "hybrid", 2, 3, 6, {"chunk_by": "graph"},
+                     timeout=300)[0]["loss"]
+    assert loss[-1] < loss[1] < loss[0], loss

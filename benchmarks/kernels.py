@@ -17,6 +17,8 @@ background load; the report adds the median of the per-round ratios):
   (4 heads x 32, 1 output head), dropout off, with ``gnn_dist.models`` on the whole graph, ``x``
   without gradient; DGL: ``GraphConv`` / ``SAGEConv('mean')`` / ``GINConv('sum')`` / ``GATConv``
   stacks of the same shape. The short epochs get :data:`SHORT_ROUNDS_FACTOR` x the rounds.
+  GCN, SAGE and GIN also run as ``--precompute-first-layer`` trains them (backend
+  ``numba-precomputed``: the first layer's aggregate of ``x`` computed once, at the warm-up).
 
 Memory bound, measured per thread setting: ``copy`` bandwidth (torch ``copy_`` of 256 MB,
 counted as read + write) and ``gather`` bandwidth (:func:`gather_bandwidth`: random rows of

@@ -355,13 +355,33 @@ def _halo(w: Workload, s: PartSizes) -> Component:
 def _activations(w: Workload, s: PartSizes, stage: int = 0) -> Component:
     """What autograd keeps for backward (:mod:`.saved`); with offload (CUDA) the device holds the
     two largest layers' and the host the rest. A stage keeps its layers' and the outside terms."""
-    kept = layer_saved(w, s)
-    kept = [kept[i] for i in stage_layers(w, stage)] + kept[-1:]
+    saved = layer_saved(w, s)
+    layers = list(stage_layers(w, stage))
+    kept = [saved[i] for i in layers] + saved[-1:]
     total = sum(kept)
+    if w.device == "cpu":
+        total += _heap_retained(w, s, layers, saved)
     if w.offload and w.device == "cuda":
         on_device = sum(sorted(kept[:-1], reverse=True)[:2]) + kept[-1]
         return Component(on_device, total - on_device)
     return Component(total)
+
+
+def _heap_retained(w: Workload, s: PartSizes, layers: list[int], saved: list[int]) -> int:
+    """CPU: the saved tensors of the layers whose activations are smaller than the ranks' mmap
+    threshold (:data:`~gnn_dist.distributed.allocator.DEFAULT_MMAP_THRESHOLD`) once more. glibc
+    serves such blocks from its heap and keeps what is freed, so the resident set's high-water
+    mark holds a freed copy of them beside the live ones (measured, sbm-small, hidden 64, one
+    rank: RSS above the live tensors by 0.5-1.1x the saved bytes at 4-64 layers of GCN, GCNII and
+    ResGCN; with a 1-2 MiB mmap threshold the gap is gone, and so is 60% of the epoch's speed).
+    Blocks above the threshold are mmapped and returned to the OS when freed."""
+    from ..distributed.allocator import DEFAULT_MMAP_THRESHOLD
+
+    b = _activation_bytes(w)
+    shapes = {sh.index: sh for sh in _layers(w, s)}
+    small = [i for i in layers if max(s.rows * shapes[i].w_in, s.inner * shapes[i].w_out) * b < DEFAULT_MMAP_THRESHOLD]
+    outside = s.inner * w.hidden * b < DEFAULT_MMAP_THRESHOLD
+    return sum(saved[i] for i in small) + (saved[-1] if outside else 0)
 
 
 def _optimizer(w: Workload, s: PartSizes, stage: int = 0) -> Component:

@@ -186,12 +186,19 @@ def gather_bandwidth(width: int, l3_bytes: int, rounds: int = 3, per_row: int = 
     x = rng.random((src_rows, width), dtype=np.float32)
     idx = rng.integers(0, src_rows, num_rows * per_row).astype(np.int32)
     out = np.empty((num_rows, width), dtype=np.float32)
-    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+    threads = torch.get_num_threads()
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
     res = {}
-    for name, ahead in (("plain", 0), ("prefetch", 16)):
-        _gather_sum(x, idx, per_row, out, ahead)
-        best = min(common.timed(_gather_sum, x, idx, per_row, out, ahead)[1] for _ in range(rounds))
-        res[name] = idx.size * width * 4 / best
+    try:
+        for name, ahead in (("plain", 0), ("prefetch", 16)):
+            _gather_sum(x, idx, per_row, out, ahead)
+            best = min(common.timed(_gather_sum, x, idx, per_row, out, ahead)[1] for _ in range(rounds))
+            res[name] = idx.size * width * 4 / best
+    finally:
+        # numba's first parallel launch starts its OpenMP pool, which resets the process-wide
+        # OpenMP thread count, torch's too (gnn_dist's kernels guard their launches the same way:
+        # numba_cpu._launch): without this the "1 thread" setting ran every later unit on 2
+        torch.set_num_threads(threads)
     res["best"] = max(res["plain"], res["prefetch"])
     return res
 
@@ -342,6 +349,14 @@ def profile_split(run: Callable[[], None]) -> dict[str, float]:
     return split
 
 
+def _check_threads(threads: int) -> None:
+    """Refuse a measurement whose torch thread count drifted from the setting's (see
+    :func:`gather_bandwidth`)."""
+    if torch.get_num_threads() != threads:
+        raise RuntimeError(f"torch runs {torch.get_num_threads()} threads in the {threads}-thread setting: "
+                           f"something reset the OpenMP thread count; the figures are void")
+
+
 def parse_graphs(text: str) -> list[tuple[int, int]]:
     """``"100000x4000000,50000x1000000"`` -> ``[(100000, 4000000), (50000, 1000000)]``."""
     out = []
@@ -419,10 +434,12 @@ def measure(n: int, e: int, width: int, threads: int, rounds: int, backends: lis
         log.info("kernels: %d runners x %d rounds", len(ops), rounds)
         kernel_times = common.interleave(ops, rounds, warmup=1) if ops else {}
         load["after_kernels"] = os.getloadavg()[0]
+        _check_threads(threads)
         epoch_rounds = {k: rounds * (SHORT_ROUNDS_FACTOR if k.split("/")[0] in SHORT_EPOCHS else 1) for k in epochs}
         log.info("epochs: %d runners x %d rounds (GCN/SAGE/GIN: x %d)", len(epochs), rounds, SHORT_ROUNDS_FACTOR)
         epoch_times = common.interleave(epochs, epoch_rounds, warmup=1) if epochs else {}
         load["after_epochs"] = os.getloadavg()[0]
+        _check_threads(threads)
         dgl_versions = None if dgl is None else dgl.versions
     split = profile_split(epochs["gcn_epoch/numba"]) if "gcn_epoch/numba" in epochs else None
     times = {**kernel_times, **epoch_times}

@@ -38,7 +38,8 @@ from ..distributed import HaloExchanger, HaloSubset
 from ..hashing import hash_bits
 from ..nn.block import Block
 
-__all__ = ["CHUNK_DOMAIN", "CHUNKINGS", "chunk_of", "row_chunks", "ChunkUnit", "InputGroup", "InputPlan", "chunk_units", "input_plan"]
+__all__ = ["CHUNK_DOMAIN", "CHUNKINGS", "chunk_of", "row_chunks", "ChunkUnit", "InputGroup", "InputPlan",
+           "chunk_units", "input_plan"]
 
 CHUNK_DOMAIN = 0x63686E6B  # "chnk"
 
@@ -62,9 +63,9 @@ def _graph_chunks(part: Any, chunks: int, seed: int) -> torch.Tensor:
 
     block, num_inner = part.block, int(part.num_inner)
     indptr, indices = block.indptr.cpu().numpy(), block.indices.cpu().numpy()
-    dst = np.repeat(np.arange(num_inner, dtype=np.int64), np.diff(indptr[:num_inner + 1]))
-    keep = indices[:dst.size] < num_inner
-    graph = Graph.from_edges(indices[:dst.size][keep], dst[keep], num_nodes=num_inner)
+    dst = np.repeat(np.arange(num_inner, dtype=np.int64), np.diff(indptr))   # the block's rows: the inner rows
+    keep = indices < num_inner
+    graph = Graph.from_edges(indices[keep], dst[keep], num_nodes=num_inner)
     inner = torch.from_numpy(metis_assign(graph, min(chunks, max(1, num_inner)), seed=seed).astype(np.int64))
     ex = part.exchanger
     halo = ex.fetch_rows(inner[ex.send_index.cpu()], tag="chunk ids")

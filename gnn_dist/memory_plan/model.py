@@ -379,7 +379,8 @@ def _heap_retained(w: Workload, s: PartSizes, layers: list[int], saved: list[int
 
     b = _activation_bytes(w)
     shapes = {sh.index: sh for sh in _layers(w, s)}
-    small = [i for i in layers if max(s.rows * shapes[i].w_in, s.inner * shapes[i].w_out) * b < DEFAULT_MMAP_THRESHOLD]
+    small = [i for i in layers
+             if max(s.rows * shapes[i].w_in, s.inner * shapes[i].w_out) * b < DEFAULT_MMAP_THRESHOLD]
     outside = s.inner * w.hidden * b < DEFAULT_MMAP_THRESHOLD
     return sum(saved[i] for i in small) + (saved[-1] if outside else 0)
 

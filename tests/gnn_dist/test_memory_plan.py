@@ -55,6 +55,22 @@ def test_the_components_add_up_and_the_json_says_the_same():
     assert out["recommendation"]["fits"] in (True, False)
 
 
+def test_cpu_activations_under_the_mmap_threshold_count_twice():
+    """On CPU, layers whose ``[rows, width]`` tensors glibc serves from its heap (under the 8 MiB
+    mmap threshold) keep a freed copy resident: their saved bytes count twice; larger ones, and
+    every layer on CUDA, once."""
+    from gnn_dist.memory_plan import Workload
+    from gnn_dist.memory_plan.model import layer_saved
+
+    for nodes, twice in ((40_000, True), (4_000_000, False)):   # 10k rows x 64 x 4 B = 2.4 MiB; 1M rows: 244 MiB
+        sizes = _sizes(nodes=nodes, edges=15 * nodes, feature_dim=64)
+        for device in ("cpu", "cuda"):
+            w = Workload(model="gcn", hidden=64, layers=16, device=device)
+            saved = sum(layer_saved(w, sizes))
+            factor = 2 if twice and device == "cpu" else 1
+            assert _total(w, sizes, "activations") == factor * saved, (nodes, device)
+
+
 @pytest.mark.parametrize("model", ["gcn", "sage", "gat", "gin", "gcnii", "resgcn", "ressage"])
 def test_each_flag_moves_the_prediction_the_right_way(model):
     from gnn_dist.memory_plan import Workload

@@ -149,7 +149,9 @@ class InputFeatures:
             self._chunk_bound = first_layer_chunk_rows
         self._plans: dict[Any, list[tuple[Block, torch.Tensor, torch.Tensor]]] = {}
         self._host_block: Block | None = None
-        self._precomputed: dict[tuple[nn.Module, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
+        self._precomputed: dict[tuple[nn.Module, torch.dtype], tuple[torch.Tensor, torch.Tensor, bool]] = {}
+        """Per first layer: its aggregate (or the update's fixed part of it), the inner rows, and
+        whether the first is the fixed part."""
         log.info("input features: %r, static halo %s (%d bytes sent once), %s first layer", self.store,
                  "on" if static_halo else "off", self.static_halo_bytes,
                  "precomputed" if self.precompute else ("chunked" if self._chunk_bound else "whole"))
@@ -277,14 +279,16 @@ class InputFeatures:
         key = (conv, dtype)
         if key not in self._precomputed:
             with torch.no_grad():
-                self._precomputed[key] = self._aggregate_once(conv, dtype)
-        acc, x_inner = self._precomputed[key]
+                acc, x_inner = self._aggregate_once(conv, dtype)
+                fixed = _fixed_update(conv, acc, conv.begin(self.block, x_inner, raw=True)[0])
+                self._precomputed[key] = (acc if fixed is None else fixed, x_inner, fixed is not None)
+        acc, x_inner, fixed = self._precomputed[key]
         block = self.block
         if rows is not None:
             block, src_rows, _ = self._plan(rows, whole=True)[0]
             acc, x_inner = acc[rows], x_inner[rows]
         ctx, _ = conv.begin(block, x_inner, raw=True)
-        return conv.update(acc, ctx)
+        return conv.learned_update(acc, ctx) if fixed else conv.update(acc, ctx)
 
     def _aggregate_once(self, conv: Any, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """``(aggregate [I, F], x_inner [I, F])`` of the raw features: on the whole block, or
@@ -300,6 +304,17 @@ class InputFeatures:
         if self._chunk_bound:
             self._plans.clear()
         return torch.cat(parts, dim=0) if len(parts) != 1 else parts[0], self.store.gather_range(0, self.num_rows).to(dtype)
+
+
+def _fixed_update(conv: nn.Module, acc: torch.Tensor, ctx: Any) -> torch.Tensor | None:
+    """The part of ``conv``'s update that reads no trained parameter, computed once with the
+    aggregate (the layer protocol's optional ``fixed_update``; None without one)."""
+    def owner(name: str) -> type | None:
+        return next((c for c in type(conv).__mro__ if name in vars(c)), None)
+
+    if owner("fixed_update") is None or not owner("update") is owner("fixed_update") is owner("learned_update"):
+        return None   # none, or a subclass overrode update alone: its update is the truth
+    return conv.fixed_update(acc, ctx)
 
 
 def precomputable(conv: nn.Module) -> bool:

@@ -81,7 +81,14 @@ class DecomposableLayer(Protocol):
         ...
 
     def update(self, acc: Any, ctx: Any) -> torch.Tensor:
-        """The output ``[D, F']`` from the aggregate of every source (``acc`` is not modified)."""
+        """The output ``[D, F']`` from the aggregate of every source (``acc`` is not modified).
+
+        Optional, for the precomputed first layer: ``fixed_update(acc, ctx)``, the part of
+        :meth:`update` that reads no trained parameter (None when there is none), and
+        ``learned_update(fixed, ctx)``, the rest, with ``learned_update(fixed_update(acc, ctx),
+        ctx)`` equal to ``update(acc, ctx)`` bit for bit and ``fixed_update`` row-wise; the feature
+        cache then computes the fixed part once (GCN's self term, SAGE's mean, GIN's
+        ``(1 + eps) x``)."""
         ...
 
 

@@ -130,6 +130,13 @@ class GCNConv(nn.Module):
             return nn.functional.linear(out, self.lin.weight, self.bias)
         return out if self.bias is None else out.add_(self.bias)   # a fresh tensor: no extra [D, F] pass
 
+    def fixed_update(self, acc: torch.Tensor, ctx: GCNContext) -> torch.Tensor | None:
+        """The self term (when the linear map comes second, as on raw rows)."""
+        return gcn_self_term(acc, ctx) if ctx.aggregates_first else None
+
+    def learned_update(self, fixed: torch.Tensor, ctx: GCNContext) -> torch.Tensor:
+        return nn.functional.linear(fixed, self.lin.weight, self.bias)
+
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"
 

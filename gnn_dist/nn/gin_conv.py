@@ -81,5 +81,12 @@ class GINConv(nn.Module):
     def update(self, acc: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
         return self.nn(acc + (1 + self.eps) * ctx)
 
+    def fixed_update(self, acc: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor | None:
+        """``acc + (1 + eps) x``, which reads no trained parameter unless ``train_eps``."""
+        return None if self.eps.requires_grad else acc + (1 + self.eps) * ctx
+
+    def learned_update(self, fixed: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
+        return self.nn(fixed)
+
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(nn={self.nn})"

@@ -92,6 +92,13 @@ class SAGEConv(nn.Module):
             out = self.lin_l(out)
         return out + self.lin_r(ctx.x_dst)
 
+    def fixed_update(self, acc: torch.Tensor, ctx: _SAGEContext) -> torch.Tensor | None:
+        """The mean (when ``W_2`` comes after it, as on raw rows)."""
+        return None if ctx.map_first else acc * ctx.inv_count
+
+    def learned_update(self, fixed: torch.Tensor, ctx: _SAGEContext) -> torch.Tensor:
+        return self.lin_l(fixed) + self.lin_r(ctx.x_dst)
+
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, aggr=mean)"
 

@@ -208,6 +208,39 @@ def test_chunks_fetch_only_their_sources(one_part):
     assert inputs.store.misses == expected < len(plan) * one_part.block.num_src
 
 
+@pytest.mark.parametrize("name, fixed", [("gcn", True), ("sage", True), ("gin", True)])
+def test_precompute_keeps_the_updates_fixed_part_and_equals_the_plain_layer_bit_for_bit(one_part, name, fixed):
+    """The precomputed first layer caches the part of the update that reads no trained parameter
+    (GCN's self term, SAGE's mean, GIN's ``(1 + eps) x``) with the aggregate; its output equals
+    the plain update of the cached aggregate bit for bit, and for the whole layer within float
+    rounding. A learned eps, or a subclass that overrides ``update`` alone, keeps the plain update."""
+    from gnn_dist.cache import InputFeatures
+    from gnn_dist.nn import GINConv
+
+    conv = build(name, one_part).convs[0]
+    inputs = InputFeatures(one_part, precompute_first_layer=True)
+    out = inputs.layer(conv, one_part)
+    (key, (cached, x_inner, is_fixed)), = inputs._precomputed.items()
+    assert is_fixed is fixed
+    acc, _ = InputFeatures(one_part, precompute_first_layer=False)._aggregate_once(conv, torch.float32)
+    ctx, _ = conv.begin(one_part.block, x_inner, raw=True)
+    assert torch.equal(out, conv.update(acc, ctx))
+    torch.testing.assert_close(out, conv(one_part.block, inputs.store.gather_range(0, inputs.store.num_rows)))
+
+    class OwnUpdate(type(conv)):
+        def update(self, acc, ctx):
+            return super().update(acc, ctx) * 2
+
+    mine = OwnUpdate.__new__(OwnUpdate)
+    mine.__dict__.update(conv.__dict__)
+    fresh = InputFeatures(one_part, precompute_first_layer=True)
+    assert torch.equal(fresh.layer(mine, one_part), 2 * out)
+    assert next(iter(fresh._precomputed.values()))[2] is False
+    learned = GINConv(torch.nn.Linear(one_part.feature_dim, 4), train_eps=True)
+    fresh.layer(learned, one_part)
+    assert fresh._precomputed[(learned, torch.float32)][2] is False
+
+
 def test_precompute_refuses_a_nonlinear_first_layer(one_part):
     from gnn_dist.cache import InputFeatures
 

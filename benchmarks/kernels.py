@@ -290,10 +290,6 @@ class _WholeGraphPart:
         self.num_inner, self.num_halo, self.hotness, self.device = block.num_dst, 0, None, torch.device("cpu")
         self.exchanger = HaloExchanger(np.zeros(0, dtype=np.int64), [0, 0], [0, 0], block.num_dst, world_size=1,
                                        rank=0)
-        self.graph = FullGraph(block)
-
-    def exchange(self, h_inner: torch.Tensor) -> torch.Tensor:
-        return h_inner
 
 
 def precomputed_input(block: Block, x: torch.Tensor) -> Any:

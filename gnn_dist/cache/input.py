@@ -37,7 +37,7 @@ from torch.utils.checkpoint import checkpoint
 
 from ..config import ConfigError
 from ..nn import Block
-from ..nn.decomposable import is_decomposable
+from ..nn.decomposable import is_decomposable, splits_update
 from ..nn.dropout import RowDropout, call_conv
 from .budget import parse_budget
 from .policies import RowInfo, get_policy
@@ -309,12 +309,7 @@ class InputFeatures:
 def _fixed_update(conv: nn.Module, acc: torch.Tensor, ctx: Any) -> torch.Tensor | None:
     """The part of ``conv``'s update that reads no trained parameter, computed once with the
     aggregate (the layer protocol's optional ``fixed_update``; None without one)."""
-    def owner(name: str) -> type | None:
-        return next((c for c in type(conv).__mro__ if name in vars(c)), None)
-
-    if owner("fixed_update") is None or not owner("update") is owner("fixed_update") is owner("learned_update"):
-        return None   # none, or a subclass overrode update alone: its update is the truth
-    return conv.fixed_update(acc, ctx)
+    return conv.fixed_update(acc, ctx) if splits_update(conv) else None
 
 
 def precomputable(conv: nn.Module) -> bool:

@@ -50,7 +50,7 @@ import torch
 from .block import Block
 from .dropout import DropoutKey
 
-__all__ = ["DecomposableLayer", "propagate", "propagate_groups", "is_decomposable", "check_first"]
+__all__ = ["DecomposableLayer", "propagate", "propagate_groups", "is_decomposable", "splits_update", "check_first"]
 
 
 @runtime_checkable
@@ -99,9 +99,21 @@ def is_decomposable(layer: Any) -> bool:
     if not isinstance(layer, DecomposableLayer):
         return False
     mro = type(layer).__mro__
-    owner = next((c for c in mro if "update" in vars(c)), None)
-    forward = next((c for c in mro if "forward" in vars(c)), None)
+    owner, forward = _owner(layer, "update"), _owner(layer, "forward")
     return owner is not None and forward is not None and mro.index(forward) >= mro.index(owner)
+
+
+def splits_update(layer: Any) -> bool:
+    """Whether ``layer`` has the protocol's optional ``fixed_update`` / ``learned_update`` pair
+    (see :meth:`DecomposableLayer.update`), defined by the class that defines ``update``: a
+    subclass that overrides ``update`` alone computes something else, and its ``update`` is used."""
+    owner = _owner(layer, "fixed_update")
+    return owner is not None and owner is _owner(layer, "learned_update") is _owner(layer, "update")
+
+
+def _owner(layer: Any, name: str) -> type | None:
+    """The class in ``layer``'s MRO that defines attribute ``name`` (None: none does)."""
+    return next((c for c in type(layer).__mro__ if name in vars(c)), None)
 
 
 def propagate(layer: DecomposableLayer, block: Block, x_src: torch.Tensor,

@@ -4,13 +4,12 @@ the rows a chunk reads are historical; halo rows get their owner's chunk."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
+from lp_utils import write
 from mp_utils import run_ranks
 from partitioners.catalog import load_dataset
-from partitioners.format.writer import write_partition
 
 pytest.importorskip("pymetis")
 
@@ -19,13 +18,7 @@ pytest.importorskip("pymetis")
 def folders(tmp_path_factory):
     """sbm-tiny (1000 nodes in 4 planted communities) as a 1-part and a 2-part folder."""
     graph = load_dataset("sbm-tiny", seed=0)
-    out = {}
-    for parts in (1, 2):
-        path = tmp_path_factory.mktemp("parts") / f"p{parts}"
-        write_partition(graph, (np.arange(graph.num_nodes) % parts).astype(np.int32), parts, path, method="test",
-                        method_params={}, seed=0)
-        out[parts] = str(path)
-    return out
+    return {parts: write(graph, parts, tmp_path_factory.mktemp("parts") / f"p{parts}") for parts in (1, 2)}
 
 
 def _cross_chunk_edges(part, chunk: torch.Tensor) -> float:

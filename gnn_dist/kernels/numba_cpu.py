@@ -1,22 +1,29 @@
-"""Multi-threaded CPU kernels compiled with numba, with software prefetching of gathered rows.
+"""Multi-threaded CPU kernels compiled with numba: source-blocked or prefetched gathers of rows.
 
 Shapes follow :mod:`gnn_dist.kernels` (``R`` rows, ``C`` columns, ``E`` entries, ``F`` features,
-``H`` heads). Every kernel is row-parallel (a row is written by one thread only: no atomics) and
-deterministic for a given thread count... and for any thread count, since a row's sum is always
-taken in the same order.
+``H`` heads). Every kernel is row-parallel (a row is written by one thread only: no atomics).
 
-Latency hiding: an aggregation reads ``x[col]`` rows at random, and a row that misses the caches
-costs a memory round trip. The SpMM and SDDMM kernels walk each group of rows in entry order and
-prefetch every cache line of the row gathered :data:`PREFETCH_AHEAD` entries later, so many
-misses are in flight at once instead of one per row (measured on 100k nodes x 4M edges x 128
-float32 features, 2 cores: the SpMM went from 92 ms to 52 ms; ``benchmarks/kernels.py`` shows
-it with and without). Output rows are zeroed by the thread that fills them (no separate fill
-pass). Row groups are balanced by entries + rows and sized to a fraction of the L2
+Sum order: each row sums its entries in ascending column (source) order, whatever order the
+CSR lists them in (a row's entries are sorted once per CSR, stably, and ``eids`` map them back to
+the CSR's edge order), so a result is the same bits for any thread count, any blocking below and
+any order of a row's edges.
+
+Source blocking: an aggregation reads ``x[col]`` rows at random. When those rows outgrow the
+last-level cache, the kernels walk the columns in :func:`source_blocks` blocks of
+:data:`SOURCE_BLOCK_FRACTION` of it, in column order: every row takes its entries of block 0, then
+of block 1, ... (``split`` says where each row crosses into the next block), so each block's rows
+are read from the cache instead of memory, at the cost of one more pass over the output rows per
+block (measured on 100k nodes x 4M edges x 128 float32 features, 1 thread, 32 MiB L3: 245 ms
+unblocked, 98-122 ms in 7 blocks; DGL's CPU SpMM blocks its sources the same way). The order of
+each row's sum is unchanged by it (the entries are sorted by column).
+
+Latency hiding: without blocking, the SpMM and SDDMM kernels walk each group of rows in entry
+order and prefetch every cache line of the row gathered :data:`PREFETCH_AHEAD` entries later, so
+many misses are in flight at once instead of one per row (same graph, 2 cores: 92 ms to 52 ms;
+``benchmarks/kernels.py`` shows it with and without); inside a block the rows are in the cache and
+prefetching only costs instructions. Output rows are zeroed by the thread that fills them (no
+separate fill pass). Row groups are balanced by entries + rows and sized to a fraction of the L2
 (:data:`L2_FRACTION`).
-
-An earlier version tiled the columns of ``x`` to fit the last-level cache; every group walked
-the tiles on its own, so a tile was not shared, and it measured slower than the plain walk
-(1.1x at 100k nodes, 1.9x at 1M nodes x 10M edges): prefetching replaced it.
 
 Compilation is lazy (on first use of a dtype) and cached on disk (``cache=True``: next to this
 file, else in ``NUMBA_CACHE_DIR`` or the user's cache folder); when no cache location is
@@ -45,7 +52,8 @@ from .cache_info import cache_sizes
 from .njit import cached_njit
 from .csr import CSR
 
-__all__ = ["NumbaBackend", "L2_FRACTION", "PREFETCH_AHEAD", "row_groups"]
+__all__ = ["NumbaBackend", "L2_FRACTION", "PREFETCH_AHEAD", "SOURCE_BLOCK_FRACTION", "MIN_BLOCK_ENTRIES",
+           "row_groups", "source_blocks"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +66,15 @@ L2_FRACTION = 0.5
 gathered rows stream through)."""
 MIN_GROUPS_PER_THREAD = 4
 """At least this many row groups per thread, for load balance."""
+SOURCE_BLOCK_FRACTION = 0.25
+"""Share of the last-level cache one block of gathered rows fills. Measured on 100k nodes x 4M
+edges x 128 float32 features (2 cores, 32 MiB L3, 1 thread): blocks of 4-8 MiB 98-122 ms, 12 MiB
+114-144 ms, 16 MiB 142-196 ms, no blocking 245 ms; the other threads, the output rows and the
+indices share the cache with the block."""
+MIN_BLOCK_ENTRIES = 2
+"""Fewest entries per row per source block, on average: every block reads and writes each
+output row once more, which costs more than it saves when a row gathers less than this from
+the block."""
 SERIAL_WORK = 1 << 17
 """A launch of less work than this (entries x width: multiply-adds) runs on the calling thread
 alone: waking the pool costs more than it saves, and far more on a busy machine, where a parallel
@@ -95,75 +112,143 @@ def _prefetch_row(x, u, line):  # pragma: no cover
         _prefetch(x, u, f)
 
 
+@cached_njit(fastmath=_FASTMATH)
+def _prefetch_entry(x, indices, values, eids, with_value, j, line):  # pragma: no cover
+    """Prefetch the row entry ``j`` gathers (and its value when values are read through ``eids``)."""
+    _prefetch_row(x, indices[j], line)
+    if with_value:
+        _prefetch(values, eids[j], 0)
+
+
 @cached_njit(parallel=True, fastmath=_FASTMATH)
-def _spmm_kernel(groups, indptr, indices, eids, use_eids, values, use_values, row_scale, col_scale, use_scales,
-                 x, out, ahead):  # pragma: no cover
+def _spmm_kernel(groups, indptr, indices, split, eids, use_eids, values, use_values, row_scale, col_scale,
+                 use_scales, x, out, ahead):  # pragma: no cover
     num_feat = x.shape[1]
     heads = values.shape[1]
     width = num_feat // heads
     line = max(1, 64 // x.itemsize)
-    for g in numba.prange(groups.shape[0] - 1):
-        r0 = groups[g]
-        r1 = groups[g + 1]
-        stop = indptr[r1]
-        for r in range(r0, r1):
-            orow = out[r]
-            for f in range(num_feat):
-                orow[f] = 0
-            for j in range(indptr[r], indptr[r + 1]):
-                if ahead > 0 and j + ahead < stop:
-                    _prefetch_row(x, indices[j + ahead], line)
-                    if use_values and use_eids:
-                        _prefetch(values, eids[j + ahead], 0)
-                u = indices[j]
-                xrow = x[u]
-                if not use_values and not use_scales:
+    blocks = split.shape[1] + 1
+    if blocks > 1:
+        ahead = 0                    # a block's rows are in the cache: prefetching only costs instructions
+    for b in range(blocks):          # source blocks in column order: each row's sum keeps its entry order
+        last = b == blocks - 1
+        for g in numba.prange(groups.shape[0] - 1):
+            r0 = groups[g]
+            r1 = groups[g + 1]
+            stop = indptr[r1]
+            for r in range(r0, r1):
+                orow = out[r]
+                if b == 0:
                     for f in range(num_feat):
-                        orow[f] += xrow[f]
+                        orow[f] = 0
+                lo = indptr[r] + split[r, b - 1] if b > 0 else indptr[r]
+                hi = indptr[r + 1] if last else indptr[r] + split[r, b]
+                if not use_values and not use_scales:   # each case its own loop: no branch per entry
+                    for j in range(lo, hi):
+                        if ahead > 0 and j + ahead < stop:
+                            _prefetch_row(x, indices[j + ahead], line)
+                        xrow = x[indices[j]]
+                        for f in range(num_feat):
+                            orow[f] += xrow[f]
                 elif heads == 1:
-                    if use_values:
-                        w = values[eids[j] if use_eids else j, 0]
-                        if use_scales:
-                            w *= col_scale[u]
-                    else:
-                        w = col_scale[u]
-                    for f in range(num_feat):
-                        orow[f] += w * xrow[f]
+                    for j in range(lo, hi):
+                        if ahead > 0 and j + ahead < stop:
+                            _prefetch_entry(x, indices, values, eids, use_values and use_eids, j + ahead, line)
+                        u = indices[j]
+                        if use_values:
+                            w = values[eids[j] if use_eids else j, 0]
+                            if use_scales:
+                                w *= col_scale[u]
+                        else:
+                            w = col_scale[u]
+                        xrow = x[u]
+                        for f in range(num_feat):
+                            orow[f] += w * xrow[f]
                 else:
-                    e = eids[j] if use_eids else j
-                    for k in range(heads):
-                        w = values[e, k] * col_scale[u] if use_scales else values[e, k]
-                        base = k * width
-                        for f in range(width):
-                            orow[base + f] += w * xrow[base + f]
-            if use_scales:
-                s = row_scale[r]
-                for f in range(num_feat):
-                    orow[f] *= s
+                    for j in range(lo, hi):
+                        if ahead > 0 and j + ahead < stop:
+                            _prefetch_entry(x, indices, values, eids, use_eids, j + ahead, line)
+                        u = indices[j]
+                        xrow = x[u]
+                        e = eids[j] if use_eids else j
+                        for k in range(heads):
+                            w = values[e, k] * col_scale[u] if use_scales else values[e, k]
+                            base = k * width
+                            for f in range(width):
+                                orow[base + f] += w * xrow[base + f]
+                if use_scales and last:
+                    s = row_scale[r]
+                    for f in range(num_feat):
+                        orow[f] *= s
 
 
 @cached_njit(parallel=True, fastmath=_FASTMATH)
-def _sddmm_kernel(groups, indptr, indices, eids, use_eids, a, b, out, ahead):  # pragma: no cover
+def _sddmm_kernel(groups, indptr, indices, split, eids, use_eids, a, b, out, ahead):  # pragma: no cover
     heads = out.shape[1]
     width = a.shape[1] // heads
     line = max(1, 64 // b.itemsize)
-    for g in numba.prange(groups.shape[0] - 1):
-        r0 = groups[g]
-        r1 = groups[g + 1]
-        stop = indptr[r1]
-        for r in range(r0, r1):
-            arow = a[r]
-            for j in range(indptr[r], indptr[r + 1]):
-                if ahead > 0 and j + ahead < stop:
-                    _prefetch_row(b, indices[j + ahead], line)
-                brow = b[indices[j]]
-                e = eids[j] if use_eids else j
-                for k in range(heads):
-                    base = k * width
-                    acc = arow[base] * brow[base]    # the element type (width >= 1)
-                    for f in range(1, width):
-                        acc += arow[base + f] * brow[base + f]
-                    out[e, k] = acc
+    blocks = split.shape[1] + 1
+    if blocks > 1:
+        ahead = 0
+    for blk in range(blocks):
+        last = blk == blocks - 1
+        for g in numba.prange(groups.shape[0] - 1):
+            r0 = groups[g]
+            r1 = groups[g + 1]
+            stop = indptr[r1]
+            for r in range(r0, r1):
+                arow = a[r]
+                lo = indptr[r] + split[r, blk - 1] if blk > 0 else indptr[r]
+                hi = indptr[r + 1] if last else indptr[r] + split[r, blk]
+                for j in range(lo, hi):
+                    if ahead > 0 and j + ahead < stop:
+                        _prefetch_row(b, indices[j + ahead], line)
+                    brow = b[indices[j]]
+                    e = eids[j] if use_eids else j
+                    for k in range(heads):
+                        base = k * width
+                        acc = arow[base] * brow[base]    # the element type (width >= 1)
+                        for f in range(1, width):
+                            acc += arow[base + f] * brow[base + f]
+                        out[e, k] = acc
+
+
+@cached_njit(parallel=True)
+def _row_order_kernel(indptr, indices, perm):  # pragma: no cover
+    """``perm``: each row's entries in ascending column order (stable: equal columns keep their
+    order); returns the number of rows whose entries were out of order."""
+    unsorted = 0
+    for r in numba.prange(indptr.shape[0] - 1):
+        lo = indptr[r]
+        hi = indptr[r + 1]
+        ordered = True
+        for j in range(lo + 1, hi):
+            if indices[j] < indices[j - 1]:
+                ordered = False
+                break
+        if ordered:
+            for j in range(lo, hi):
+                perm[j] = j
+        else:
+            unsorted += 1
+            order = np.argsort(indices[lo:hi], kind="mergesort")
+            for k in range(hi - lo):
+                perm[lo + k] = lo + order[k]
+    return unsorted
+
+
+@cached_njit(parallel=True)
+def _block_split_kernel(indptr, indices, block_cols, split):  # pragma: no cover
+    """``split[r, b]``: entries of row ``r`` (columns ascending) before column ``(b + 1) block_cols``."""
+    for r in numba.prange(indptr.shape[0] - 1):
+        lo = indptr[r]
+        hi = indptr[r + 1]
+        j = lo
+        for b in range(split.shape[1]):
+            end = (b + 1) * block_cols
+            while j < hi and indices[j] < end:
+                j += 1
+            split[r, b] = j - lo
 
 
 @cached_njit(parallel=True)
@@ -255,16 +340,58 @@ def _launch(work: int) -> Iterator[int]:
                 torch.set_num_threads(torch_threads)
 
 
+def source_blocks(indptr: np.ndarray, num_cols: int, row_bytes: int) -> int:
+    """How many blocks of columns an aggregation over ``num_cols`` gathered rows of ``row_bytes``
+    walks (1: no blocking).
+
+    Enough for one block of gathered rows to fill :data:`SOURCE_BLOCK_FRACTION` of the last-level
+    cache, and no more than :data:`MIN_BLOCK_ENTRIES` entries per row per block allow on average
+    (each block reads and writes every output row once more).
+    """
+    num_rows = indptr.shape[0] - 1
+    if num_rows <= 0 or num_cols <= 0:
+        return 1
+    block_bytes = max(1, int(cache_sizes().l3_bytes * SOURCE_BLOCK_FRACTION))
+    wanted = -(-num_cols * row_bytes // block_bytes)
+    affordable = int(indptr[-1]) // (num_rows * MIN_BLOCK_ENTRIES)
+    return max(1, min(wanted, affordable, num_cols))
+
+
 class _Plan:
-    """The numpy arrays of one CSR for the kernels (indices and edge ids as int32 when they fit)."""
+    """The numpy arrays of one CSR for the kernels: each row's entries in ascending column order
+    (``eids`` then map them back to the CSR's edge order), indices and edge ids as int32 when they
+    fit."""
 
     def __init__(self, csr: CSR) -> None:
         self.indptr = csr.indptr.detach().cpu().numpy().astype(np.int64, copy=False)
-        self.indices = csr.indices.detach().cpu().numpy().astype(_index_dtype(csr.num_cols))
+        indices = csr.indices.detach().cpu().numpy()
         eid_dtype = _index_dtype(csr.num_entries)
-        self.use_eids = csr.eids is not None
-        self.eids = (csr.eids.detach().cpu().numpy().astype(eid_dtype) if csr.eids is not None
-                     else np.zeros(1, dtype=eid_dtype))
+        perm = np.empty(csr.num_entries, dtype=eid_dtype)
+        with _launch(csr.num_entries):
+            unsorted = _row_order_kernel(self.indptr, indices, perm)
+        if unsorted:
+            indices = indices[perm]
+        self.indices = indices.astype(_index_dtype(csr.num_cols))
+        self.use_eids = csr.eids is not None or bool(unsorted)
+        if csr.eids is not None:
+            eids = csr.eids.detach().cpu().numpy()
+            self.eids = (eids[perm] if unsorted else eids).astype(eid_dtype)
+        else:
+            self.eids = perm if unsorted else np.zeros(1, dtype=eid_dtype)
+        self.num_cols = csr.num_cols
+        self._splits: dict[int, np.ndarray] = {}
+
+    def split(self, row_bytes: int) -> np.ndarray:
+        """int32 ``[R, B - 1]``: where each row's entries cross into the next of the ``B`` source
+        blocks for gathered rows of ``row_bytes`` (``[R, 0]``: one block), cached per ``B``."""
+        blocks = source_blocks(self.indptr, self.num_cols, row_bytes)
+        if blocks not in self._splits:
+            split = np.empty((self.indptr.shape[0] - 1, blocks - 1), dtype=np.int32)
+            if blocks > 1:
+                with _launch(self.indices.shape[0]):
+                    _block_split_kernel(self.indptr, self.indices, -(-self.num_cols // blocks), split)
+            self._splits[blocks] = split
+        return self._splits[blocks]
 
 
 def _plan(csr: CSR) -> _Plan:
@@ -301,8 +428,9 @@ class NumbaBackend:
         assert use_scales or (row_scale is None and col_scale is None), "row_scale and col_scale come together"
         rs = _np(row_scale.contiguous()) if row_scale is not None else np.ones(1, dtype=dtype)
         cs = _np(col_scale.contiguous()) if col_scale is not None else np.ones(1, dtype=dtype)
+        split = plan.split(x.shape[1] * x.element_size())
         with _launch(csr.num_entries * x.shape[1]) as threads:
-            _spmm_kernel(_groups(csr, plan, x, threads), plan.indptr, plan.indices, plan.eids, plan.use_eids, vals,
+            _spmm_kernel(_groups(csr, plan, x, threads), plan.indptr, plan.indices, split, plan.eids, plan.use_eids, vals,
                          values is not None, rs, cs, use_scales, _np(x), _np(out), PREFETCH_AHEAD)
         return out
 
@@ -313,8 +441,9 @@ class NumbaBackend:
         a, b = a.contiguous(), b.contiguous()
         out = a.new_empty(csr.num_entries, heads)   # every entry is written once
         plan = _plan(csr)
+        split = plan.split(b.shape[1] * b.element_size())
         with _launch(csr.num_entries * a.shape[1]) as threads:
-            _sddmm_kernel(_groups(csr, plan, b, threads), plan.indptr, plan.indices, plan.eids, plan.use_eids,
+            _sddmm_kernel(_groups(csr, plan, b, threads), plan.indptr, plan.indices, split, plan.eids, plan.use_eids,
                           _np(a), _np(b), _np(out), PREFETCH_AHEAD)
         return out
 

@@ -321,8 +321,11 @@ def _runtime(w: Workload, s: PartSizes) -> Component:
 def _block(w: Workload, s: PartSizes) -> Component:
     """The CSR ``8 (I + 1) + 8 E``, its transpose and edge destinations cached for backward
     ``24 E + 8 S``, degrees and ids ``48 S``, labels, masks and the send list ``11 I + 8 R``, the
-    GCN normalisation ``4 S`` (int64, as the block holds them)."""
-    return Component(8 * (s.inner + 1) + 32 * s.edges + 60 * s.rows + 11 * s.inner + 8 * s.send)
+    GCN normalisation ``4 S`` (int64, as the block holds them); on CPU the numba kernels' copy of
+    both CSRs ``16 E`` (int32 columns, in each row's source order, and edge ids) and their source
+    blocks' row splits (at most ``2 E`` for the widest rows)."""
+    kernels = 18 * s.edges if w.device == "cpu" else 0
+    return Component(8 * (s.inner + 1) + 32 * s.edges + 60 * s.rows + 11 * s.inner + 8 * s.send + kernels)
 
 
 def _features(w: Workload, s: PartSizes) -> Component:

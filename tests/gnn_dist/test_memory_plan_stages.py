@@ -34,7 +34,8 @@ def test_graph_parallel_predictions_are_unchanged(workload, total):
     from gnn_dist.memory_plan import Workload, plan_rank
 
     plan = plan_rank(_sizes(), Workload(**workload))
-    assert plan.total == total and plan.components["stage"].device == 0 and plan.stage == 0
+    kernels = 18 * _sizes().edges if plan.device == "cpu" else 0   # the CPU kernels' CSR copies, counted since
+    assert plan.total == total + kernels and plan.components["stage"].device == 0 and plan.stage == 0
 
 
 def test_a_stage_holds_its_layers_activations_and_its_share_of_the_optimizer():

@@ -11,7 +11,7 @@ from gnn_dist.nn import Block
 _NEEDS_NUMBA = pytest.mark.skipif(not numba_available(), reason="numba is not importable")
 _NEEDS_TRITON = pytest.mark.skipif(not triton_available(), reason="triton is not importable")
 BACKENDS = ["torch", pytest.param("numba", marks=_NEEDS_NUMBA), pytest.param("numba-noprefetch", marks=_NEEDS_NUMBA),
-            pytest.param("triton", marks=_NEEDS_TRITON)]
+            pytest.param("numba-blocked", marks=_NEEDS_NUMBA), pytest.param("triton", marks=_NEEDS_TRITON)]
 """Backends every kernel test runs: ``triton`` runs its kernels in Triton's interpreter on the CPU
 (``conftest.py`` sets ``TRITON_INTERPRET=1`` before the kernels are imported)."""
 

@@ -16,7 +16,9 @@ WIDTHS = [1, 7, 128]
 @pytest.fixture(params=BACKENDS)
 def backend(request, monkeypatch) -> str:
     """A backend name; ``numba-noprefetch``: numba with software prefetching off (the kernels'
-    other code path; the default prefetches, which must not change a result).
+    other code path; the default prefetches, which must not change a result); ``numba-blocked``:
+    numba with a 1 KiB last-level cache, so every block with two entries a row or more is walked
+    in source blocks.
 
     ``triton`` runs with tiles of 8 entries x 32 features, so the small blocks take the kernels'
     multi-step loops (rows longer than a tile, several feature blocks per row, heads wider than a
@@ -25,6 +27,12 @@ def backend(request, monkeypatch) -> str:
     if request.param == "numba-noprefetch":
         from gnn_dist.kernels import numba_cpu
         monkeypatch.setattr(numba_cpu, "PREFETCH_AHEAD", 0)
+        return "numba"
+    if request.param == "numba-blocked":
+        from gnn_dist.kernels import numba_cpu
+        from gnn_dist.kernels.cache_info import CacheSizes
+        monkeypatch.setattr(numba_cpu, "cache_sizes", lambda: CacheSizes(l2_bytes=1 << 10, l3_bytes=1 << 10,
+                                                                          source="test"))
         return "numba"
     if request.param == "triton":
         if getattr(request.node, "callspec", None) and request.node.callspec.id.startswith("wide-"):

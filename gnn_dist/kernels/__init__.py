@@ -160,7 +160,7 @@ def get_backend(name: str) -> KernelBackend:
         return backend
     if requested == "numba":
         backend = _NUMBA.require()
-        _log_once(requested, "numba", "prefetching CPU kernels")
+        _log_once(requested, "numba", "source-blocked, prefetching CPU kernels")
         return backend
     backend, why = _auto_cpu()
     _log_once(requested, backend.name, why)
@@ -172,7 +172,7 @@ def _auto_cpu() -> tuple[KernelBackend, str]:
     backend = _NUMBA.get()
     if backend is None:
         return _TORCH, f"numba unavailable: {_NUMBA.error}"
-    return backend, "prefetching CPU kernels"
+    return backend, "source-blocked, prefetching CPU kernels"
 
 
 class Kernels:

@@ -113,11 +113,13 @@ def _prefetch_row(x, u, line):  # pragma: no cover
 
 
 @cached_njit(fastmath=_FASTMATH)
-def _prefetch_entry(x, indices, values, eids, with_value, j, line):  # pragma: no cover
-    """Prefetch the row entry ``j`` gathers (and its value when values are read through ``eids``)."""
-    _prefetch_row(x, indices[j], line)
+def _prefetch_entry(x, indices, values, eids, with_value, j, ahead, ahead_rows, line):  # pragma: no cover
+    """Prefetch the row entry ``j + ahead_rows`` gathers (none when 0) and the value of entry
+    ``j + ahead`` when values are read through ``eids``."""
+    if ahead_rows > 0:
+        _prefetch_row(x, indices[j + ahead_rows], line)
     if with_value:
-        _prefetch(values, eids[j], 0)
+        _prefetch(values, eids[j + ahead], 0)
 
 
 @cached_njit(parallel=True, fastmath=_FASTMATH)
@@ -128,8 +130,7 @@ def _spmm_kernel(groups, indptr, indices, split, eids, use_eids, values, use_val
     width = num_feat // heads
     line = max(1, 64 // x.itemsize)
     blocks = split.shape[1] + 1
-    if blocks > 1:
-        ahead = 0                    # a block's rows are in the cache: prefetching only costs instructions
+    ahead_rows = ahead if blocks == 1 else 0   # a block's rows are in the cache: no prefetching them
     for b in range(blocks):          # source blocks in column order: each row's sum keeps its entry order
         last = b == blocks - 1
         for g in numba.prange(groups.shape[0] - 1):
@@ -143,17 +144,19 @@ def _spmm_kernel(groups, indptr, indices, split, eids, use_eids, values, use_val
                         orow[f] = 0
                 lo = indptr[r] + split[r, b - 1] if b > 0 else indptr[r]
                 hi = indptr[r + 1] if last else indptr[r] + split[r, b]
+                limit = stop if blocks == 1 else hi     # one block: prefetch across the group's rows
                 if not use_values and not use_scales:   # each case its own loop: no branch per entry
                     for j in range(lo, hi):
-                        if ahead > 0 and j + ahead < stop:
-                            _prefetch_row(x, indices[j + ahead], line)
+                        if ahead_rows > 0 and j + ahead_rows < limit:
+                            _prefetch_row(x, indices[j + ahead_rows], line)
                         xrow = x[indices[j]]
                         for f in range(num_feat):
                             orow[f] += xrow[f]
                 elif heads == 1:
                     for j in range(lo, hi):
-                        if ahead > 0 and j + ahead < stop:
-                            _prefetch_entry(x, indices, values, eids, use_values and use_eids, j + ahead, line)
+                        if ahead > 0 and j + ahead < limit:
+                            _prefetch_entry(x, indices, values, eids, use_values and use_eids, j, ahead, ahead_rows,
+                                            line)
                         u = indices[j]
                         if use_values:
                             w = values[eids[j] if use_eids else j, 0]
@@ -166,8 +169,8 @@ def _spmm_kernel(groups, indptr, indices, split, eids, use_eids, values, use_val
                             orow[f] += w * xrow[f]
                 else:
                     for j in range(lo, hi):
-                        if ahead > 0 and j + ahead < stop:
-                            _prefetch_entry(x, indices, values, eids, use_eids, j + ahead, line)
+                        if ahead > 0 and j + ahead < limit:
+                            _prefetch_entry(x, indices, values, eids, use_eids, j, ahead, ahead_rows, line)
                         u = indices[j]
                         xrow = x[u]
                         e = eids[j] if use_eids else j
@@ -183,34 +186,27 @@ def _spmm_kernel(groups, indptr, indices, split, eids, use_eids, values, use_val
 
 
 @cached_njit(parallel=True, fastmath=_FASTMATH)
-def _sddmm_kernel(groups, indptr, indices, split, eids, use_eids, a, b, out, ahead):  # pragma: no cover
+def _sddmm_kernel(groups, indptr, indices, eids, use_eids, a, b, out, ahead):  # pragma: no cover
     heads = out.shape[1]
     width = a.shape[1] // heads
     line = max(1, 64 // b.itemsize)
-    blocks = split.shape[1] + 1
-    if blocks > 1:
-        ahead = 0
-    for blk in range(blocks):
-        last = blk == blocks - 1
-        for g in numba.prange(groups.shape[0] - 1):
-            r0 = groups[g]
-            r1 = groups[g + 1]
-            stop = indptr[r1]
-            for r in range(r0, r1):
-                arow = a[r]
-                lo = indptr[r] + split[r, blk - 1] if blk > 0 else indptr[r]
-                hi = indptr[r + 1] if last else indptr[r] + split[r, blk]
-                for j in range(lo, hi):
-                    if ahead > 0 and j + ahead < stop:
-                        _prefetch_row(b, indices[j + ahead], line)
-                    brow = b[indices[j]]
-                    e = eids[j] if use_eids else j
-                    for k in range(heads):
-                        base = k * width
-                        acc = arow[base] * brow[base]    # the element type (width >= 1)
-                        for f in range(1, width):
-                            acc += arow[base + f] * brow[base + f]
-                        out[e, k] = acc
+    for g in numba.prange(groups.shape[0] - 1):
+        r0 = groups[g]
+        r1 = groups[g + 1]
+        stop = indptr[r1]
+        for r in range(r0, r1):
+            arow = a[r]
+            for j in range(indptr[r], indptr[r + 1]):
+                if ahead > 0 and j + ahead < stop:
+                    _prefetch_row(b, indices[j + ahead], line)
+                brow = b[indices[j]]
+                e = eids[j] if use_eids else j
+                for k in range(heads):
+                    base = k * width
+                    acc = arow[base] * brow[base]    # the element type (width >= 1)
+                    for f in range(1, width):
+                        acc += arow[base + f] * brow[base + f]
+                    out[e, k] = acc
 
 
 @cached_njit(parallel=True)
@@ -441,9 +437,8 @@ class NumbaBackend:
         a, b = a.contiguous(), b.contiguous()
         out = a.new_empty(csr.num_entries, heads)   # every entry is written once
         plan = _plan(csr)
-        split = plan.split(b.shape[1] * b.element_size())
-        with _launch(csr.num_entries * a.shape[1]) as threads:
-            _sddmm_kernel(_groups(csr, plan, b, threads), plan.indptr, plan.indices, split, plan.eids, plan.use_eids,
+        with _launch(csr.num_entries * a.shape[1]) as threads:   # not source-blocked: measured slower
+            _sddmm_kernel(_groups(csr, plan, b, threads), plan.indptr, plan.indices, plan.eids, plan.use_eids,
                           _np(a), _np(b), _np(out), PREFETCH_AHEAD)
         return out
 

@@ -112,16 +112,6 @@ def _prefetch_row(x, u, line):  # pragma: no cover
         _prefetch(x, u, f)
 
 
-@cached_njit(fastmath=_FASTMATH)
-def _prefetch_entry(x, indices, values, eids, with_value, j, ahead, ahead_rows, line):  # pragma: no cover
-    """Prefetch the row entry ``j + ahead_rows`` gathers (none when 0) and the value of entry
-    ``j + ahead`` when values are read through ``eids``."""
-    if ahead_rows > 0:
-        _prefetch_row(x, indices[j + ahead_rows], line)
-    if with_value:
-        _prefetch(values, eids[j + ahead], 0)
-
-
 @cached_njit(parallel=True, fastmath=_FASTMATH)
 def _spmm_kernel(groups, indptr, indices, split, eids, use_eids, values, use_values, row_scale, col_scale,
                  use_scales, x, out, ahead):  # pragma: no cover
@@ -154,9 +144,10 @@ def _spmm_kernel(groups, indptr, indices, split, eids, use_eids, values, use_val
                             orow[f] += xrow[f]
                 elif heads == 1:
                     for j in range(lo, hi):
-                        if ahead > 0 and j + ahead < limit:
-                            _prefetch_entry(x, indices, values, eids, use_values and use_eids, j, ahead, ahead_rows,
-                                            line)
+                        if ahead_rows > 0 and j + ahead_rows < limit:
+                            _prefetch_row(x, indices[j + ahead_rows], line)
+                        if use_values and use_eids and ahead > 0 and j + ahead < limit:
+                            _prefetch(values, eids[j + ahead], 0)
                         u = indices[j]
                         if use_values:
                             w = values[eids[j] if use_eids else j, 0]
@@ -169,8 +160,10 @@ def _spmm_kernel(groups, indptr, indices, split, eids, use_eids, values, use_val
                             orow[f] += w * xrow[f]
                 else:
                     for j in range(lo, hi):
-                        if ahead > 0 and j + ahead < limit:
-                            _prefetch_entry(x, indices, values, eids, use_eids, j, ahead, ahead_rows, line)
+                        if ahead_rows > 0 and j + ahead_rows < limit:
+                            _prefetch_row(x, indices[j + ahead_rows], line)
+                        if use_eids and ahead > 0 and j + ahead < limit:
+                            _prefetch(values, eids[j + ahead], 0)
                         u = indices[j]
                         xrow = x[u]
                         e = eids[j] if use_eids else j

@@ -35,6 +35,7 @@ without it the DGL rows are left out. Usage (from the repository root)::
     python benchmarks/kernels.py                          # ~10-15 min on 2 cores
     python benchmarks/kernels.py --backends numba --rounds 3   # DGL comparison only (~6 min)
     python benchmarks/kernels.py --quick                  # small graph, 1 round, smoke run
+    THP_MEM_ALLOC_ENABLE=1 python benchmarks/kernels.py --backends numba   # both sides on 2 MiB pages, as ranks run
 
 Writes ``benchmarks/results/kernels_<hw>_<date>.json`` and ``.md``.
 """
@@ -537,6 +538,7 @@ def main() -> None:
             results.append(measure(n, e, args.width, t, args.rounds, backends, units))
     dgl_versions = next((r["dgl"] for r in results if r["dgl"]), None)
     payload = {"config": vars(args), "environment": common.environment(["torch", "numpy", "numba"]),
+               "thp_mem_alloc": os.environ.get("THP_MEM_ALLOC_ENABLE"),
                "caches": {"l2": cache_sizes().l2_bytes, "l3": cache_sizes().l3_bytes, "source": cache_sizes().source},
                "prefetch_ahead": numba_cpu.PREFETCH_AHEAD, "dgl": dgl_versions, "results": results}
 
@@ -560,6 +562,8 @@ def main() -> None:
           f"{'DGL ' + dgl_versions['dgl'] + ' / torch ' + dgl_versions['torch'] if dgl_versions else 'not run (no benchmarks/.dgl-venv)'}.",
           f"Caches: L2 {cache_sizes().l2_bytes >> 10} KiB, L3 {cache_sizes().l3_bytes >> 20} MiB "
           f"({cache_sizes().source}); gathered rows prefetched {numba_cpu.PREFETCH_AHEAD} entries ahead.",
+          f"torch's 2 MiB pages (`THP_MEM_ALLOC_ENABLE`, as `gnn-dist train` sets for its ranks): "
+          f"{'on' if os.environ.get('THP_MEM_ALLOC_ENABLE') == '1' else 'off'} in both processes.",
           f"Environment: {json.dumps({k: env.get(k) for k in ('cpu_model', 'python', 'packages')})}.", "",
           "## numba / DGL, paired (median of per-round ratios; medians ours / DGL)", "",
           common.markdown_table(["unit"] + cols, summary_rows), ""]

@@ -378,6 +378,12 @@ class Block:
                        self_loops=mv(self.self_loops), src_original_ids=mv(self.src_original_ids),
                        weighted_degree=mv(self.weighted_degree), edge_attr=mv(self.edge_attr))
 
+    def dst_rows(self, x_src: torch.Tensor) -> torch.Tensor:
+        """The destinations' rows of ``x_src`` (``[S, ...]``, destinations first): ``x_src[:D]``, or
+        ``x_src`` itself when it has no other rows (a whole graph's block), which spares autograd
+        the slice's backward (a zero fill and a copy of ``[S, ...]``)."""
+        return x_src if x_src.shape[0] == self.num_dst else x_src[:self.num_dst]
+
     def check_src(self, x_src: torch.Tensor, in_channels: int | None, who: str) -> None:
         """Raise ``ValueError`` unless ``x_src`` is ``[S, in_channels]`` (``who`` names the layer)."""
         if not isinstance(x_src, torch.Tensor) or x_src.dim() != 2:

@@ -105,7 +105,7 @@ class DeepGCNLayer(nn.Module):
         check_first(block, x_first, None, self)
         pre = self.pre_activation(x_first, block.src_original_ids[:x_first.shape[0]], dropout_key)
         inner, z = self.conv.begin(block, pre, dropout_key)
-        return _Context(inner, x_first[:block.num_dst], x_first, z, dropout_key), x_first
+        return _Context(inner, block.dst_rows(x_first), x_first, z, dropout_key), x_first
 
     def transform(self, x: torch.Tensor, ctx: "_Context") -> torch.Tensor:
         return x   # the pre-activation needs the rows' original ids: it runs in aggregate

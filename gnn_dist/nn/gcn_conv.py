@@ -166,7 +166,7 @@ def gcn_context(block: Block, z: torch.Tensor, aggregates_first: bool) -> GCNCon
     else:
         self_coef = block.cached(("gcn_self_coef", z.dtype), lambda: (
             (1 - block.self_loops[:num_dst]).to(z.dtype) * dinv[:num_dst].square()).unsqueeze(1))
-    return GCNContext(aggregates_first, dinv[:num_dst], self_coef, z[:num_dst], weighted)
+    return GCNContext(aggregates_first, dinv[:num_dst], self_coef, block.dst_rows(z), weighted)
 
 
 def gcn_aggregate(group: Block, z: torch.Tensor, ctx: GCNContext) -> torch.Tensor:

@@ -67,7 +67,7 @@ class GINConv(nn.Module):
               raw: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """The context is the destinations' rows ``[D, F]`` (the ``(1 + eps)`` term's)."""
         check_first(block, x_first, None, self)
-        return x_first[:block.num_dst], x_first
+        return block.dst_rows(x_first), x_first
 
     def transform(self, x: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
         return x

@@ -75,7 +75,7 @@ class GINEConv(GINConv):
         if raw:
             raise ValueError(f"{type(self).__name__} cannot aggregate its raw input rows ahead of time: each message is "
                              f"ReLU(x_u + edge term)")
-        return x_first[:block.num_dst], x_first
+        return block.dst_rows(x_first), x_first
 
     def aggregate(self, group: Block, z: torch.Tensor, ctx: torch.Tensor, *, whole: bool = False) -> torch.Tensor:
         """``sum over the group's edges u -> v of ReLU(z_u + lin(e_uv))``, ``[D, F]``."""

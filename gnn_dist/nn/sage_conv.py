@@ -71,7 +71,7 @@ class SAGEConv(nn.Module):
         z = F.linear(x_first, self.lin_l.weight) if map_first else x_first
         inv_count = block.cached(("in_count_inv", z.dtype, z.device),
                                  lambda: block.in_count.clamp(min=1).to(z.dtype).reciprocal().unsqueeze(1))
-        return _SAGEContext(map_first, inv_count, x_first[:block.num_dst]), z
+        return _SAGEContext(map_first, inv_count, block.dst_rows(x_first)), z
 
     def transform(self, x: torch.Tensor, ctx: _SAGEContext) -> torch.Tensor:
         return F.linear(x, self.lin_l.weight) if ctx.map_first else x

@@ -107,3 +107,13 @@ def test_pyg_message_passing_layer_runs_on_blocks(kit):
     kit.assert_split_equals_global(conv, indptr, indices, x, 3, call=call)
     whole = Block.from_graph(indptr, indices)
     torch.testing.assert_close(call(conv, whole, x), conv(x, whole.edge_index))
+
+
+def test_dst_rows_is_the_whole_tensor_when_there_are_no_other_rows():
+    indptr, indices = torch.tensor([0, 2, 3, 4]), torch.tensor([1, 2, 0, 1])
+    whole = Block.from_graph(indptr, indices)
+    x = torch.randn(3, 4, requires_grad=True)
+    assert whole.dst_rows(x) is x                    # no slice: no zero-fill-and-copy in backward
+    part = Block.from_graph(indptr, indices, torch.tensor([0]))
+    xp = torch.randn(part.num_src, 4)
+    assert part.num_src > part.num_dst == 1 and torch.equal(part.dst_rows(xp), xp[:1])

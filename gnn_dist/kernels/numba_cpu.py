@@ -367,20 +367,6 @@ class _Plan:
             self.eids = (eids[perm] if unsorted else eids).astype(eid_dtype)
         else:
             self.eids = perm if unsorted else np.zeros(1, dtype=eid_dtype)
-        self.num_cols = csr.num_cols
-        self._splits: dict[int, np.ndarray] = {}
-
-    def split(self, row_bytes: int) -> np.ndarray:
-        """int32 ``[R, B - 1]``: where each row's entries cross into the next of the ``B`` source
-        blocks for gathered rows of ``row_bytes`` (``[R, 0]``: one block), cached per ``B``."""
-        blocks = source_blocks(self.indptr, self.num_cols, row_bytes)
-        if blocks not in self._splits:
-            split = np.empty((self.indptr.shape[0] - 1, blocks - 1), dtype=np.int32)
-            if blocks > 1:
-                with _launch(self.indices.shape[0]):
-                    _block_split_kernel(self.indptr, self.indices, -(-self.num_cols // blocks), split)
-            self._splits[blocks] = split
-        return self._splits[blocks]
 
 
 def _plan(csr: CSR) -> _Plan:
@@ -391,6 +377,20 @@ def _groups(csr: CSR, plan: _Plan, x: torch.Tensor, threads: int) -> np.ndarray:
     """The row groups of ``csr`` for gathered rows like those of ``x`` (cached per row size)."""
     row_bytes = x.shape[1] * x.element_size()
     return csr.cached(("numba_groups", row_bytes, threads), lambda: row_groups(plan.indptr, row_bytes, threads))
+
+
+def _split(csr: CSR, plan: _Plan, x: torch.Tensor) -> np.ndarray:
+    """int32 ``[R, B - 1]``: where each row's entries cross into the next of the ``B`` source blocks
+    for gathered rows like those of ``x`` (``[R, 0]``: one block), cached per ``B``."""
+    blocks = source_blocks(plan.indptr, csr.num_cols, x.shape[1] * x.element_size())
+
+    def build() -> np.ndarray:
+        split = np.empty((csr.num_rows, blocks - 1), dtype=np.int32)
+        if blocks > 1:
+            with _launch(csr.num_entries):
+                _block_split_kernel(plan.indptr, plan.indices, -(-csr.num_cols // blocks), split)
+        return split
+    return csr.cached(("numba_split", blocks), build)
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -417,7 +417,7 @@ class NumbaBackend:
         assert use_scales or (row_scale is None and col_scale is None), "row_scale and col_scale come together"
         rs = _np(row_scale.contiguous()) if row_scale is not None else np.ones(1, dtype=dtype)
         cs = _np(col_scale.contiguous()) if col_scale is not None else np.ones(1, dtype=dtype)
-        split = plan.split(x.shape[1] * x.element_size())
+        split = _split(csr, plan, x)
         with _launch(csr.num_entries * x.shape[1]) as threads:
             _spmm_kernel(_groups(csr, plan, x, threads), plan.indptr, plan.indices, split, plan.eids, plan.use_eids, vals,
                          values is not None, rs, cs, use_scales, _np(x), _np(out), PREFETCH_AHEAD)

@@ -16,6 +16,14 @@ BACKENDS = ["torch", pytest.param("numba", marks=_NEEDS_NUMBA), pytest.param("nu
 (``conftest.py`` sets ``TRITON_INTERPRET=1`` before the kernels are imported)."""
 
 
+def patch_caches(monkeypatch, *, l2_bytes: int, l3_bytes: int) -> None:
+    """Make the numba kernels size their row groups and source blocks for these cache sizes."""
+    from gnn_dist.kernels import numba_cpu
+    from gnn_dist.kernels.cache_info import CacheSizes
+    monkeypatch.setattr(numba_cpu, "cache_sizes", lambda: CacheSizes(l2_bytes=l2_bytes, l3_bytes=l3_bytes,
+                                                                      source="test"))
+
+
 def random_block(seed: int, num_nodes: int = 30, num_edges: int = 120, halo: bool = True) -> Block:
     """Isolated nodes (last fifth), self-loops, duplicate edges, empty rows; a part's block with
     halo rows (destinations in a shuffled order) when ``halo``."""

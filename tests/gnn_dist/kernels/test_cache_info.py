@@ -7,6 +7,7 @@ import pytest
 
 from gnn_dist.kernels import cache_info
 from gnn_dist.kernels.cache_info import CacheSizes, parse_size, read_sysfs_caches
+from kernel_cases import patch_caches
 
 
 def test_parse_size():
@@ -50,8 +51,7 @@ def test_fallback_when_nothing_readable(monkeypatch):
 
 def test_block_sizes_follow_the_cache(monkeypatch):
     numba_cpu = pytest.importorskip("gnn_dist.kernels.numba_cpu")
-    monkeypatch.setattr(numba_cpu, "cache_sizes", lambda: CacheSizes(l2_bytes=1 << 20, l3_bytes=16 << 20,
-                                                                      source="test"))
+    patch_caches(monkeypatch, l2_bytes=1 << 20, l3_bytes=16 << 20)
     # 10^5 even rows of 512 B: L2_FRACTION of 1 MiB holds 1024 of them -> 98 groups
     even = np.arange(0, 10**6 + 1, 10)
     assert len(numba_cpu.row_groups(even, 512, num_threads=2)) - 1 == -(-10**5 // int((1 << 20) * numba_cpu.L2_FRACTION // 512))

@@ -8,7 +8,7 @@ import torch
 
 from gnn_dist.nn.sparse import _SpMM, edge_softmax, sddmm, spmm, spmm_scaled
 
-from kernel_cases import BACKENDS, random_block, ref_sddmm, ref_softmax, ref_spmm
+from kernel_cases import BACKENDS, patch_caches, random_block, ref_sddmm, ref_softmax, ref_spmm
 
 WIDTHS = [1, 7, 128]
 
@@ -29,10 +29,7 @@ def backend(request, monkeypatch) -> str:
         monkeypatch.setattr(numba_cpu, "PREFETCH_AHEAD", 0)
         return "numba"
     if request.param == "numba-blocked":
-        from gnn_dist.kernels import numba_cpu
-        from gnn_dist.kernels.cache_info import CacheSizes
-        monkeypatch.setattr(numba_cpu, "cache_sizes", lambda: CacheSizes(l2_bytes=1 << 10, l3_bytes=1 << 10,
-                                                                          source="test"))
+        patch_caches(monkeypatch, l2_bytes=1 << 10, l3_bytes=1 << 10)
         return "numba"
     if request.param == "triton":
         if getattr(request.node, "callspec", None) and request.node.callspec.id.startswith("wide-"):

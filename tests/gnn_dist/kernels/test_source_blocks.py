@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from gnn_dist.kernels import numba_available
-from gnn_dist.kernels.cache_info import CacheSizes
 from gnn_dist.nn import Block
 from gnn_dist.nn.sparse import _csr, sddmm, spmm, spmm_scaled
+from kernel_cases import patch_caches
 
 pytestmark = pytest.mark.skipif(not numba_available(), reason="numba is not importable")
 
@@ -29,9 +29,7 @@ def _graph(seed: int, nodes: int = 400, edges: int = 6000) -> tuple[torch.Tensor
 
 
 def _with_l3(monkeypatch, l3_bytes: int) -> None:
-    from gnn_dist.kernels import numba_cpu
-    monkeypatch.setattr(numba_cpu, "cache_sizes", lambda: CacheSizes(l2_bytes=1 << 20, l3_bytes=l3_bytes,
-                                                                      source="test"))
+    patch_caches(monkeypatch, l2_bytes=1 << 20, l3_bytes=l3_bytes)
 
 
 def _units(block: Block, width: int, heads: int) -> list[torch.Tensor]:
@@ -58,7 +56,8 @@ def test_blocked_walk_gives_the_plain_walks_bits(monkeypatch, width, heads):
     _with_l3(monkeypatch, 4 << 10)   # blocks of 1 KiB of gathered rows: as many as 15 entries a row allow
     block = Block.from_graph(indptr, indices).with_kernels("numba")
     blocked = _units(block, width, heads)
-    assert numba_cpu._plan(_csr(block)).split(width * 4).shape[1] + 1 > 1
+    x = torch.empty(block.num_src, width)
+    assert numba_cpu._split(_csr(block), numba_cpu._plan(_csr(block)), x).shape[1] + 1 > 1
     for a, b in zip(plain, blocked):
         assert torch.equal(a, b)
 
@@ -97,12 +96,13 @@ def test_split_marks_where_each_row_enters_the_next_block(monkeypatch):
     from gnn_dist.kernels import numba_cpu
     indptr, indices = _graph(2)
     block = Block.from_graph(indptr, indices)
-    plan = numba_cpu._plan(_csr(block))
+    csr = _csr(block)
+    plan = numba_cpu._plan(csr)
     _with_l3(monkeypatch, 4 << 10)
-    split = plan.split(64)
+    split = numba_cpu._split(csr, plan, torch.empty(block.num_src, 16))   # rows of 64 B
     num_blocks = split.shape[1] + 1
-    assert num_blocks == numba_cpu.source_blocks(plan.indptr, plan.num_cols, 64) > 2
-    width = -(-plan.num_cols // num_blocks)
+    assert num_blocks == numba_cpu.source_blocks(plan.indptr, csr.num_cols, 64) > 2
+    width = -(-csr.num_cols // num_blocks)
     for r in range(0, indptr.numel() - 1, 37):
         cols = plan.indices[plan.indptr[r]:plan.indptr[r + 1]]
         assert bool((np.diff(cols) >= 0).all())

@@ -116,7 +116,10 @@ def _gat(s: LayerShape) -> Terms:
 @register_saved("gin")
 def _gin(s: LayerShape) -> Terms:
     """GINConv keeps the sum ``I w_in`` (its MLP's first map's input) and the MLP's hidden rows
-    ``I w_out`` (their activation and second map)."""
+    ``I w_out`` (their activation and second map); when the first map narrows the rows
+    (``w_out < w_in``) it runs before the sum, which keeps its input ``S w_in`` instead of the sum."""
+    if s.w_out < s.w_in:
+        return Terms(source=s.w_in, inner=s.w_out) + activation_terms(s)
     return Terms(inner=s.w_in + s.w_out) + activation_terms(s)
 
 

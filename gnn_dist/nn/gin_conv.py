@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .block import Block
@@ -22,6 +25,16 @@ class GINConv(nn.Module):
         \sum_{u \in \mathcal{N}(v)} \mathbf{x}_u \right)
 
     The sum runs over the destination's in-edges as stored (self-loops and duplicates included).
+    When :math:`h_{\mathbf{\Theta}}` starts with a linear map :math:`\mathbf{W}\mathbf{x} +
+    \mathbf{b}` (``nn`` a ``torch.nn.Linear``, or a ``torch.nn.Sequential`` whose first module is
+    one) that narrows the rows, the map's weight is applied before the sum (the same result, less
+    work: the sum and its backward run at the narrower width),
+
+    .. math::
+        h_{\mathbf{\Theta}}(\cdot) = g\Big((1 + \epsilon) \cdot \mathbf{W}\mathbf{x}_v +
+        \sum_{u \in \mathcal{N}(v)} \mathbf{W}\mathbf{x}_u + \mathbf{b}\Big)
+
+    where :math:`g` is the rest of ``nn``.
 
     Args:
         nn (torch.nn.Module): the network :math:`h_{\mathbf{\Theta}}`, mapping ``[D, F_in]`` to
@@ -64,29 +77,55 @@ class GINConv(nn.Module):
     """The sum reads no parameter: the source rows are aggregated as they are."""
 
     def begin(self, block: Block, x_first: torch.Tensor, dropout_key: DropoutKey | None = None, *,
-              raw: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """The context is the destinations' rows ``[D, F]`` (the ``(1 + eps)`` term's)."""
+              raw: bool = False) -> tuple[_GINContext, torch.Tensor]:
+        """Applies the network's first linear map before the sum when it narrows the rows (not
+        when ``raw``); the context holds the destinations' rows (the ``(1 + eps)`` term's)."""
         check_first(block, x_first, None, self)
-        return block.dst_rows(x_first), x_first
+        first = None if raw else self._narrowing_map()
+        z = x_first if first is None else F.linear(x_first, first.weight)
+        return _GINContext(block.dst_rows(z), first is not None), z
 
-    def transform(self, x: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
-        return x
+    def transform(self, x: torch.Tensor, ctx: _GINContext) -> torch.Tensor:
+        first = self._narrowing_map() if ctx.map_first else None
+        return x if first is None else F.linear(x, first.weight)
 
-    def aggregate(self, group: Block, z: torch.Tensor, ctx: torch.Tensor, *, whole: bool = False) -> torch.Tensor:
+    def aggregate(self, group: Block, z: torch.Tensor, ctx: _GINContext, *, whole: bool = False) -> torch.Tensor:
         return spmm(group, z)
 
     def merge(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return a + b
 
-    def update(self, acc: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
-        return self.nn(acc + (1 + self.eps) * ctx)
+    def update(self, acc: torch.Tensor, ctx: _GINContext) -> torch.Tensor:
+        h = acc + (1 + self.eps) * ctx.x_dst
+        if not ctx.map_first:
+            return self.nn(h)
+        first = self._narrowing_map()
+        if first is not None and first.bias is not None:
+            h = h + first.bias
+        return self.nn[1:](h) if isinstance(self.nn, nn.Sequential) else h
 
-    def fixed_update(self, acc: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor | None:
-        """``acc + (1 + eps) x``, which reads no trained parameter unless ``train_eps``."""
-        return None if self.eps.requires_grad else acc + (1 + self.eps) * ctx
+    def fixed_update(self, acc: torch.Tensor, ctx: _GINContext) -> torch.Tensor | None:
+        """``acc + (1 + eps) x``, which reads no trained parameter unless ``train_eps`` (raw rows:
+        the network's map comes after it)."""
+        return None if self.eps.requires_grad or ctx.map_first else acc + (1 + self.eps) * ctx.x_dst
 
-    def learned_update(self, fixed: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
+    def learned_update(self, fixed: torch.Tensor, ctx: _GINContext) -> torch.Tensor:
         return self.nn(fixed)
+
+    def _narrowing_map(self) -> nn.Linear | None:
+        """The network's first module when it is a ``Linear`` that narrows the rows, else None."""
+        first = self.nn[0] if isinstance(self.nn, nn.Sequential) and len(self.nn) else self.nn
+        if isinstance(first, nn.Linear) and first.out_features < first.in_features:
+            return first
+        return None
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(nn={self.nn})"
+
+
+@dataclass(frozen=True, slots=True)
+class _GINContext:
+    x_dst: torch.Tensor
+    """``[D, F]``: the destinations' rows, mapped when :attr:`map_first` (the ``(1 + eps)`` term's)."""
+    map_first: bool
+    """The network's first linear map was applied to the source rows (before the sum)."""

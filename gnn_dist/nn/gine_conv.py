@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from .block import Block
 from .decomposable import check_first
 from .dropout import DropoutKey
-from .gin_conv import GINConv
+from .gin_conv import GINConv, _GINContext
 
 __all__ = ["GINEConv"]
 
@@ -69,15 +69,16 @@ class GINEConv(GINConv):
     ahead of time (the first layer's precomputation)."""
 
     def begin(self, block: Block, x_first: torch.Tensor, dropout_key: DropoutKey | None = None, *,
-              raw: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """The context is the destinations' rows ``[D, F]`` (the ``(1 + eps)`` term's)."""
+              raw: bool = False) -> tuple[_GINContext, torch.Tensor]:
+        """The context is the destinations' rows ``[D, F]`` (the ``(1 + eps)`` term's); the
+        network's first map is never applied before the sum (the messages' ReLU comes between)."""
         check_first(block, x_first, None, self)
         if raw:
             raise ValueError(f"{type(self).__name__} cannot aggregate its raw input rows ahead of time: each message is "
                              f"ReLU(x_u + edge term)")
-        return block.dst_rows(x_first), x_first
+        return _GINContext(block.dst_rows(x_first), map_first=False), x_first
 
-    def aggregate(self, group: Block, z: torch.Tensor, ctx: torch.Tensor, *, whole: bool = False) -> torch.Tensor:
+    def aggregate(self, group: Block, z: torch.Tensor, ctx: _GINContext, *, whole: bool = False) -> torch.Tensor:
         """``sum over the group's edges u -> v of ReLU(z_u + lin(e_uv))``, ``[D, F]``."""
         edge = self._edge_term(group, z)
         msg = F.relu(z[group.indices] + edge.to(z.dtype))                         # [E, F]

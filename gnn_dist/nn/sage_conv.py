@@ -27,7 +27,8 @@ class SAGEConv(nn.Module):
     The mean runs over the destination's in-edges as stored (self-loops and duplicate edges
     included); a node without in-edges aggregates to 0. When ``out_channels < in_channels`` the
     linear map is applied before the mean (the same result, less work). Edge weights are not
-    used (as in PyG).
+    used (as in PyG). Mapping first with only the destinations' rows given (one rank's whole
+    graph, the ``overlap`` schedule's inner rows), both weights apply in one product.
 
     Args:
         in_channels (int): size of each input row.
@@ -68,10 +69,16 @@ class SAGEConv(nn.Module):
         """Applies ``W_2`` before the mean when it narrows the rows (not when ``raw``)."""
         check_first(block, x_first, self.in_channels, self)
         map_first = not raw and self.out_channels < self.in_channels
-        z = F.linear(x_first, self.lin_l.weight) if map_first else x_first
+        root = None
+        if map_first and x_first.shape[0] == block.num_dst:
+            # the rows are the destinations': one product for both weights reads them once
+            z, root = F.linear(x_first, torch.cat([self.lin_l.weight, self.lin_r.weight])).split(
+                self.out_channels, dim=1)
+        else:
+            z = F.linear(x_first, self.lin_l.weight) if map_first else x_first
         inv_count = block.cached(("in_count_inv", z.dtype, z.device),
                                  lambda: block.in_count.clamp(min=1).to(z.dtype).reciprocal().unsqueeze(1))
-        return _SAGEContext(map_first, inv_count, block.dst_rows(x_first)), z
+        return _SAGEContext(map_first, inv_count, block.dst_rows(x_first), root), z
 
     def transform(self, x: torch.Tensor, ctx: _SAGEContext) -> torch.Tensor:
         return F.linear(x, self.lin_l.weight) if ctx.map_first else x
@@ -90,7 +97,7 @@ class SAGEConv(nn.Module):
                 out = out + self.lin_l.bias
         else:
             out = self.lin_l(out)
-        return out + self.lin_r(ctx.x_dst)
+        return out + (self.lin_r(ctx.x_dst) if ctx.root is None else ctx.root)
 
     def fixed_update(self, acc: torch.Tensor, ctx: _SAGEContext) -> torch.Tensor | None:
         """The mean (when ``W_2`` comes after it, as on raw rows)."""
@@ -111,3 +118,6 @@ class _SAGEContext:
     """``[D, 1]``: ``1 / max(1, local in-edges)``."""
     x_dst: torch.Tensor
     """``[D, F_in]``: the destinations' input rows (the root term's)."""
+    root: torch.Tensor | None = None
+    """``[D, F_out]``: the root term ``W_1 x_v``, when :meth:`SAGEConv.begin` computed it with the
+    mapped source rows (``map_first`` and the first rows are exactly the destinations)."""

@@ -59,3 +59,28 @@ def test_bad_shapes(kit):
     block = Block.from_graph(*kit.four_node())
     with pytest.raises(ValueError, match=r"GINConv\(nn=.*\): x_src has 3 rows but the block has num_src = 4"):
         GINConv(nn.Linear(16, 2))(block, torch.randn(3, 16))
+
+
+@pytest.mark.parametrize(("make", "width"), [
+    (lambda: mlp(8, 3), 3),                                   # a narrowing first map: summed at 3
+    (lambda: nn.Linear(8, 3), 3),                             # the network is the narrowing map itself
+    (lambda: mlp(8, 12), 8),                                  # a widening one: summed at 8
+    (lambda: nn.Sequential(nn.ReLU(), nn.Linear(8, 3)), 8),   # no map first: summed at 8
+])
+def test_sum_runs_at_the_narrower_width_and_matches_pyg(kit, make, width):
+    torch.manual_seed(0)
+    block = Block.from_graph(*kit.random_graph(4))
+    x = torch.randn(block.num_src, 8)
+    conv = GINConv(make(), eps=0.25, train_eps=True)
+    ctx, z = conv.begin(block, x)
+    assert z.shape == (block.num_src, width) and ctx.x_dst.shape == (block.num_dst, width)
+    assert conv.begin(block, x, raw=True)[1].shape[1] == 8    # raw rows are summed as they are
+    ref = pyg.GINConv(make(), eps=0.25, train_eps=True)
+    kit.assert_matches_pyg(conv, ref, block, x)
+
+
+def test_narrowing_split_with_halo_equals_whole_graph(kit):
+    torch.manual_seed(0)
+    indptr, indices = kit.random_graph(5)
+    kit.assert_split_equals_global(GINConv(nn.Linear(7, 2), eps=0.1, train_eps=True), indptr, indices,
+                                   torch.randn(indptr.numel() - 1, 7), 3)

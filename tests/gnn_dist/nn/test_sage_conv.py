@@ -46,3 +46,20 @@ def test_bad_shapes(kit):
         SAGEConv(16, 32)(block, torch.randn(4, 8))
     with pytest.raises(ValueError, match=r"x_src has 5 rows but the block has num_src = 4"):
         SAGEConv(16, 32)(block, torch.randn(5, 16))
+
+
+@pytest.mark.parametrize(("in_channels", "out_channels", "stacked"), [(12, 4, True), (4, 12, False)])
+def test_narrowing_map_computes_the_root_term_with_the_sources(kit, in_channels, out_channels, stacked):
+    """Mapping first on the destinations' rows alone, both weights run in one product: the root
+    term comes back from ``begin``, equal to ``lin_r`` of the rows (a widening map sums the rows
+    first and leaves it to ``update``, as do raw rows)."""
+    torch.manual_seed(0)
+    block = Block.from_graph(*kit.random_graph(6))
+    conv = SAGEConv(in_channels, out_channels)
+    x = torch.randn(block.num_dst, in_channels)
+    ctx, z = conv.begin(block, x)
+    assert (ctx.root is not None) == stacked
+    if stacked:
+        torch.testing.assert_close(ctx.root, conv.lin_r(x))
+        torch.testing.assert_close(z, torch.nn.functional.linear(x, conv.lin_l.weight))
+    assert conv.begin(block, x, raw=True)[0].root is None

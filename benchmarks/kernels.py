@@ -17,8 +17,9 @@ background load; the report adds the median of the per-round ratios):
   (4 heads x 32, 1 output head), dropout off, with ``gnn_dist.models`` on the whole graph, ``x``
   without gradient; DGL: ``GraphConv`` / ``SAGEConv('mean')`` / ``GINConv('sum')`` / ``GATConv``
   stacks of the same shape. The short epochs get :data:`SHORT_ROUNDS_FACTOR` x the rounds.
-  GCN, SAGE and GIN also run as ``--precompute-first-layer`` trains them (backend
-  ``numba-precomputed``: the first layer's aggregate of ``x`` computed once, at the warm-up).
+  GCN, SAGE and GIN also run as ``gnn-dist train`` runs them by default (backend
+  ``numba-precomputed``: the first layer's aggregate of ``x`` computed once, at the warm-up;
+  ``--precompute-first-layer auto`` does so here, each first layer aggregating its 128 raw inputs).
 
 Memory bound, measured per thread setting: ``copy`` bandwidth (torch ``copy_`` of 256 MB,
 counted as read + write) and ``gather`` bandwidth (:func:`gather_bandwidth`: random rows of
@@ -79,7 +80,7 @@ SHORT_EPOCHS = ("gcn_epoch", "sage_epoch", "gin_epoch")
 SHORT_ROUNDS_FACTOR = 3
 """GCN/SAGE/GIN epochs are short: they get this many times ``--rounds`` (each GAT epoch takes seconds)."""
 PRECOMPUTABLE = ("gcn_epoch", "sage_epoch", "gin_epoch")
-"""Epochs also run as ``--precompute-first-layer`` runs them (backend ``numba-precomputed``): the
+"""Epochs also run as ``gnn-dist train`` runs them (backend ``numba-precomputed``): the
 first layer's aggregate of the fixed input features computed once, each step applying only the
 weights (GAT's attention is not linear in the input)."""
 MODELS = {"gcn_epoch": GCN, "sage_epoch": GraphSAGE, "gin_epoch": GIN, "gat_epoch": GAT}
@@ -281,8 +282,8 @@ def epoch_runner(model: torch.nn.Module, part: FullGraph, x: torch.Tensor, y: to
 
 class _WholeGraphPart:
     """What :class:`~gnn_dist.cache.InputFeatures` reads of a part, for the whole graph on one
-    device (no halo rows): so the epochs can run with ``precompute_first_layer`` as
-    ``gnn-dist train --precompute-first-layer`` does."""
+    device (no halo rows): so the epochs can run with the precomputed first layer as
+    ``gnn-dist train`` runs them (``--precompute-first-layer auto``, the default, or ``on``)."""
 
     def __init__(self, block: Block, x: torch.Tensor) -> None:
         from gnn_dist.distributed import HaloExchanger
@@ -294,7 +295,7 @@ class _WholeGraphPart:
 
 
 def precomputed_input(block: Block, x: torch.Tensor) -> Any:
-    """The first layer's input as ``--precompute-first-layer`` gives it: its aggregate of ``x``
+    """The first layer's input as ``gnn-dist train`` gives it here: its aggregate of ``x``
     is computed once (at the first step, outside the timed rounds after the warm-up)."""
     from gnn_dist.cache import InputFeatures
 

@@ -68,12 +68,13 @@ class ConfigError(ValueError):
 
 
 def flag(name: str, *, default: Any = None, choices: Any = None, metavar: str | None = None,
-         action: str | None = None) -> Any:
+         action: str | None = None, const: str = "auto") -> Any:
     """A dataclass field with its command-line flag (``--name``), ``choices`` (a tuple or a
     function returning one, read when the parser is built), ``metavar`` and ``action``
     (``store_true``/``store_false`` for booleans; ``optional`` for a flag whose value may be
-    left out: ``--resume`` alone means ``auto``)."""
-    return field(default=default, metadata={"flag": name, "choices": choices, "metavar": metavar, "action": action})
+    left out, then meaning ``const``: ``--resume`` alone means ``auto``)."""
+    return field(default=default, metadata={"flag": name, "choices": choices, "metavar": metavar, "action": action,
+                                            "const": const})
 
 
 def _schedules() -> tuple[str, ...]:
@@ -245,15 +246,19 @@ class FeatureConfig:
     static_halo: bool = flag("--no-static-halo", default=True, action="store_false")
     """Fetch the halo rows' input features once at start (the flag turns it off: exchange them every
     epoch)."""
-    precompute_first_layer: bool = flag("--precompute-first-layer", default=False, action="store_true")
-    """Aggregate the input features of a gcn/sage/gin first layer once and train on that (exact)."""
+    precompute_first_layer: str = flag("--precompute-first-layer", default="auto", choices=("auto", "on", "off"),
+                                       action="optional", const="on")
+    """Aggregate the input features of a gcn/sage/gin first layer once and train on that (exact): auto
+    does when the features are all on the device, the halo rows static and no input dropout; on
+    (the flag alone) insists; off never (true/false in a TOML file mean on/off)."""
     first_layer_chunk_rows: int | None = flag("--first-layer-chunk-rows", metavar="N")
     """Run the first layer over chunks of N destination rows, fetching each chunk's source rows
     through the feature cache; 0 never chunks (default: chunk when the cache does not hold every row)."""
 
     def __post_init__(self) -> None:
-        from .cache.input import check_feature_options
+        from .cache.input import check_feature_options, precompute_mode
 
+        self.precompute_first_layer = precompute_mode(self.precompute_first_layer)
         check_feature_options(storage=self.feature_storage, cache_policy=self.feature_cache_policy,
                               static_halo=self.static_halo, precompute_first_layer=self.precompute_first_layer,
                               first_layer_chunk_rows=self.first_layer_chunk_rows, cache_budget=self.feature_cache_budget)
@@ -507,7 +512,8 @@ class ModelConfig:
     """Feature dropout after each hidden layer, a probability in [0, 1)."""
     input_dropout: float = flag("--input-dropout", default=0.0, metavar="P")
     """Dropout on the input features before the first layer, a probability in [0, 1); keyed by original
-    node id like the other masks, so P ranks train what one does (not with --precompute-first-layer)."""
+    node id like the other masks, so P ranks train what one does (not with --precompute-first-layer on;
+    it turns auto's precomputation off)."""
     activation: str = flag("--activation", default="relu", choices=_activations)
     """The nonlinearity after each hidden layer (elu: the GAT paper's)."""
     jk: str = flag("--jk", default="last", choices=_jk_modes)
@@ -632,7 +638,7 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         _int_at_least("epochs", self.epochs, 0)
-        if self.model.input_dropout and self.trainer.features.precompute_first_layer:
+        if self.model.input_dropout and self.trainer.features.precompute_first_layer == "on":
             raise ConfigError("input_dropout", f"{self.model.input_dropout} cannot be combined with "
                                                f"precompute_first_layer (the first layer's aggregate of the raw "
                                                f"features is computed once, before any mask): drop one of them")

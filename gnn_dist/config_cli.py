@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
             kwargs["help"] = doc.replace("%", "%%")
         else:
             if action == "optional":
-                kwargs.update(nargs="?", const="auto")
+                kwargs.update(nargs="?", const=meta["const"])
             metavar = meta.get("metavar") or (None if choices else meta["flag"].lstrip("-").replace("-", "_").upper())
             kwargs.update(type=_convert(str(f.type), f.name), metavar=metavar, choices=choices)
         p.add_argument(meta["flag"], **kwargs)

@@ -82,7 +82,7 @@ class Trainer:
         self._check_model_fits(model, part, self.task)
         if self.config.memory.offload_activations:
             check_offload_device(part.device)
-        if getattr(model, "input_dropout", 0) and self.config.features.precompute_first_layer:
+        if getattr(model, "input_dropout", 0) and self.config.features.precompute_first_layer == "on":
             raise ValueError(f"the model's input_dropout={model.input_dropout} cannot be combined with "
                              f"precompute_first_layer (the first layer's aggregate of the raw features is computed "
                              f"once, before any mask): drop one of them")

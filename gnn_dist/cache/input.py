@@ -9,9 +9,14 @@ every epoch are done once here:
 - **static halo cache** (``static_halo=True``, default): the halo rows' input features cross the
   network once, when :class:`InputFeatures` is built (a collective), and are kept as the store's
   rows ``[I, S)``. Layer 0 then makes no exchange at all; later layers are unchanged.
-- **precomputed first layer** (``precompute_first_layer=True``): for layers that aggregate
-  linearly before their weights (GCN, GraphSAGE-mean, GIN) the aggregate of the raw features is
-  computed once (exact: ``A (X W) = (A X) W``) and each step applies only the weights.
+- **precomputed first layer** (``precompute_first_layer``: ``"auto"``, the default, ``"on"``,
+  ``"off"``): for layers that aggregate linearly before their weights (GCN, GraphSAGE-mean, GIN)
+  the aggregate of the raw features is computed once (exact: ``A (X W) = (A X) W``) and each step
+  applies only the weights. ``"auto"`` does so where it costs no memory: every source row on the
+  device (no chunks), the halo rows static, no input dropout (whose masks change every step), and
+  a first layer whose plain step aggregates the raw rows too (it keeps that aggregate for its
+  weight gradient; a narrowing map applied first keeps none); ``"on"`` insists (an error for a
+  first layer that cannot).
 - **chunked first layer** (``first_layer_chunk_rows``): when the store's device tier does not
   hold every row, the first layer runs over chunks of destinations, each fetching only its
   chunk's source rows through the store; a chunk's rows are recomputed in backward
@@ -43,7 +48,7 @@ from .budget import parse_budget
 from .policies import RowInfo, get_policy
 from .store import STORAGES, FeatureStore
 
-__all__ = ["InputFeatures", "precomputable", "check_feature_options"]
+__all__ = ["InputFeatures", "precomputable", "check_feature_options", "precompute_mode", "PRECOMPUTE_MODES"]
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +56,22 @@ _AUTO_CHUNK_BYTES = 32 << 20
 """Least bytes of source rows per chunk of an automatically chunked first layer."""
 
 
-def check_feature_options(*, storage: str, cache_policy: str, static_halo: bool, precompute_first_layer: bool,
+PRECOMPUTE_MODES = ("auto", "on", "off")
+"""The values of ``precompute_first_layer`` (module docstring)."""
+
+
+def precompute_mode(value: Any) -> str:
+    """``value`` as one of :data:`PRECOMPUTE_MODES` (``True`` / ``False``: ``"on"`` / ``"off"``);
+    raises :class:`~gnn_dist.config.ConfigError` naming the option for anything else."""
+    if value is True or value is False:
+        return "on" if value else "off"
+    if value not in PRECOMPUTE_MODES:
+        raise ConfigError("precompute_first_layer", f"{value!r} is not valid: expected one of "
+                                                    f"{', '.join(PRECOMPUTE_MODES)} (or true / false)")
+    return str(value)
+
+
+def check_feature_options(*, storage: str, cache_policy: str, static_halo: bool, precompute_first_layer: bool | str,
                           first_layer_chunk_rows: int | None, cache_budget: Any = None) -> None:
     """Raise :class:`~gnn_dist.config.ConfigError` naming the option for a bad value or
     combination (no data needed)."""
@@ -65,10 +85,9 @@ def check_feature_options(*, storage: str, cache_policy: str, static_halo: bool,
         parse_budget(cache_budget, 1)
     except ValueError as exc:
         raise ConfigError("feature_cache_budget", str(exc)) from None
-    for name, value in (("static_halo", static_halo), ("precompute_first_layer", precompute_first_layer)):
-        if not isinstance(value, bool):
-            raise ConfigError(name, f"{value!r} is not valid: expected true or false")
-    if precompute_first_layer and not static_halo:
+    if not isinstance(static_halo, bool):
+        raise ConfigError("static_halo", f"{static_halo!r} is not valid: expected true or false")
+    if precompute_mode(precompute_first_layer) == "on" and not static_halo:
         raise ConfigError("precompute_first_layer", "needs static_halo=True (the halo rows' features are "
                                                     "aggregated once, so they must be fetched once)")
     if first_layer_chunk_rows is not None and (isinstance(first_layer_chunk_rows, bool)
@@ -94,7 +113,10 @@ class InputFeatures:
             ``[0, 1]``), a size string (``"4GB"``, ``"512MiB"``, ``"25%"``), or None (every row).
         cache_policy: how rows are ranked for the device tier (``gnn_dist.cache.POLICIES``).
         static_halo: fetch the halo rows once (default); False exchanges them every step.
-        precompute_first_layer: aggregate the raw features once (GCN/SAGE/GIN first layers).
+        precompute_first_layer: aggregate the raw features once (GCN/SAGE/GIN first layers):
+            ``"auto"`` when every source row is on the device (no chunks), the halo rows are
+            static and the step has no input dropout; ``"on"`` (or True) always; ``"off"`` (or
+            False) never.
         first_layer_chunk_rows: destinations per chunk of the first layer; None: chunk only when
             the device tier does not hold every row (chunks of at least 32 MiB of source rows or
             half the budget); 0: never chunk.
@@ -105,7 +127,7 @@ class InputFeatures:
     """
 
     def __init__(self, part: Any, *, storage: str = "device", cache_budget: str | int | float | None = None,
-                 cache_policy: str = "degree", static_halo: bool = True, precompute_first_layer: bool = False,
+                 cache_policy: str = "degree", static_halo: bool = True, precompute_first_layer: bool | str = "auto",
                  first_layer_chunk_rows: int | None = None) -> None:
         check_feature_options(storage=storage, cache_policy=cache_policy, static_halo=static_halo,
                               precompute_first_layer=precompute_first_layer,
@@ -124,7 +146,7 @@ class InputFeatures:
         device, each call passes the same tensor (a view of the device tier), so a part that
         remembers its exchange by tensor identity exchanges once per step."""
         self._inner_view: torch.Tensor | None = None
-        self.precompute = precompute_first_layer
+        self.precompute_mode = precompute_mode(precompute_first_layer)
         ex = part.exchanger
         segments: list[np.ndarray | torch.Tensor] = [features]
         self.static_halo_bytes = 0
@@ -147,14 +169,21 @@ class InputFeatures:
             self._chunk_bound = 0 if fits else max(1, max(_AUTO_CHUNK_BYTES, budget // 2) // max(row_bytes, 1))
         else:
             self._chunk_bound = first_layer_chunk_rows
+        self.precompute = self.precompute_mode == "on" or (self.precompute_mode == "auto" and static_halo
+                                                           and not self._chunk_bound)
+        """Whether a precomputable first layer (:func:`precomputable`) is precomputed (``"auto"``:
+        not with input dropout, see :meth:`layer`)."""
         self._plans: dict[Any, list[tuple[Block, torch.Tensor, torch.Tensor]]] = {}
         self._host_block: Block | None = None
+        self._raw_first: dict[tuple[nn.Module, torch.dtype, bool], bool] = {}
+        """Per first layer, dtype and grad mode: whether its plain step aggregates the raw rows
+        (``"auto"``'s test, :meth:`_auto_precomputes`)."""
         self._precomputed: dict[tuple[nn.Module, torch.dtype], tuple[torch.Tensor, torch.Tensor, bool]] = {}
         """Per first layer: its aggregate (or the update's fixed part of it), the inner rows, and
         whether the first is the fixed part."""
-        log.info("input features: %r, static halo %s (%d bytes sent once), %s first layer", self.store,
+        log.info("input features: %r, static halo %s (%d bytes sent once), first layer %s", self.store,
                  "on" if static_halo else "off", self.static_halo_bytes,
-                 "precomputed" if self.precompute else ("chunked" if self._chunk_bound else "whole"))
+                 _first_layer_mode(self.precompute_mode, self.precompute, self._chunk_bound))
 
     @property
     def recomputed(self) -> bool:
@@ -171,7 +200,7 @@ class InputFeatures:
         their original ids: the same masks for any ``rows`` and chunks; not with
         ``precompute_first_layer``)."""
         dtype = _param_dtype(conv)
-        if self.precompute:
+        if self.precompute_mode == "on" or (input_dropout is None and self._auto_precomputes(conv, dtype)):
             if input_dropout is not None:
                 raise ValueError("input dropout cannot be combined with precompute_first_layer (the first layer's "
                                  "aggregate of the raw features is computed once, before any mask): drop one of them")
@@ -222,11 +251,28 @@ class InputFeatures:
         return self.store.stats()
 
     def __repr__(self) -> str:
-        mode = "precomputed" if self.precompute else (f"chunks<={self._chunk_bound} rows" if self._chunk_bound
-                                                      else "whole")
+        mode = ("precomputed" if self.precompute_mode == "on" else "precomputed when linear" if self.precompute
+                else f"chunks<={self._chunk_bound} rows" if self._chunk_bound else "whole")
         return f"InputFeatures({self.store!r}, static_halo={self.static_halo}, first_layer={mode})"
 
     # ------------------------------------------------------------------ internals
+    def _auto_precomputes(self, conv: nn.Module, dtype: torch.dtype) -> bool:
+        """Whether ``"auto"`` precomputes ``conv``: a precomputable layer whose plain step
+        aggregates the raw rows too (its ``begin`` hands them back unmapped, under this grad
+        mode), so the cached aggregate takes the place of the one the step keeps for the weight
+        gradient. A layer that maps first (a narrowing map) keeps no raw-width aggregate and would
+        hold ``[I, F_in]`` more: it runs plain. Decided once per layer and grad mode."""
+        if not (self.precompute and precomputable(conv)):
+            return False
+        key = (conv, dtype, torch.is_grad_enabled())
+        if key not in self._raw_first:
+            x = self.store.gather_range(0, self.store.num_rows).to(dtype)
+            self._raw_first[key] = conv.begin(self.block, x)[1] is x
+            log.info("first layer %r (%s): %s", conv, "training" if key[2] else "no gradient",
+                     "precomputed (auto)" if self._raw_first[key] else
+                     "runs plain (auto: it maps its rows first, so the raw aggregate would be extra memory)")
+        return self._raw_first[key]
+
     def _run_rows(self, conv: nn.Module, x_src: torch.Tensor, rows: torch.Tensor | None,
                   key: Any, drop: RowDropout | None) -> torch.Tensor:
         block = self.block
@@ -304,6 +350,15 @@ class InputFeatures:
         if self._chunk_bound:
             self._plans.clear()
         return torch.cat(parts, dim=0) if len(parts) != 1 else parts[0], self.store.gather_range(0, self.num_rows).to(dtype)
+
+
+def _first_layer_mode(mode: str, precompute: bool, chunk_bound: int) -> str:
+    """How the first layer runs, for the start-up log line."""
+    if mode == "on":
+        return "precomputed"
+    if precompute:
+        return "auto (precomputed where its plain step aggregates the raw rows too, without input dropout)"
+    return "chunked" if chunk_bound else "whole"
 
 
 def _fixed_update(conv: nn.Module, acc: torch.Tensor, ctx: Any) -> torch.Tensor | None:

@@ -21,7 +21,7 @@ STAGED_MODELS: dict[str, tuple[str, ...]] = {
 """The built-in models with a stage adapter (:mod:`.staged`) and the ``jk`` modes it cuts (the
 adapters' ``jk_modes``; a test checks that they agree)."""
 
-_DEFAULTS: tuple[tuple[str, str, Any, str], ...] = (
+_DEFAULTS: tuple[tuple[str, str, Any, str], ...] = (   # (section, field, default or the values taken, why)
     ("schedule", "pipeline", "sync", "the stages' halo exchange is synchronous per chunk"),
     ("schedule", "stale_smoothing", None, "use history_smoothing (--history-smoothing) for the historical rows"),
     ("schedule", "boundary_sample_rate", 1.0, "boundary sampling is graph-parallel only"),
@@ -29,7 +29,7 @@ _DEFAULTS: tuple[tuple[str, str, Any, str], ...] = (
     ("schedule", "halo_grad_dtype", None, "rows travel as computed"),
     ("schedule", "halo_bits", None, "rows travel as computed"),
     ("features", "feature_storage", "device", "the features stay on the device"),
-    ("features", "precompute_first_layer", False, "the first layer runs on stage 0 like the others"),
+    ("features", "precompute_first_layer", ("auto", "off"), "the first layer runs on stage 0 like the others"),
     ("features", "first_layer_chunk_rows", None, "the chunks are --chunks"),
     ("memory", "recompute", "none", "the chunks already bound what a stage keeps"),
     ("memory", "precision", "fp32", "stages compute in float32"),
@@ -45,8 +45,9 @@ def unsupported_option(trainer: Any) -> tuple[str, str] | None:
         return None
     for section, name, default, why in _DEFAULTS:
         value = getattr(getattr(trainer, section), name)
-        if value != default:
-            return name, (f"{value!r} is not supported with parallel={mode!r} ({why}); leave it at {default!r} "
+        allowed = default if isinstance(default, tuple) else (default,)
+        if value not in allowed:
+            return name, (f"{value!r} is not supported with parallel={mode!r} ({why}); leave it at {allowed[0]!r} "
                           f"or train with --parallel graph")
     if trainer.task.task == "link":
         return "task", (f"link is not supported with parallel={mode!r} (the last stage computes a node task's "

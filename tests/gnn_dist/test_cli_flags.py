@@ -51,7 +51,9 @@ def test_every_field_has_a_flag_a_docstring_and_the_api_default():
 @pytest.mark.parametrize("argv, path, value", [
     (["--lr", "0.5"], ("trainer", "optim", "lr"), 0.5),
     (["--no-static-halo"], ("trainer", "features", "static_halo"), False),
-    (["--precompute-first-layer"], ("trainer", "features", "precompute_first_layer"), True),
+    (["--precompute-first-layer"], ("trainer", "features", "precompute_first_layer"), "on"),
+    (["--precompute-first-layer", "off"], ("trainer", "features", "precompute_first_layer"), "off"),
+    ([], ("trainer", "features", "precompute_first_layer"), "auto"),
     (["--feature-cache-budget", "0.25"], ("trainer", "features", "feature_cache_budget"), 0.25),
     (["--feature-cache-budget", "4GB"], ("trainer", "features", "feature_cache_budget"), "4GB"),
     (["--checkpoint-dir", "c", "--resume"], ("trainer", "checkpoint", "resume"), "auto"),
@@ -88,6 +90,7 @@ def test_each_flag_sets_its_field(argv, path, value):
     (["--patience", "5", "--eval-every", "0"], r"--patience: 5 counts evaluations, but eval_every = 0"),
     (["--patience", "0"], r"--patience: 0 is not valid: expected an integer >= 1"),
     (["--select", "best"], r"argument --select: invalid choice: 'best'"),
+    (["--precompute-first-layer", "yes"], r"argument --precompute-first-layer: invalid choice: 'yes'"),
     (["--activation", "tanh"], r"argument --activation: invalid choice: 'tanh'"),
     (["--model", "gcnii", "--jk", "max"], r"--jk: 'max' applies to models .*resgcn.*, not 'gcnii'; leave it at"),
     (["--model", "gat", "--hidden", "30"], r"--hidden: 30 is the total width of a gat layer and must be a multiple "

@@ -249,10 +249,48 @@ def test_precompute_refuses_a_nonlinear_first_layer(one_part):
         inputs.layer(build("gat", one_part).convs[0], one_part)
 
 
+def test_auto_precomputes_a_linear_first_layer_only_where_it_can(one_part):
+    """``"auto"`` (the default) precomputes a GCN/SAGE/GIN first layer that aggregates its raw
+    rows with every row on the device; it runs the plain layer for one that maps first (a
+    narrowing map: the cached aggregate would be memory the plain step does not hold), for GAT (no
+    error), under input dropout (whose masks change every step), with chunks, without the static
+    halo, and never with ``"off"``."""
+    from gnn_dist.cache import InputFeatures
+    from gnn_dist.nn import DropoutKey, GCNConv, GINConv, RowDropout
+    from gnn_dist.nn.dropout import INPUT_LAYER
+
+    f = one_part.feature_dim
+    torch.manual_seed(0)
+    gcn, gat = GCNConv(f, f), build("gat", one_part).convs[0].eval()
+    narrow = [GCNConv(f, f // 4), GINConv(torch.nn.Linear(f, f // 2))]
+    auto = InputFeatures(one_part)
+    assert auto.precompute_mode == "auto" and auto.precompute
+    plain = InputFeatures(one_part, precompute_first_layer="off")
+    out = auto.layer(gcn, one_part)
+    assert list(auto._precomputed) == [(gcn, torch.float32)]
+    torch.testing.assert_close(out, plain.layer(gcn, one_part))
+    assert not plain._precomputed
+    for conv in (gat, *narrow):
+        torch.testing.assert_close(auto.layer(conv, one_part), plain.layer(conv, one_part))
+    assert list(auto._precomputed) == [(gcn, torch.float32)]
+
+    fresh = InputFeatures(one_part)
+    drop = RowDropout(0.5, DropoutKey(seed=1, step=0, layer=INPUT_LAYER))
+    torch.testing.assert_close(fresh.layer(gcn, one_part, input_dropout=drop),
+                               plain.layer(gcn, one_part, input_dropout=drop))
+    assert not fresh._precomputed
+    for kwargs in ({"first_layer_chunk_rows": 16}, {"static_halo": False}):
+        assert not InputFeatures(one_part, **kwargs).precompute
+    with pytest.raises(ValueError, match="input dropout cannot be combined with precompute_first_layer"):
+        InputFeatures(one_part, precompute_first_layer="on").layer(gcn, one_part, input_dropout=drop)
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"storage": "disk"}, "feature_storage: 'disk' is not supported"),
     ({"cache_policy": "lru"}, "lru"),
     ({"precompute_first_layer": True, "static_halo": False}, "precompute_first_layer: needs static_halo"),
+    ({"precompute_first_layer": "on", "static_halo": False}, "precompute_first_layer: needs static_halo"),
+    ({"precompute_first_layer": "always"}, "precompute_first_layer: 'always' is not valid: expected one of auto, on"),
     ({"first_layer_chunk_rows": -1}, "first_layer_chunk_rows: -1 must be"),
     ({"cache_budget": "4XB"}, "4XB"),
 ])

@@ -95,16 +95,24 @@ class SAGEConv(nn.Module):
         if ctx.map_first:
             if self.lin_l.bias is not None:
                 out = out + self.lin_l.bias
-        else:
-            out = self.lin_l(out)
-        return out + (self.lin_r(ctx.x_dst) if ctx.root is None else ctx.root)
+            return out + (self.lin_r(ctx.x_dst) if ctx.root is None else ctx.root)
+        return self._with_root(self.lin_l(out), ctx)
 
     def fixed_update(self, acc: torch.Tensor, ctx: _SAGEContext) -> torch.Tensor | None:
         """The mean (when ``W_2`` comes after it, as on raw rows)."""
         return None if ctx.map_first else acc * ctx.inv_count
 
     def learned_update(self, fixed: torch.Tensor, ctx: _SAGEContext) -> torch.Tensor:
-        return self.lin_l(fixed) + self.lin_r(ctx.x_dst)
+        return self._with_root(self.lin_l(fixed), ctx)
+
+    def _with_root(self, out: torch.Tensor, ctx: _SAGEContext) -> torch.Tensor:
+        """``out + W_1 x_v``, the product accumulated into ``out`` (a fresh tensor whose backward
+        does not read it): no third ``[D, F_out]`` tensor and no pass to add it. Under autocast
+        (``out`` in bfloat16, the weight in float32) the sum of the two maps, as autocast casts."""
+        weight = self.lin_r.weight
+        if out.dtype == ctx.x_dst.dtype == weight.dtype:
+            return out.addmm_(ctx.x_dst, weight.t())
+        return out + self.lin_r(ctx.x_dst)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, aggr=mean)"

@@ -114,9 +114,9 @@ class InputFeatures:
         cache_policy: how rows are ranked for the device tier (``gnn_dist.cache.POLICIES``).
         static_halo: fetch the halo rows once (default); False exchanges them every step.
         precompute_first_layer: aggregate the raw features once (GCN/SAGE/GIN first layers):
-            ``"auto"`` when every source row is on the device (no chunks), the halo rows are
-            static and the step has no input dropout; ``"on"`` (or True) always; ``"off"`` (or
-            False) never.
+            ``"auto"`` when every source row is in the device tier (no chunks), the halo rows are
+            static, the step has no input dropout and the layer's plain step aggregates the raw
+            rows too (:meth:`layer`); ``"on"`` (or True) always; ``"off"`` (or False) never.
         first_layer_chunk_rows: destinations per chunk of the first layer; None: chunk only when
             the device tier does not hold every row (chunks of at least 32 MiB of source rows or
             half the budget); 0: never chunk.
@@ -164,15 +164,16 @@ class InputFeatures:
         self.store = FeatureStore.from_policy(segments, self.policy, info, device=part.device, storage=storage,
                                               budget=None if storage == "device" else cache_budget)
         row_bytes, budget = self.store.row_bytes, self.store.budget_bytes or 0
+        fits = self.store.cached_rows >= num_src
         if first_layer_chunk_rows is None:
-            fits = self.store.cached_rows >= num_src
             self._chunk_bound = 0 if fits else max(1, max(_AUTO_CHUNK_BYTES, budget // 2) // max(row_bytes, 1))
         else:
             self._chunk_bound = first_layer_chunk_rows
         self.precompute = self.precompute_mode == "on" or (self.precompute_mode == "auto" and static_halo
-                                                           and not self._chunk_bound)
-        """Whether a precomputable first layer (:func:`precomputable`) is precomputed (``"auto"``:
-        not with input dropout, see :meth:`layer`)."""
+                                                           and fits and not self._chunk_bound)
+        """Whether a precomputable first layer (:func:`precomputable`) may be precomputed: always
+        with ``"on"``; with ``"auto"`` when every source row is in the device tier, unchunked,
+        and then only without input dropout, for a layer that aggregates its raw rows (:meth:`layer`)."""
         self._plans: dict[Any, list[tuple[Block, torch.Tensor, torch.Tensor]]] = {}
         self._host_block: Block | None = None
         self._raw_first: dict[tuple[nn.Module, torch.dtype, bool], bool] = {}
@@ -251,7 +252,7 @@ class InputFeatures:
         return self.store.stats()
 
     def __repr__(self) -> str:
-        mode = ("precomputed" if self.precompute_mode == "on" else "precomputed when linear" if self.precompute
+        mode = ("precomputed" if self.precompute_mode == "on" else "auto" if self.precompute
                 else f"chunks<={self._chunk_bound} rows" if self._chunk_bound else "whole")
         return f"InputFeatures({self.store!r}, static_halo={self.static_halo}, first_layer={mode})"
 

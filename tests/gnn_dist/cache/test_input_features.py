@@ -279,7 +279,8 @@ def test_auto_precomputes_a_linear_first_layer_only_where_it_can(one_part):
     torch.testing.assert_close(fresh.layer(gcn, one_part, input_dropout=drop),
                                plain.layer(gcn, one_part, input_dropout=drop))
     assert not fresh._precomputed
-    for kwargs in ({"first_layer_chunk_rows": 16}, {"static_halo": False}):
+    for kwargs in ({"first_layer_chunk_rows": 16}, {"static_halo": False},
+                   {"storage": "host", "cache_budget": 0.5, "first_layer_chunk_rows": 0}):
         assert not InputFeatures(one_part, **kwargs).precompute
     with pytest.raises(ValueError, match="input dropout cannot be combined with precompute_first_layer"):
         InputFeatures(one_part, precompute_first_layer="on").layer(gcn, one_part, input_dropout=drop)

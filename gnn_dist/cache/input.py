@@ -184,7 +184,7 @@ class InputFeatures:
         whether the first is the fixed part."""
         log.info("input features: %r, static halo %s (%d bytes sent once), first layer %s", self.store,
                  "on" if static_halo else "off", self.static_halo_bytes,
-                 _first_layer_mode(self.precompute_mode, self.precompute, self._chunk_bound))
+                 self._first_layer_mode())
 
     @property
     def recomputed(self) -> bool:
@@ -252,11 +252,18 @@ class InputFeatures:
         return self.store.stats()
 
     def __repr__(self) -> str:
-        mode = ("precomputed" if self.precompute_mode == "on" else "auto" if self.precompute
-                else f"chunks<={self._chunk_bound} rows" if self._chunk_bound else "whole")
-        return f"InputFeatures({self.store!r}, static_halo={self.static_halo}, first_layer={mode})"
+        return f"InputFeatures({self.store!r}, static_halo={self.static_halo}, first_layer={self._first_layer_mode()})"
 
     # ------------------------------------------------------------------ internals
+    def _first_layer_mode(self) -> str:
+        """How the first layer runs (the start-up log line and the repr); with ``"auto"``, each
+        layer's decision is logged when it is taken (:meth:`_auto_precomputes`)."""
+        if self.precompute_mode == "on":
+            return "precomputed"
+        if self.precompute:
+            return "auto"
+        return f"chunks<={self._chunk_bound} rows" if self._chunk_bound else "whole"
+
     def _auto_precomputes(self, conv: nn.Module, dtype: torch.dtype) -> bool:
         """Whether ``"auto"`` precomputes ``conv``: a precomputable layer whose plain step
         aggregates the raw rows too (its ``begin`` hands them back unmapped, under this grad
@@ -351,15 +358,6 @@ class InputFeatures:
         if self._chunk_bound:
             self._plans.clear()
         return torch.cat(parts, dim=0) if len(parts) != 1 else parts[0], self.store.gather_range(0, self.num_rows).to(dtype)
-
-
-def _first_layer_mode(mode: str, precompute: bool, chunk_bound: int) -> str:
-    """How the first layer runs, for the start-up log line."""
-    if mode == "on":
-        return "precomputed"
-    if precompute:
-        return "auto (precomputed where its plain step aggregates the raw rows too, without input dropout)"
-    return "chunked" if chunk_bound else "whole"
 
 
 def _fixed_update(conv: nn.Module, acc: torch.Tensor, ctx: Any) -> torch.Tensor | None:

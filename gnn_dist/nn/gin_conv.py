@@ -99,9 +99,9 @@ class GINConv(nn.Module):
         h = acc + (1 + self.eps) * ctx.x_dst
         if not ctx.map_first:
             return self.nn(h)
-        first = self._narrowing_map()
-        if first is not None and first.bias is not None:
-            h = h + first.bias
+        bias = self._narrowing_map().bias   # map_first: begin found the map
+        if bias is not None:
+            h = h + bias
         return self.nn[1:](h) if isinstance(self.nn, nn.Sequential) else h
 
     def fixed_update(self, acc: torch.Tensor, ctx: _GINContext) -> torch.Tensor | None:

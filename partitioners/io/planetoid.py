@@ -120,7 +120,9 @@ def _test_index(path: Path) -> np.ndarray:
         try:
             ids.append(int(text))
         except ValueError:
-            raise GraphError(f"{path}, line {lineno}: {text!r} is not a node id") from None
+            raise GraphError(f"{path}, line {lineno}: {text[:40]!r} is not a node id") from None
+        if not 0 <= ids[-1] < 1 << 62:
+            raise GraphError(f"{path}, line {lineno}: {text[:40]!r} is not a node id (a negative or huge number)")
     a = np.asarray(ids, dtype=np.int64)
     if a.size == 0:
         raise GraphError(f"{path}: no test node ids")
@@ -187,6 +189,10 @@ def read_planetoid(path: str | Path, *, planetoid_name: str | None = None, **gra
                          f"(0..{allx.shape[0] - 1}); test nodes follow them")
     num_all = allx.shape[0]
     n = max(num_all, int(test.max()) + 1)
+    if n - num_all - test.size > test.size:     # checked before the n-row arrays are allocated
+        raise GraphError(f"{where}.test.index: its largest id {int(test.max())} leaves {n - num_all - test.size} "
+                         f"ids after allx's {num_all} rows that are not test nodes (more than its {test.size} "
+                         f"test nodes: CiteSeer has 15 such gaps)")
     given = graph_options.pop("num_nodes", None)
     if given is not None and given != n:
         raise GraphError(f"{where}.*: the files give {n} nodes but num_nodes={given} was passed")

@@ -3,12 +3,15 @@
 ``GraphConv`` (Morris et al., "Weisfeiler and Leman Go Neural", AAAI 2019) sums its neighbours,
 ``x'_v = W_1 x_v + W_2 sum_{u -> v} x_u + b``. It implements the five methods of
 :class:`gnn_dist.nn.DecomposableLayer`, so it gets every schedule (``sync``, ``overlap``,
-``stale``) and the feature cache's chunked and precomputed first layer with no other file
-touched; ``register_model`` makes it ``--model graphconv``. See docs/extending.md.
+``stale``), recomputation and the feature cache's chunked and precomputed first layer with no
+other file touched. ``register_model`` makes it ``--model graphconv``, with what its layers save
+for backward (the memory planner's formula; leave ``saved`` out and the planner uses a
+conservative one, with a warning); ``register_adapter`` lets ``--parallel layer`` cut it into
+stages. The stock command line loads it with ``--import``. See docs/extending.md.
 
     gnn-dist partition --dataset sbm-tiny --parts 2 --out parts/tiny-2
-    torchrun --nproc-per-node 2 examples/custom_layer.py --data parts/tiny-2 --model graphconv --pipeline overlap
-    python examples/custom_layer.py --data parts/tiny-1 --model graphconv       # one process
+    gnn-dist train --import examples/custom_layer.py --data parts/tiny-2 --model graphconv --pipeline overlap
+    torchrun --nproc-per-node 2 examples/custom_layer.py --data parts/tiny-2 --model graphconv   # as a script
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gnn_dist.layer_parallel import StagedBasicGNN, register_adapter
 from gnn_dist.models import BasicGNN, register_model
+from gnn_dist.models.saved import LayerShape, Terms, activation_terms
 from gnn_dist.nn import Block, propagate, spmm
 
 
@@ -65,11 +70,25 @@ class GraphConv(nn.Module):
         out = acc + self.lin_rel.bias if ctx.map_first else self.lin_rel(acc)
         return out + self.lin_root(ctx.x_dst)
 
+    def __repr__(self) -> str:
+        return f"GraphConv({self.in_channels}, {self.out_channels})"
 
-@register_model("graphconv")
+
+def graphconv_saved(s: LayerShape) -> Terms:
+    """What a layer keeps for backward, per inner row (I) and source row (S): its input rows
+    ``S w_in`` (both weights' gradients read them; ``x_dst`` is a view), and when it sums first
+    the sum ``I w_in`` (``lin_rel``'s input); then the activation's output and dropout mask."""
+    map_first = s.w_out < s.w_in
+    return Terms(source=s.w_in, inner=0 if map_first else s.w_in) + activation_terms(s)
+
+
+@register_model("graphconv", saved=graphconv_saved)
 class GraphConvNet(BasicGNN):
     def init_conv(self, in_channels: int, out_channels: int, *, last: bool, **kwargs) -> nn.Module:
         return GraphConv(in_channels, out_channels)
+
+
+register_adapter(GraphConvNet)(StagedBasicGNN)   # --parallel layer: it runs BasicGNN's forward
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ registered with ``register_schedule``; the trainer, ``--pipeline`` and checkpoin
 name. See docs/extending.md.
 
     gnn-dist partition --dataset sbm-tiny --parts 2 --out parts/tiny-2
-    torchrun --nproc-per-node 2 examples/custom_schedule.py --data parts/tiny-2 --pipeline warmup-stale
+    gnn-dist train --import examples/custom_schedule.py --data parts/tiny-2 --pipeline warmup-stale
+    torchrun --nproc-per-node 2 examples/custom_schedule.py --data parts/tiny-2 --pipeline warmup-stale   # as a script
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ WARMUP_EPOCHS = 5
 @register_schedule("warmup-stale")
 class WarmupStalePipeline:
     stateful = True   # after the warm-up the stale buffers are state: checkpoints keep them per rank
+    recompute_modes = ("none", "layers")   # both of its views exchange before each layer (--recompute layers)
 
     def __init__(self, block, exchanger, options=None, *, subset_fn=None, transport=None) -> None:
         kw: dict[str, Any] = {"subset_fn": subset_fn} | ({} if transport is None else {"transport": transport})

@@ -543,10 +543,11 @@ class ModelConfig:
                  "a probability in [0, 1)")
         _choice("activation", self.activation, _activations())
         _choice("jk", self.jk, _jk_modes())
+        from .models import MODEL_SPECS
+        spec = MODEL_SPECS[self.model]
         if self.jk != "last":
-            from .models import MODELS
-            if self.jk not in getattr(MODELS[self.model], "jk_modes", ()):
-                takes = sorted(name for name, cls in MODELS.items() if self.jk in getattr(cls, "jk_modes", ()))
+            if self.jk not in spec.jk_modes:
+                takes = sorted(name for name, s in MODEL_SPECS.items() if self.jk in s.jk_modes)
                 raise ConfigError("jk", f"{self.jk!r} applies to models {', '.join(takes)}, not {self.model!r}; "
                                         f"leave it at 'last'")
             if self.out_heads is not None:
@@ -558,29 +559,31 @@ class ModelConfig:
                  "a probability in [0, 1)")
         for name, value, unset in (("heads", self.heads, None), ("out_heads", self.out_heads, None),
                                    ("attn_dropout", self.attn_dropout, 0)):
-            if value != unset and self.model != "gat":
-                raise ConfigError(name, f"{value} applies to model gat only, not {self.model!r}")
-        _check_edge_dim(self.model, self.edge_dim)
-        if self.model == "gat" and self.layers > 1 and self.hidden % (self.heads or 8):
-            raise ConfigError("hidden", f"{self.hidden} is the total width of a gat layer and must be a multiple "
-                                        f"of heads = {self.heads or 8}")
+            if value != unset and name not in spec.options:
+                takes = sorted(n for n, s in MODEL_SPECS.items() if name in s.options)
+                raise ConfigError(name, f"{value} applies to models {', '.join(takes) or 'none'}, not {self.model!r}")
+        _check_edge_dim(spec, self.edge_dim)
+        refused = spec.check(self) if spec.check is not None else None
+        if refused is not None:
+            raise ConfigError(*refused)
         _require(_is_int(self.seed), "seed", self.seed, "an integer")
 
 
-def _check_edge_dim(model: str, edge_dim: int | None) -> None:
-    """``edge_dim`` None, or >= 0 for a model that reads edge features (``edge_features`` on its
-    class: ``"required"`` refuses 0, ``"optional"`` takes it)."""
+def _check_edge_dim(spec: Any, edge_dim: int | None) -> None:
+    """``edge_dim`` None, or >= 0 for a model that reads edge features (its spec's
+    ``edge_features``: ``"required"`` refuses 0, ``"optional"`` takes it)."""
     _int_at_least("edge_dim", edge_dim, 0, optional=True)
     if edge_dim is None:
         return
-    from .models import MODELS
+    from .models import MODEL_SPECS
 
-    reads = getattr(MODELS[model], "edge_features", None)
+    reads = spec.edge_features
     if reads is None:
-        takes = sorted(name for name, cls in MODELS.items() if getattr(cls, "edge_features", None))
-        raise ConfigError("edge_dim", f"{edge_dim} applies to models {', '.join(takes)}, not {model!r}")
+        takes = sorted(name for name, s in MODEL_SPECS.items() if s.edge_features)
+        raise ConfigError("edge_dim", f"{edge_dim} applies to models {', '.join(takes)}, not {spec.name!r}")
     if reads == "required" and edge_dim == 0:
-        raise ConfigError("edge_dim", f"0, but model {model!r} reads edge features; leave it unset (the partition's)")
+        raise ConfigError("edge_dim", f"0, but model {spec.name!r} reads edge features; leave it unset (the "
+                                      f"partition's)")
 
 
 @dataclass(kw_only=True, slots=True)

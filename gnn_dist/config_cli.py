@@ -29,7 +29,7 @@ from typing import Any
 
 from .config import ConfigError, RunConfig
 
-__all__ = ["UsageError", "build_parser", "parse_run_config", "flag_names", "field_docs"]
+__all__ = ["UsageError", "build_parser", "parse_run_config", "load_user_code", "flag_names", "field_docs"]
 
 PROG = "gnn_dist.train"
 
@@ -42,7 +42,26 @@ class _Parser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose errors are one line (no usage block), raised, not printed."""
 
     def error(self, message: str) -> Any:  # type: ignore[override]
+        if message.startswith("argument --model: invalid choice"):
+            message += "; your own registered model? load your own model's file with --import FILE.py"
+        elif message.startswith("unrecognized arguments: "):
+            message += _nearest_flags(self, message.removeprefix("unrecognized arguments: ").split())
         raise UsageError(f"{self.prog}: error: {message} (see --help)")
+
+
+def _nearest_flags(parser: argparse.ArgumentParser, given: list[str]) -> str:
+    """``" (did you mean --epochs?)"`` for the unknown flags among ``given`` that are close to a real one."""
+    import difflib
+
+    flags = [s for action in parser._actions for s in action.option_strings if s.startswith("--")]
+    hints = []
+    for arg in given:
+        name = arg.split("=", 1)[0]
+        if name.startswith("--"):
+            close = [f for f in flags if f.startswith(name)] or difflib.get_close_matches(name, flags, n=1, cutoff=0.6)
+            if close:
+                hints.append(f"{name} -> {close[0]}")
+    return f" (did you mean: {', '.join(hints)}?)" if hints else ""
 
 
 @functools.cache
@@ -112,8 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
     """The parser: one option per config field with a flag, plus ``--config``, ``-v``, ``-q`` and
     ``--validate``. Unset options are absent from the namespace (``SUPPRESS``)."""
     p = _Parser(prog=PROG, description="Exact distributed full-graph GNN training.",
-                argument_default=argparse.SUPPRESS)
+                argument_default=argparse.SUPPRESS, allow_abbrev=False)
     p.add_argument("--config", metavar="FILE.toml", help="read the configuration from a TOML file; flags override it")
+    p.add_argument("--import", dest="imports", action="append", metavar="FILE.py|MODULE",
+                   help="import your own components first (registered models, layers, schedules, tasks; a .py file "
+                        "or a module name; repeatable; also import = [...] in --config)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging, and a traceback with every error")
     p.add_argument("-q", "--quiet", action="store_true", help="warnings, errors and the final line only")
     p.add_argument("--validate", action="store_true",
@@ -153,16 +175,29 @@ def _flag_of(path: tuple[str, ...]) -> str | None:
     return None
 
 
-def _read_toml(path: str) -> dict[tuple[str, ...], Any]:
-    """``{field path: value}`` of a TOML config file, checked against the config's fields."""
+def _load_toml(path: str) -> dict[str, Any]:
+    """The parsed TOML document of a ``--config`` file."""
     import tomllib
 
     try:
-        doc = tomllib.loads(Path(path).read_text())
+        return tomllib.loads(Path(path).read_text())
     except OSError as exc:
         raise UsageError(f"--config {path}: cannot read it ({exc.strerror or exc})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: not valid TOML ({exc})") from None
+
+
+def _toml_imports(doc: dict[str, Any], path: str) -> list[str]:
+    """The ``import = ["my_models.py", ...]`` list of a config document (removed from it)."""
+    value = doc.pop("import", [])
+    value = [value] if isinstance(value, str) else value
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UsageError(f"{path}: import: expected a list of Python files or module names, got {value!r}")
+    return value   # paths relative to the working directory, as data.data's
+
+
+def _read_toml(path: str, doc: dict[str, Any]) -> dict[tuple[str, ...], Any]:
+    """``{field path: value}`` of a TOML config document, checked against the config's fields."""
     known = {leaf for leaf, _, _ in _leaves(RunConfig)}
     sections = {leaf[:i] for leaf in known for i in range(1, len(leaf))}
     out: dict[tuple[str, ...], Any] = {}
@@ -193,6 +228,27 @@ def _build(values: dict[tuple[str, ...], Any], cls: type = RunConfig, prefix: tu
     return cls(**kwargs)
 
 
+def load_user_code(argv: Sequence[str], prog: str = PROG, *, config: bool = True) -> dict[str, Any]:
+    """Import the ``--import`` targets of ``argv`` and (``config``) the ``import`` list of its
+    ``--config`` file (:mod:`gnn_dist.user_code`); returns that file's document without the list
+    ({} without one). The rest of ``argv`` is left to the full parser."""
+    from partitioners.user_code import UserCodeError, import_user_code
+
+    pre = _Parser(prog=prog, add_help=False, allow_abbrev=False)
+    pre.add_argument("--import", dest="imports", action="append", default=[])
+    if config:
+        pre.add_argument("--config")
+    known, _ = pre.parse_known_args(argv)
+    known.config = getattr(known, "config", None)
+    doc = _load_toml(known.config) if known.config else {}
+    try:
+        import_user_code(_toml_imports(doc, known.config) if known.config else [])
+        import_user_code(known.imports)
+    except UserCodeError as exc:
+        raise UsageError(f"{prog}: error: {exc}") from None
+    return doc
+
+
 def parse_run_config(argv: Sequence[str] | None = None) -> tuple[RunConfig, argparse.Namespace]:
     """``(config, namespace)`` from ``argv`` (default ``sys.argv[1:]``): defaults, then
     ``--config``, then the flags. The namespace holds ``verbose``, ``quiet`` and ``validate``.
@@ -200,10 +256,12 @@ def parse_run_config(argv: Sequence[str] | None = None) -> tuple[RunConfig, argp
     Raises:
         UsageError: a bad flag, config file or value; its message is the one line to print.
     """
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    argv = sys.argv[1:] if argv is None else list(argv)
+    doc = load_user_code(argv)   # the user's components first: they are choices of the parser
+    args = build_parser().parse_args(argv)
     dests = {".".join(path) for path, f, _ in _leaves(RunConfig) if f.metadata.get("flag")}
     given = {tuple(k.split(".")): v for k, v in vars(args).items() if k in dests}
-    from_file = _read_toml(args.config) if getattr(args, "config", None) else {}
+    from_file = _read_toml(args.config, doc) if getattr(args, "config", None) else {}
     try:
         config = _build({**from_file, **given})
     except ConfigError as exc:

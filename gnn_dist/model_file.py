@@ -86,8 +86,8 @@ class ModelFile:
         try:
             return ModelConfig(**options)
         except ConfigError as exc:
-            hint = (" (a model registered by a script: run the prediction from a script that registers it, "
-                    "then calls gnn_dist.predict.main())" if exc.field == "model" else "")
+            hint = (" (your own registered model: load its file with --import FILE.py)" if exc.field == "model"
+                    else "")
             raise ModelFileError(f"its model section does not make a model here: {exc}{hint}", path=self.path) from None
 
     @property

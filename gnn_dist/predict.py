@@ -370,6 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="process-group backend (default: nccl on GPU, gloo on CPU; gloo computes on CPU)")
     p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
                    help="collective timeout in seconds: a dead or stuck peer ends the job after it (default: 300)")
+    p.add_argument("--import", dest="imports", action="append", metavar="FILE.py|MODULE",
+                   help="import your own components first (the model file's registered model; repeatable)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging, and a traceback with every error")
     p.add_argument("--validate", action="store_true",
                    help="check the model file against the folder's metadata and --out in this process, then exit "
@@ -378,7 +380,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    from .config_cli import UsageError as ConfigUsage, load_user_code
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        load_user_code(argv, prog=PROG, config=False)
+    except ConfigUsage as exc:
+        raise UsageError(str(exc)) from None
+    args = build_parser().parse_args(argv)
     if args.layer is not None and not args.embeddings:
         raise UsageError(f"{PROG}: error: --layer {args.layer} applies with --embeddings only")
     if args.pairs is not None and args.embeddings:

@@ -219,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def body(ctx: Any) -> None:
         tune_allocator()  # glibc malloc thresholds (logged), before the partition and the steps allocate
-        log.info("config: " + json.dumps(config.to_dict(), sort_keys=True))
+        log.debug("config: " + json.dumps(config.to_dict(), sort_keys=True))   # -v; the metrics file has it too
         run(config, device=ctx.device)
 
     return run_in_group(body, rank=rank, verbose=options.verbose, quiet=options.quiet,

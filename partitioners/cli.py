@@ -127,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--parts", type=positive_int, required=True, metavar="P", help="number of parts")
     p.add_argument("--method", choices=METHODS, default="metis",
                    help="partitioning method (default: metis)")
+    p.add_argument("--import", dest="imports", action="append", metavar="FILE.py|MODULE",
+                   help="import your own components first (a registered partition method or reader; a .py file "
+                        "or a module name; repeatable)")
     p.add_argument("--refine", action="store_true",
                    help="then move boundary nodes to lower the communication volume, keeping balance")
     p.add_argument("--balance", type=balance_list, default=("nodes",), metavar="LIST",
@@ -388,8 +391,32 @@ def _rank_log_flags(args: argparse.Namespace) -> list[str]:
     return []
 
 
+def _import_for_partition(argv: list[str]) -> int:
+    """``partition --import FILE.py``: the user's registered methods and readers, imported before
+    the parser reads the registries (``train``/``predict`` pass ``--import`` on to the ranks,
+    which import it themselves; this process stays torch-free). 0, or the exit code of a refusal."""
+    verbs = [a for a in argv if not a.startswith("-")]
+    if not verbs or verbs[0] != "partition":
+        return 0
+    from .user_code import UserCodeError, import_user_code
+
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--import", dest="imports", action="append", default=[])
+    try:
+        import_user_code(pre.parse_known_args(argv)[0].imports)
+    except UserCodeError as exc:
+        _init_logger(False, False)
+        log.error(f"gnn-dist partition: error: {exc}")
+        return EXIT_USAGE
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``gnn-dist`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    code = _import_for_partition(argv)
+    if code:
+        return code
     parser = build_parser()
     args, rest, code = _parse(parser, argv)
     if args is None:

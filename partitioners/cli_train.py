@@ -30,7 +30,7 @@ def add_launch_verbs(sub: argparse._SubParsersAction, verbose: argparse.Argument
                                    "gnn_dist.train --data DIR ...`; every other argument is passed "
                                    "on to gnn_dist.train. -v shows torchrun's full output.",
                        epilog="Training flags: see docs/cli.md or `python -m gnn_dist.train -h`.")
-    t.add_argument("--data", required=True, metavar="DIR", help="partition folder")
+    t.add_argument("--data", metavar="DIR", help="partition folder (or data.data in --config)")
     t.add_argument("--nproc", type=positive_int, default=None, metavar="P",
                    help="processes (ranks) (default: the folder's num_parts)")
     t.add_argument("--max-restarts", type=nonneg_int, default=0, metavar="N",
@@ -80,6 +80,9 @@ def train_command(data: str, nproc: int, rest: Sequence[str], *, verbose: bool =
 def cmd_train(args: argparse.Namespace, rest: Sequence[str]) -> int:
     from .format import load_partition_meta
 
+    args.data = args.data or _config_table(_flag_value(rest, "--config"), "data").get("data")
+    if not isinstance(args.data, str) or not args.data:
+        raise UsageError("gnn-dist train: --data is required (the partition folder; or data.data in --config)")
     num_parts = load_partition_meta(args.data).num_parts
     stages = _stages(rest)   # --parallel layer/hybrid: S stages x the folder's parts
     nproc = args.nproc or num_parts * stages
@@ -95,33 +98,38 @@ def _stages(rest: Sequence[str]) -> int:
     """The pipeline stages ``rest`` asks for (``--parallel layer|hybrid --stages S``, flags over
     a ``--config`` file's ``[trainer.parallel]`` table), else 1; a malformed value or file is left
     to gnn_dist.train's own parser, which reports it."""
-    def value(flag: str) -> str | None:
-        for i, arg in enumerate(rest):
-            if arg == flag and i + 1 < len(rest):
-                return rest[i + 1]
-            if arg.startswith(flag + "="):
-                return arg.split("=", 1)[1]
-        return None
-    from_file = _parallel_table(value("--config"))
-    mode = value("--parallel") or from_file.get("parallel")
-    stages = value("--stages") or str(from_file.get("stages", ""))
+    from_file = _config_table(_flag_value(rest, "--config"), "trainer", "parallel")
+    mode = _flag_value(rest, "--parallel") or from_file.get("parallel")
+    stages = _flag_value(rest, "--stages") or str(from_file.get("stages", ""))
     if mode not in ("layer", "hybrid") or not stages.isdigit() or int(stages) < 1:
         return 1
     return int(stages)
 
 
-def _parallel_table(path: str | None) -> dict[str, Any]:
-    """The ``[trainer.parallel]`` table of a ``--config`` TOML file ({} without one, or when it
-    cannot be read: gnn_dist.train then names the problem)."""
+def _flag_value(rest: Sequence[str], flag: str) -> str | None:
+    """The value of ``flag`` in ``rest`` (``--flag V`` or ``--flag=V``; the last one), or None."""
+    found = None
+    for i, arg in enumerate(rest):
+        if arg == flag and i + 1 < len(rest):
+            found = rest[i + 1]
+        elif arg.startswith(flag + "="):
+            found = arg.split("=", 1)[1]
+    return found
+
+
+def _config_table(path: str | None, *keys: str) -> dict[str, Any]:
+    """The table at ``keys`` of a ``--config`` TOML file ({} without one, or when it cannot be
+    read: gnn_dist.train then names the problem)."""
     if path is None:
         return {}
     import tomllib
 
     try:
-        doc = tomllib.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        table: Any = tomllib.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
         return {}
-    table = doc.get("trainer", {}).get("parallel", {}) if isinstance(doc.get("trainer"), dict) else {}
+    for key in keys:
+        table = table.get(key, {}) if isinstance(table, dict) else {}
     return table if isinstance(table, dict) else {}
 
 

@@ -222,7 +222,7 @@ def _glibc() -> Any | None:
 def _log_once(message: str) -> None:
     if message not in _logged:
         _logged.add(message)
-        logger.info(message)
+        logger.debug(message)
 
 
 def tune_allocator(environ: Mapping[str, str] | None = None, *, libc: Any | None = None,

@@ -76,7 +76,9 @@ class DistContext:
 
     Use as ``with init_distributed() as ctx: ...``: the group is destroyed on every exit path
     (after a barrier on success; aborted without one when an exception escapes, which is then
-    re-raised).
+    re-raised). Called as a bare statement, as ``torch.distributed.init_process_group()`` is, the
+    context that owns the group is kept alive by this module until :meth:`close` or the end of the
+    process (then the group is torn down without a barrier), never by the caller's reference.
     """
 
     rank: int
@@ -101,7 +103,8 @@ class DistContext:
 
     def __post_init__(self) -> None:
         if self.owns_group:
-            self._finalizer = weakref.finalize(self, _abort_unclosed, self.rank)
+            _OWNED.append(self)   # the group lives until close() or exit, whoever holds the context
+            self._finalizer = weakref.finalize(self, _close_at_exit, self.rank)
 
     @property
     def is_distributed(self) -> bool:
@@ -125,6 +128,7 @@ class DistContext:
         self.closed = True
         if self._finalizer is not None:
             self._finalizer.detach()
+        _OWNED[:] = [c for c in _OWNED if c is not self]
         if self.owns_group:
             shutdown_process_group(clean=clean, barrier_timeout=self.timeout)
 
@@ -189,11 +193,16 @@ def _attempt_store(rank: int, world_size: int, timeout: timedelta) -> dist.Store
     return dist.PrefixStore(f"gnn-dist/attempt-{environ.restart_count()}/", store)
 
 
-def _abort_unclosed(rank: int) -> None:
-    """A context that was never closed: abort its group (no barrier) and release the buffers."""
+_OWNED: list[DistContext] = []
+"""The open contexts that own the default group: held here, so a bare ``init_distributed()``
+keeps its group for the process's life (the context's finalizer then runs at exit)."""
+
+
+def _close_at_exit(rank: int) -> None:
+    """The process ends with the group open (a bare ``init_distributed()``): tear it down without
+    a barrier (the peers may have ended already) and release the buffers."""
     if dist.is_initialized():
-        logger.warning("rank %d: the process group was never closed; aborting it (use `with "
-                       "gnn_dist.init_distributed() as ctx:` or call ctx.close())", rank)
+        logger.debug("rank %d: closing the process group at exit", rank)
         shutdown_process_group(clean=False)
 
 

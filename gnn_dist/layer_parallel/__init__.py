@@ -19,9 +19,10 @@ import importlib
 from typing import Any
 
 _EXPORTS = {"LayerParallelTrainer": "trainer", "StageLayout": "layout", "StageGroups": "layout",
-            "stage_layout": "layout", "StagedModel": "staged", "register_adapter": "staged",
+            "stage_layout": "layout", "StagedModel": "staged", "StagedBasicGNN": "staged", "StagedGCNII": "staged",
+            "StagedResidualGNN": "staged", "register_adapter": "staged",
             "staged_model": "staged", "build_trainer": "build", "load_stage": "build"}
-"""Imported on first use: the config's checks import :mod:`.options` (torch-free) alone."""
+"""Imported on first use: the config's checks import :mod:`.options` alone."""
 
 
 def __getattr__(name: str) -> Any:
@@ -30,5 +31,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["LayerParallelTrainer", "StageLayout", "StageGroups", "StagedModel", "build_trainer", "load_stage",
+__all__ = ["LayerParallelTrainer", "StageLayout", "StageGroups", "StagedModel", "StagedBasicGNN", "StagedGCNII",
+           "StagedResidualGNN", "build_trainer", "load_stage",
            "register_adapter", "stage_layout", "staged_model"]

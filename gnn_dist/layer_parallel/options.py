@@ -1,4 +1,4 @@
-"""Which options layer and hybrid parallelism take, checked once with the config (torch-free).
+"""Which options layer and hybrid parallelism take, checked once with the config.
 
 Layer parallelism (``parallel`` = ``layer`` or ``hybrid``) runs its own step
 (:mod:`.trainer`): the stage-to-stage chunk pipeline replaces the graph-parallel schedules, so
@@ -11,15 +11,17 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["STAGED_MODELS", "unsupported_option", "model_error"]
+__all__ = ["staged_models", "unsupported_option", "model_error"]
 
-STAGED_MODELS: dict[str, tuple[str, ...]] = {
-    **{name: ("last", "cat", "max") for name in ("gcn", "sage", "gat", "gin")},
-    "gcnii": ("last",),
-    **{name: ("last", "max") for name in ("resgcn", "ressage")},
-}
-"""The built-in models with a stage adapter (:mod:`.staged`) and the ``jk`` modes it cuts (the
-adapters' ``jk_modes``; a test checks that they agree)."""
+
+def staged_models() -> dict[str, tuple[str, ...]]:
+    """``{model name: the jk modes its stage adapter cuts}`` of the registered models with one
+    (read from their :class:`~gnn_dist.models.ModelSpec`; the built-in adapters register when
+    :mod:`.staged` is imported)."""
+    from ..models import MODEL_SPECS
+    from . import staged  # noqa: F401  (registers the built-in adapters)
+
+    return {name: spec.stage_jk_modes for name, spec in MODEL_SPECS.items() if spec.stage_adapter is not None}
 
 _DEFAULTS: tuple[tuple[str, str, Any, str], ...] = (   # (section, field, default or the values taken, why)
     ("schedule", "pipeline", "sync", "the stages' halo exchange is synchronous per chunk"),
@@ -62,14 +64,15 @@ def model_error(parallel: Any, model: str, layers: int, jk: str = "last") -> tup
     """``(field, message)`` when the model cannot be split into ``parallel.stages`` stages."""
     if parallel.parallel == "graph":
         return None
-    if model not in STAGED_MODELS:
-        return "model", (f"{model!r} has no stage adapter for parallel={parallel.parallel!r}; choose one of "
-                         f"{', '.join(STAGED_MODELS)}")
-    if jk not in STAGED_MODELS[model]:
+    staged = staged_models()
+    if model not in staged:
+        return "model", (f"{model!r} has no stage adapter for parallel={parallel.parallel!r} (register one with "
+                         f"gnn_dist.layer_parallel.register_adapter); choose one of {', '.join(staged)}")
+    if jk not in staged[model]:
         why = (" (its dropout acts on the concatenation of every layer's rows, which only the last stage "
                "could assemble, from L/S times the stage boundary's rows)" if jk == "cat" else "")
         return "jk", (f"{jk!r} is not cut into stages for the {model!r} model{why}; with "
-                      f"parallel={parallel.parallel!r} use --jk {' or '.join(STAGED_MODELS[model])}, or train "
+                      f"parallel={parallel.parallel!r} use --jk {' or '.join(staged[model])}, or train "
                       f"with --parallel graph")
     if layers % parallel.stages:
         return "stages", (f"{parallel.stages} stages do not divide the model's {layers} layers: each stage holds "

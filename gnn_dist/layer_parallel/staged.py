@@ -26,7 +26,8 @@ what the whole model computes on those rows. ``context_shared``: every stage rec
 from the features with the stem's weights (``x_0`` never travels between stages: its gradient
 reaches ``lin_in`` through a small all-reduce of the stem's weights instead of ``2 I F`` floats
 per boundary and epoch). Adapters are registered by exact model class
-(:func:`register_adapter`; a subclass registers its own, since it may change ``forward``), and
+(:func:`register_adapter`, on the model's :class:`~gnn_dist.models.ModelSpec`; a subclass
+registers its own, since it may change ``forward``), and
 declare the ``jk`` modes they cut (``jk_modes``); :func:`staged_model` checks that the stem,
 the layers, the head and the shared parameters hold every parameter of the model exactly once.
 """
@@ -42,11 +43,12 @@ from torch import nn
 from ..models.basic_gnn import GAT, GCN, GIN, GraphSAGE
 from ..models.gcnii import GCNII
 from ..models.residual import ResGCN, ResGraphSAGE
+from ..models.spec import spec_of_class
 from ..nn import INPUT_LAYER, DropoutKey, RowDropout, hash_dropout
 from ..nn.block import Block
 from ..nn.dropout import call_conv
 
-__all__ = ["StagedModel", "StagedBasicGNN", "StagedGCNII", "StagedResidualGNN", "ADAPTERS", "register_adapter",
+__all__ = ["StagedModel", "StagedBasicGNN", "StagedGCNII", "StagedResidualGNN", "adapter_of", "register_adapter",
            "staged_model", "split_stage_parameters"]
 
 
@@ -252,17 +254,28 @@ class StagedResidualGNN(StagedModel):
         return self._closing_norm() if self.jk == "max" else []   # every stage's carry closes its rows
 
 
-ADAPTERS: dict[type, type[StagedModel]] = {}
-"""Model class -> its adapter (exact classes: a subclass registers its own)."""
-
-
 def register_adapter(*model_classes: type) -> Callable[[type[StagedModel]], type[StagedModel]]:
-    """Class decorator: the adapter of ``model_classes`` (exactly these classes)."""
+    """Class decorator: the adapter of ``model_classes`` (exactly these classes, each a registered
+    model: the adapter is kept on its :class:`~gnn_dist.models.ModelSpec`)."""
+    specs = []
+    for model_class in model_classes:
+        spec = spec_of_class(model_class)
+        if spec is None:
+            raise ValueError(f"register_adapter: {model_class.__name__} is not a registered model; register it "
+                             f"first (@gnn_dist.models.register_model('name'))")
+        specs.append(spec)
+
     def deco(cls: type[StagedModel]) -> type[StagedModel]:
-        for model_class in model_classes:
-            ADAPTERS[model_class] = cls
+        for spec in specs:
+            spec.stage_adapter = cls
         return cls
     return deco
+
+
+def adapter_of(model_class: type) -> type[StagedModel] | None:
+    """The stage adapter registered for exactly ``model_class``, or None."""
+    spec = spec_of_class(model_class)
+    return None if spec is None else spec.stage_adapter
 
 
 register_adapter(GCN, GraphSAGE, GAT, GIN)(StagedBasicGNN)
@@ -274,11 +287,11 @@ def staged_model(model: nn.Module, ids: torch.Tensor, block: Block) -> StagedMod
     """The stage adapter of ``model``; ``ValueError`` naming it when there is none, when it does not
     cut the model's ``jk``, or when the adapter's parameters are not the model's, each once."""
     cls = type(model)
-    adapter_cls = ADAPTERS.get(cls)
+    adapter_cls = adapter_of(cls)
     if adapter_cls is None:
-        base = next((b for b in cls.__mro__[1:] if b in ADAPTERS), None)
+        base = next((b for b in cls.__mro__[1:] if adapter_of(b) is not None), None)
         hint = (f"; if it keeps {base.__name__}'s forward, register_adapter({cls.__name__})"
-                f"({ADAPTERS[base].__name__})" if base is not None else "")
+                f"({adapter_of(base).__name__})" if base is not None else "")
         raise ValueError(f"{cls.__name__} has no stage adapter for layer parallelism (register one with "
                          f"gnn_dist.layer_parallel.register_adapter{hint}); train it with --parallel graph")
     jk = getattr(model, "jk", "last")

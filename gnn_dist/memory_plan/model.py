@@ -21,7 +21,9 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from .saved import OUTSIDE, SAVED, TENSOR_INPUT, LayerShape, Terms, activation_terms, jk_terms, layer_shapes
+from ..models.saved import LayerShape, Terms, activation_terms
+from ..models.spec import model_spec
+from .layers import jk_terms, layer_shapes, tensor_input
 from .sizes import PartSizes
 from .stages import stage_bytes, stage_layers, stage_parameters
 from .task import task_bytes
@@ -45,11 +47,6 @@ COMPONENTS = ("runtime", "block", "features", "halo", "stage", "activations", "o
 """The components in the order the tables show them (``task``: :mod:`.task`, 0 for node tasks;
 ``stage``: a layer/hybrid-parallel stage's boundary, leaves and history, :mod:`.stages`, 0 for
 graph parallelism)."""
-
-WORKSPACE_FACTOR: dict[str, float] = {"gcn": 1.1, "sage": 0.95, "gat": 0.55, "gin": 1.5, "gcnii": 1.1}
-"""Model -> the transient memory of the busiest backward layer, in units of that layer's
-``(S w_in + I w_out) b`` (its input and output gradients; fitted on sbm-medium, 3 layers x 128,
-one part); GAT adds its edge terms (:func:`_workspace`)."""
 
 _OPTIMIZER_STATE = {"adam": 8, "adamw": 8, "sgd": 0}
 """Optimizer -> bytes of state per parameter (Adam's two moments; SGD without momentum none)."""
@@ -209,8 +206,8 @@ def _layers(w: Workload, s: PartSizes) -> list[LayerShape]:
 
 def _store_fed(w: Workload) -> bool:
     """The first layer reads the feature store (a LayerInput): every built-in model but those
-    of :data:`~.saved.TENSOR_INPUT` (GCNII, ResGCN, ResGraphSAGE, GINE)."""
-    return w.model not in TENSOR_INPUT
+    that take a tensor (:func:`~.layers.tensor_input`: GCNII, ResGCN, ResGraphSAGE, GINE)."""
+    return not tensor_input(w.model)
 
 
 def _bytes(t: Terms, s: PartSizes, b: int) -> int:
@@ -241,9 +238,7 @@ def layer_saved(w: Workload, s: PartSizes, resident_input: bool = True) -> list[
     """Bytes each layer keeps for backward (then the outside terms last), as the recompute mode
     says; ``resident_input``: a store-fed first layer's input rows are the store's own (not new
     memory); a chunked first layer keeps its activation's terms only."""
-    if w.model not in SAVED:
-        raise ValueError(f"model: the memory planner has no formula for {w.model!r}; the built-in models are "
-                         f"{', '.join(sorted(SAVED))}")
+    spec = model_spec(w.model)
     b = _activation_bytes(w)
     out = []
     for shape in _layers(w, s):
@@ -251,7 +246,7 @@ def layer_saved(w: Workload, s: PartSizes, resident_input: bool = True) -> list[
         if fed and _chunked(w, s):
             t = activation_terms(shape) if w.recompute == "none" else Terms()
         elif w.recompute == "none":
-            t = SAVED[w.model](shape)
+            t = spec.saved_formula()(shape)
             if fed and resident_input:
                 t = dataclasses.replace(t, source=max(0, t.source - shape.w_in))
         elif fed:
@@ -259,7 +254,7 @@ def layer_saved(w: Workload, s: PartSizes, resident_input: bool = True) -> list[
         else:
             t = Terms(source=shape.w_in) if w.recompute == "layers" else Terms(inner=shape.w_in)
         out.append(_bytes(t, s, b))
-    outside = OUTSIDE.get(w.model)
+    outside = spec.outside
     t = Terms() if outside is None else outside(s.feature_dim, w.hidden, w.recompute != "none")
     t = t + jk_terms(w.model, hidden=w.hidden, layers=w.layers, jk=w.jk, dropout=w.dropout)
     out.append(_bytes(t, s, b))
@@ -288,7 +283,7 @@ def _count_parameters(model_name: str, in_dim: int, hidden: int, out_dim: int, l
     from ..models import build_model
 
     kwargs: dict[str, Any] = {}
-    if model_name == "gat":
+    if "heads" in model_spec(model_name).options:
         kwargs = {"heads": heads or 8, "out_heads": out_heads or 1}
     with torch.device("meta"):
         model = build_model(model_name, in_dim=in_dim, hidden_dim=hidden, out_dim=out_dim, num_layers=layers,
@@ -402,8 +397,9 @@ def _optimizer(w: Workload, s: PartSizes, stage: int = 0) -> Component:
 
 def _workspace(w: Workload, s: PartSizes, stage: int = 0) -> Component:
     """The busiest layer's backward: its input and output gradients ``(S w_in + I w_out) b`` times
-    the model's :data:`WORKSPACE_FACTOR` (GAT: plus the softmax backward's two ``[E, heads]``
-    float32 temporaries), the logits and their gradient ``2 I C 4``, with recomputation that
+    the model's ``workspace_factor`` (:class:`~gnn_dist.models.ModelSpec`; fitted on sbm-medium,
+    3 layers x 128, one part), plus its ``workspace_edge`` float32 values per edge and head (GAT:
+    the softmax backward's two ``[E, heads]`` temporaries), the logits and their gradient ``2 I C 4``, with recomputation that
     layer's saved tensors, computed again, and on CPU :data:`STEP_RUNTIME_BYTES`. bf16 on CPU:
     the SpMM of bfloat16 rows accumulates in float32, so those temporaries are float32, plus
     autocast's bfloat16 copy of the layer's input ``2 S w_in`` (measured: a bf16 step on CPU
@@ -416,9 +412,9 @@ def _workspace(w: Workload, s: PartSizes, stage: int = 0) -> Component:
     cpu_bf16 = w.device == "cpu" and b == 2
     grads = max((s.rows * sh.w_in + s.inner * sh.w_out) * (4 if cpu_bf16 else b)
                 + (2 * s.rows * sh.w_in if cpu_bf16 else 0) for sh in shapes)
-    out = int(WORKSPACE_FACTOR.get(w.model, 1.0) * grads) + (2 * s.inner * _out_dim(w, s) * 4 if last else 0)
-    if w.model == "gat":
-        out += 2 * s.edges * max(sh.heads for sh in shapes) * 4
+    spec = model_spec(w.model)
+    out = int(spec.workspace_factor * grads) + (2 * s.inner * _out_dim(w, s) * 4 if last else 0)
+    out += spec.workspace_edge * s.edges * max(sh.heads for sh in shapes) * 4
     if w.device == "cpu":
         out += STEP_RUNTIME_BYTES
     if w.recompute != "none":

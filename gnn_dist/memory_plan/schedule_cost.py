@@ -38,7 +38,7 @@ all the weights. Per layer (:func:`halo_row_bytes`, on :func:`.saved.layer_shape
 a quantised row adds its header), ``b_features`` float32's or ``--halo-dtype``'s. The first layer of
 GCN, GraphSAGE, GAT and GIN reads the features, which need no gradient: it sends ``F_in``-wide
 rows forward only, and with the static halo cache (the default) nothing per epoch (they crossed
-once, at the start; not counted). GCNII, ResGCN, ResGraphSAGE and GINE (:data:`.saved.TENSOR_INPUT`)
+once, at the start; not counted). GCNII, ResGCN, ResGraphSAGE and GINE (:func:`.layers.tensor_input`)
 feed their first conv a hidden-wide map of the features with a gradient: ``h_l = 2 b F`` every
 layer, ``sum_l h_l = 2 b F L``.
 Layer: each of the ``S - 1`` stage boundaries carries all ``N`` rows forward and their gradient
@@ -84,7 +84,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .saved import LayerShape
+from ..models.saved import LayerShape
 from .sizes import HALO_MODELS
 
 __all__ = ["ScheduleGraph", "ScheduleModel", "ScheduleCost", "ScheduleTable", "EDGE_RATE", "schedule_costs",

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .model import MiB, RankPlan, Workload, plan_rank
-from .saved import TENSOR_INPUT
+from .layers import tensor_input
 from .sizes import PartSizes
 from .stages import stage_count
 
@@ -95,7 +95,7 @@ def _largest(sizes: list[PartSizes], w: Workload) -> RankPlan:
 def _with_budget(sizes: list[PartSizes], w: Workload, limit: int) -> Workload | None:
     """``w`` with the features in host memory and the largest cache budget (whole MiB) that fits
     ``limit``, or None (CPU, or nothing left for a cache)."""
-    if w.device != "cuda" or w.model in TENSOR_INPUT:
+    if w.device != "cuda" or tensor_input(w.model):
         return None
     empty = w.replace(feature_storage="host", feature_cache_budget=0)
     room = limit - _largest(sizes, empty).total

@@ -6,8 +6,7 @@ Legend: ``I`` inner rows (the part's destinations ``D``), ``S`` = inner + halo s
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 from torch import nn
@@ -15,7 +14,9 @@ from torch import nn
 from ..nn import (INPUT_LAYER, Block, DropoutKey, GATConv, GCNConv, GINConv, RowDropout, SAGEConv, get_activation,
                   hash_dropout)
 from ..nn.part import Activation, FullGraph, LayerInput, PartLike
+from . import saved
 from .shared import JK_MODES, check_jk, check_model_args, jk_width, jumping_knowledge
+from .spec import MODELS, model_spec, register_model
 
 __all__ = ["PartLike", "LayerInput", "Activation", "FullGraph", "BasicGNN", "GCN", "GraphSAGE", "GAT", "GIN",
            "MODELS", "register_model", "build_model"]
@@ -176,23 +177,7 @@ class BasicGNN(nn.Module):
         return f"{self.__class__.__name__}({self.in_dim}, {self.out_dim}, num_layers={self.num_layers}{jk})"
 
 
-MODELS: dict[str, type[BasicGNN]] = {}
-"""The registered models by CLI name (``--model``)."""
-
-M = TypeVar("M", bound=type)
-
-
-def register_model(name: str) -> Callable[[M], M]:
-    """Class decorator: the model is ``--model name`` (built by :func:`build_model`)."""
-    def deco(cls: M) -> M:
-        if name in MODELS and MODELS[name] is not cls:
-            raise ValueError(f"a model named {name!r} is already registered ({MODELS[name].__qualname__})")
-        MODELS[name] = cls  # type: ignore[assignment]
-        return cls
-    return deco
-
-
-@register_model("gcn")
+@register_model("gcn", saved=saved.gcn_saved, workspace_factor=1.1)
 class GCN(BasicGNN):
     """Graph convolutional network: :class:`~gnn_dist.nn.GCNConv` layers (see :class:`BasicGNN`)."""
 
@@ -200,7 +185,7 @@ class GCN(BasicGNN):
         return GCNConv(in_channels, out_channels, **kwargs)
 
 
-@register_model("sage")
+@register_model("sage", saved=saved.sage_saved, workspace_factor=0.95)
 class GraphSAGE(BasicGNN):
     """GraphSAGE with mean aggregation: :class:`~gnn_dist.nn.SAGEConv` layers (see :class:`BasicGNN`)."""
 
@@ -208,7 +193,15 @@ class GraphSAGE(BasicGNN):
         return SAGEConv(in_channels, out_channels, **kwargs)
 
 
-@register_model("gat")
+def _gat_check(model: Any) -> tuple[str, str] | None:
+    """A hidden GAT layer's width is its heads' concatenation: a multiple of the heads."""
+    if model.layers > 1 and model.hidden % (model.heads or 8):
+        return "hidden", f"{model.hidden} is the total width of a gat layer and must be a multiple of heads = {model.heads or 8}"
+    return None
+
+
+@register_model("gat", saved=saved.gat_saved, options=("heads", "out_heads", "attn_dropout"), check=_gat_check,
+                workspace_factor=0.55, workspace_edge=2)
 class GAT(BasicGNN):
     """Graph attention network: :class:`~gnn_dist.nn.GATConv` layers (see :class:`BasicGNN`).
 
@@ -234,7 +227,7 @@ class GAT(BasicGNN):
         return GATConv(in_channels, out_channels // heads, heads=heads, concat=True, dropout=attn_dropout, **kwargs)
 
 
-@register_model("gin")
+@register_model("gin", saved=saved.gin_saved, workspace_factor=1.5)
 class GIN(BasicGNN):
     """Graph isomorphism network: :class:`~gnn_dist.nn.GINConv` layers whose network is
     ``Linear(in, out) - ReLU - Linear(out, out)`` (see :class:`BasicGNN`)."""
@@ -271,22 +264,22 @@ def build_model(spec: str | Any, *, in_dim: int, out_dim: int, hidden_dim: int |
             layer_kwargs.setdefault("edge_dim", spec.edge_dim)
         spec = spec.model
     name = spec
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(sorted(MODELS))}")
+    model = model_spec(name)
     if hidden_dim is None or num_layers is None:
         raise ValueError("build_model needs hidden_dim and num_layers (or a ModelConfig)")
     if heads is not None:
-        if name != "gat":
-            raise ValueError(f"heads={heads} applies to the 'gat' model only, not {name!r}")
+        if "heads" not in model.options:
+            raise ValueError(f"heads={heads} does not apply to the {name!r} model (its options: "
+                             f"{', '.join(model.options) or 'none'})")
         layer_kwargs["heads"] = heads
     if input_dropout:   # passed only when set: a registered model's own __init__ may not take them
         layer_kwargs["input_dropout"] = input_dropout
     if activation is not None and activation != "relu":
         layer_kwargs["activation"] = activation
     if jk is not None and jk != "last":
-        if jk not in getattr(MODELS[name], "jk_modes", ()):
+        if jk not in model.jk_modes:
             raise ValueError(f"jk={jk!r} does not apply to the {name!r} model (its jk modes: "
-                             f"{', '.join(getattr(MODELS[name], 'jk_modes', ())) or 'none'})")
+                             f"{', '.join(model.jk_modes)})")
         layer_kwargs["jk"] = jk
-    return MODELS[name](in_dim, hidden_dim, out_dim, num_layers, dropout=0.5 if dropout is None else dropout,
+    return model.model_cls(in_dim, hidden_dim, out_dim, num_layers, dropout=0.5 if dropout is None else dropout,
                         seed=0 if seed is None else seed, **layer_kwargs)

@@ -7,13 +7,14 @@ from torch import nn
 
 from ..nn import INPUT_LAYER, DropoutKey, GCN2Conv, get_activation, hash_dropout
 from ..nn.part import Activation, PartLike
-from .basic_gnn import register_model
+from .saved import gcnii_outside, gcnii_saved
+from .spec import register_model
 from .shared import check_inner_rows, check_model_args
 
 __all__ = ["GCNII"]
 
 
-@register_model("gcnii")
+@register_model("gcnii", saved=gcnii_saved, outside=gcnii_outside, workspace_factor=1.1)
 class GCNII(nn.Module):
     r"""``Linear(in, hidden) - act``, then ``num_layers`` :class:`~gnn_dist.nn.GCN2Conv` layers of
     width ``hidden`` (layer :math:`\ell` with :math:`\beta_\ell = \log(\theta / \ell + 1)`), each

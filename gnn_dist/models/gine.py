@@ -9,13 +9,15 @@ from torch import nn
 
 from ..nn import GINEConv
 from ..nn.part import PartLike
-from .basic_gnn import BasicGNN, register_model
+from .basic_gnn import BasicGNN
+from .saved import gine_outside, gine_saved
+from .spec import register_model
 from .shared import check_inner_rows
 
 __all__ = ["GINE"]
 
 
-@register_model("gine")
+@register_model("gine", saved=gine_saved, outside=gine_outside)
 class GINE(BasicGNN):
     r"""Graph isomorphism network with edge features, as PyG's GINE examples build it: a node
     encoder :attr:`encoder` ``Linear(in, hidden)``, then :class:`~gnn_dist.nn.GINEConv` layers

@@ -10,7 +10,8 @@ from torch import nn
 
 from ..nn import INPUT_LAYER, DeepGCNLayer, DropoutKey, GCNConv, RowDropout, SAGEConv, get_activation, hash_dropout
 from ..nn.part import PartLike
-from .basic_gnn import register_model
+from .saved import resgcn_saved, residual_outside, ressage_saved
+from .spec import register_model
 from .shared import JK_MODES, check_inner_rows, check_jk, check_model_args, jk_width, jumping_knowledge
 
 __all__ = ["DeepResidualGNN", "ResGCN", "ResGraphSAGE", "NORMS"]
@@ -157,7 +158,7 @@ class DeepResidualGNN(nn.Module):
         return f"{self.__class__.__name__}({self.in_dim}, {self.out_dim}, num_layers={self.num_layers}{jk})"
 
 
-@register_model("resgcn")
+@register_model("resgcn", saved=resgcn_saved, outside=residual_outside)
 class ResGCN(DeepResidualGNN):
     """Deep residual GCN: :class:`~gnn_dist.nn.GCNConv` in ``res+`` blocks (see :class:`DeepResidualGNN`)."""
 
@@ -165,7 +166,7 @@ class ResGCN(DeepResidualGNN):
         return GCNConv(in_channels, out_channels, **kwargs)
 
 
-@register_model("ressage")
+@register_model("ressage", saved=ressage_saved, outside=residual_outside)
 class ResGraphSAGE(DeepResidualGNN):
     """Deep residual GraphSAGE (mean aggregation): :class:`~gnn_dist.nn.SAGEConv` in ``res+``
     blocks (see :class:`DeepResidualGNN`)."""

@@ -1,7 +1,10 @@
-"""What autograd saves for backward in a training step, per built-in model and layer: a registry
-of formulas in the part's sizes (``I`` inner rows, ``S`` source rows, ``E`` edges), each read
-off the layers' code and checked against a saved-tensor hook
-(``tests/gnn_dist/test_memory_plan.py``).
+"""What autograd saves for backward in a training step, per layer of a model: the formulas a
+model registers with :func:`~gnn_dist.models.register_model` (``saved=``, ``outside=``), in the
+part's sizes (``I`` inner rows, ``S`` source rows, ``E`` edges), each read off the layers' code
+and checked against a saved-tensor hook (``tests/gnn_dist/test_memory_plan.py``). The memory
+planner (:mod:`gnn_dist.memory_plan`) reads them through the model's
+:class:`~gnn_dist.models.ModelSpec`; a model registered without one gets :func:`generic_saved`,
+a conservative bound, and the planner says so once.
 
 A layer's terms are element counts ``inner I + source S`` (activations, in the compute dtype),
 ``mask I`` and ``source_mask S`` (the hash dropout's boolean masks, 1 byte), ``edge E`` (GAT's attention scores,
@@ -10,7 +13,7 @@ keeps only its region's input (:mod:`gnn_dist.pipeline.recompute`): ``layers`` t
 rows ``S w_in``, ``all`` the inner rows ``I w_in``, nothing for a first layer fed by the
 feature store; the region's own terms come back, one layer at a time, in backward (the planner's
 workspace). ``outside`` terms (GCNII's input and output maps, which no region holds) stay in
-every mode.
+every mode. Torch-free.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["LayerShape", "Terms", "SAVED", "OUTSIDE", "TENSOR_INPUT", "register_saved", "layer_shapes",
-           "activation_terms", "jk_terms"]
+__all__ = ["LayerShape", "Terms", "SavedFormula", "OutsideFormula", "activation_terms", "generic_saved",
+           "gcn_saved", "sage_saved", "gat_saved", "gin_saved", "gine_saved", "gine_outside", "gcnii_saved",
+           "gcnii_outside", "residual_outside", "resgcn_saved", "ressage_saved"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,30 +59,11 @@ class Terms:
                      self.mask + other.mask, self.edge_cast + other.edge_cast, self.source_mask + other.source_mask)
 
 
-SAVED: dict[str, Callable[[LayerShape], Terms]] = {}
-"""Model name -> what one of its layers saves with no recomputation."""
+SavedFormula = Callable[[LayerShape], Terms]
+"""What one message-passing layer saves with no recomputation."""
 
-OUTSIDE: dict[str, Callable[[int, int, bool], Terms]] = {}
-"""Model name -> ``(F, hidden, recomputed) ->`` the terms outside the message-passing layers."""
-
-TENSOR_INPUT: set[str] = set()
-"""The models whose first layer is a linear map of the features, which the Trainer passes as a
-tensor (no feature store; ``hidden``-wide convs): GCNII, ResGCN, ResGraphSAGE, GINE."""
-
-
-def register_saved(name: str, outside: Callable[[int, int, bool], Terms] | None = None, *,
-                   tensor_input: bool = False
-                   ) -> Callable[[Callable[[LayerShape], Terms]], Callable[[LayerShape], Terms]]:
-    """Decorator: the saved-tensor formula of model ``name``'s layers (and its outside terms;
-    ``tensor_input``: the model is one of :data:`TENSOR_INPUT`)."""
-    def deco(fn: Callable[[LayerShape], Terms]) -> Callable[[LayerShape], Terms]:
-        SAVED[name] = fn
-        if outside is not None:
-            OUTSIDE[name] = outside
-        if tensor_input:
-            TENSOR_INPUT.add(name)
-        return fn
-    return deco
+OutsideFormula = Callable[[int, int, bool], Terms]
+"""``(F, hidden, recomputed) ->`` the terms outside the message-passing layers."""
 
 
 def activation_terms(s: LayerShape) -> Terms:
@@ -86,8 +71,16 @@ def activation_terms(s: LayerShape) -> Terms:
     return Terms() if s.last else Terms(inner=s.w_out, mask=s.w_out if s.dropout else 0)
 
 
-@register_saved("gcn")
-def _gcn(s: LayerShape) -> Terms:
+def generic_saved(s: LayerShape) -> Terms:
+    """A bound for a layer whose formula is not known: its input rows ``S w_in`` (a weight's
+    gradient), a transformed copy of them ``S max(w_in, w_out)`` (a map before the sum), the
+    destinations' aggregate and output ``I (w_in + w_out)``, plus the activation and dropout.
+    Every built-in layer without per-edge tensors keeps less (a test checks GCN, SAGE and GIN),
+    so the planner errs on the safe side; per-edge state (attention scores) is not in it."""
+    return Terms(source=s.w_in + max(s.w_in, s.w_out), inner=s.w_in + s.w_out) + activation_terms(s)
+
+
+def gcn_saved(s: LayerShape) -> Terms:
     """GCNConv aggregates first when ``w_in (1 + input grad) <= 2 w_out`` and keeps the aggregate
     ``I w_in`` for the weight's gradient; otherwise it maps first and keeps the input ``S w_in``
     (the normalised SpMM keeps nothing of its input)."""
@@ -97,15 +90,13 @@ def _gcn(s: LayerShape) -> Terms:
     return Terms(source=s.w_in) + activation_terms(s)
 
 
-@register_saved("sage")
-def _sage(s: LayerShape) -> Terms:
+def sage_saved(s: LayerShape) -> Terms:
     """SAGEConv keeps its input's inner rows for the root weight, a view that holds the whole
     ``S w_in`` rows alive, and, when it aggregates first (``w_out >= w_in``), the mean ``I w_in``."""
     return Terms(source=s.w_in, inner=0 if s.w_out < s.w_in else s.w_in) + activation_terms(s)
 
 
-@register_saved("gat")
-def _gat(s: LayerShape) -> Terms:
+def gat_saved(s: LayerShape) -> Terms:
     """GATConv keeps its input ``S w_in`` (the weight's gradient), the mapped rows ``S w_out``
     (the attention-weighted sum), two ``[E, heads]`` float32 score tensors (before and after the
     softmax; bf16 adds the probabilities' bfloat16 copy), and per-destination terms of ``~4 heads``
@@ -113,8 +104,7 @@ def _gat(s: LayerShape) -> Terms:
     return Terms(source=s.w_in + s.w_out, inner=4 * s.heads, edge=2 * s.heads, edge_cast=s.heads) + activation_terms(s)
 
 
-@register_saved("gin")
-def _gin(s: LayerShape) -> Terms:
+def gin_saved(s: LayerShape) -> Terms:
     """GINConv keeps the sum ``I w_in`` (its MLP's first map's input) and the MLP's hidden rows
     ``I w_out`` (their activation and second map); when the first map narrows the rows
     (``w_out < w_in``) it runs before the sum, which keeps its input ``S w_in`` instead of the sum."""
@@ -123,13 +113,12 @@ def _gin(s: LayerShape) -> Terms:
     return Terms(inner=s.w_in + s.w_out) + activation_terms(s)
 
 
-def _gine_outside(feature_dim: int, hidden: int, recomputed: bool) -> Terms:
+def gine_outside(feature_dim: int, hidden: int, recomputed: bool) -> Terms:
     """GINE's node encoder keeps its input ``I F`` (no region holds it)."""
     return Terms(inner=feature_dim)
 
 
-@register_saved("gine", outside=_gine_outside, tensor_input=True)
-def _gine(s: LayerShape) -> Terms:
+def gine_saved(s: LayerShape) -> Terms:
     """GINEConv (``hidden``-wide, after the encoder) keeps GIN's terms and its messages
     ``ReLU(x_u + lin(e_uv))``, ``E w_in`` (counted at float32 in every precision: an over-estimate
     under bf16); the first layer also the block's two int64 edge index arrays (``4`` float32 per
@@ -137,21 +126,20 @@ def _gine(s: LayerShape) -> Terms:
     return Terms(inner=s.w_in + s.w_out, edge=s.w_in + (4 if s.index == 0 else 0)) + activation_terms(s)
 
 
-def _gcnii_outside(feature_dim: int, hidden: int, recomputed: bool) -> Terms:
+def gcnii_outside(feature_dim: int, hidden: int, recomputed: bool) -> Terms:
     """GCNII's input map keeps its input ``I F``, its activation ``x_0`` ``I h`` and the first
     conv's dropout mask; the output map keeps its input ``I h``; recomputed, the last conv's
     activation and the output map's dropout mask stay outside the regions too."""
     return Terms(inner=feature_dim + (3 if recomputed else 2) * hidden, mask=(2 if recomputed else 1) * hidden)
 
 
-@register_saved("gcnii", outside=_gcnii_outside, tensor_input=True)
-def _gcnii(s: LayerShape) -> Terms:
+def gcnii_saved(s: LayerShape) -> Terms:
     """GCN2Conv keeps the identity map's input ``I h``, then the activation's output ``I h`` and
     the next dropout's mask (its SpMM keeps nothing of its input)."""
     return Terms(inner=2 * s.w_out, mask=s.w_out if s.dropout else 0)
 
 
-def _residual_outside(feature_dim: int, hidden: int, recomputed: bool) -> Terms:
+def residual_outside(feature_dim: int, hidden: int, recomputed: bool) -> Terms:
     """ResGCN's and ResGraphSAGE's encoder keeps its input ``I F``; the closing LayerNorm its input
     ``I h``, the activation its output ``I h``, the dropout its mask, the output map its input
     ``I h`` (the same recomputed: no region holds them)."""
@@ -169,45 +157,13 @@ def _residual_block(conv: Callable[[LayerShape], Terms], s: LayerShape) -> Terms
     return plain + Terms(source=2 * s.w_in, source_mask=s.w_in if s.dropout else 0)
 
 
-@register_saved("resgcn", outside=_residual_outside, tensor_input=True)
-def _resgcn(s: LayerShape) -> Terms:
+def resgcn_saved(s: LayerShape) -> Terms:
     """GCN's terms of a ``hidden``-wide conv whose input has a gradient (see :func:`_residual_block`)."""
-    return _residual_block(_gcn, s)
+    return _residual_block(gcn_saved, s)
 
 
-@register_saved("ressage", outside=_residual_outside, tensor_input=True)
-def _ressage(s: LayerShape) -> Terms:
+def ressage_saved(s: LayerShape) -> Terms:
     """SAGE's terms of a ``hidden``-wide conv (see :func:`_residual_block`)."""
-    return _residual_block(_sage, s)
+    return _residual_block(sage_saved, s)
 
 
-def jk_terms(model: str, *, hidden: int, layers: int, jk: str, dropout: float) -> Terms:
-    """What jumping knowledge (``jk`` cat or max) keeps besides the layers' terms: the output
-    map's input ``I h L`` (cat) or ``I h``, max's int64 argmax ``I h`` (2 float32 values an
-    element; under bf16 an under-estimate); a residual model closes every block's output
-    (LayerNorm input and activation output, ``2 I h`` each beyond the last's) and drops the
-    concatenation (its mask). The last conv's own activation is in its :class:`LayerShape`."""
-    if jk == "last":
-        return Terms()
-    wide = (layers - 1) * hidden if jk == "cat" else 0
-    argmax = 2 * hidden if jk == "max" else 0
-    if model in TENSOR_INPUT:
-        return Terms(inner=2 * hidden * (layers - 1) + wide + argmax, mask=wide if dropout > 0 else 0)
-    return Terms(inner=hidden + wide + argmax)
-
-
-def layer_shapes(model: str, *, feature_dim: int, hidden: int, classes: int, layers: int, heads: int | None,
-                 out_heads: int | None, dropout: float, jk: str = "last") -> list[LayerShape]:
-    """The message-passing layers of a built-in model (those of :data:`TENSOR_INPUT`: ``layers``
-    convs of width ``hidden``; with jumping knowledge every conv is a hidden one)."""
-    drop = dropout > 0
-    if model in TENSOR_INPUT:
-        return [LayerShape(index=i, w_in=hidden, w_out=hidden, dropout=drop) for i in range(layers)]
-    widths = [feature_dim] + [hidden] * (layers - 1) + [classes if jk == "last" else hidden]
-    out = []
-    for i in range(layers):
-        last = i == layers - 1 and jk == "last"
-        k = 1 if model != "gat" else (out_heads or 1) if last else (heads or 8)
-        w_out = widths[i + 1] * (k if model == "gat" and last else 1)
-        out.append(LayerShape(index=i, w_in=widths[i], w_out=w_out, heads=k, last=last, dropout=drop))
-    return out

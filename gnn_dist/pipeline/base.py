@@ -49,6 +49,12 @@ class Pipeline(Protocol):
     """The mode's registered name (``pipeline=``)."""
     stateful: bool
     """Whether the next step reads state besides the weights (checkpoints then keep it per rank)."""
+    recompute_modes: tuple[str, ...]
+    """The ``recompute`` modes it runs under (:mod:`.recompute`; optional, default ``("none",)``):
+    ``layers`` needs each layer's exchange to run before the layer, ``all`` also an exchange that
+    may run again in backward."""
+    recompute_refusal: str
+    """Optional: why the modes it leaves out cannot run (the config's refusal says it)."""
 
     def begin_step(self, epoch: int) -> Any:
         """Start training step ``epoch``; returns the part-like view the model runs on."""
@@ -121,6 +127,8 @@ class ExchangeBeforeLayer:
     :func:`~gnn_dist.nn.part.exchange_then_run`."""
 
     _layers: LayerCounter
+    recompute_modes: tuple[str, ...] = ("none", "layers")
+    recompute_refusal = "its exchange hands out last epoch's halo rows and starts this epoch's, once per step"
 
     def run_layer(self, index: int, conv: nn.Module, h: torch.Tensor | LayerInput, *,
                   dropout_key: DropoutKey | None = None, activation: Activation | None = None) -> torch.Tensor:

@@ -94,6 +94,8 @@ class OverlapPipeline(Stateless):
     """
 
     name = "overlap"
+    recompute_modes = ("none",)
+    recompute_refusal = "its layers start the next layer's exchange from inside the layer"
 
     def __init__(self, block: Block, exchanger: HaloExchanger, options: Any = None, *,
                  subset_fn: SubsetFn | None = None, transport: Transport = EXACT) -> None:

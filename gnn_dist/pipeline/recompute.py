@@ -51,21 +51,25 @@ __all__ = ["RECOMPUTE_MODES", "RecomputeView", "recompute_error", "with_recomput
 RECOMPUTE_MODES = ("none", "layers", "all")
 """``recompute=``: nothing, each layer's conv and activation, or each layer with its exchange."""
 
-_SCHEDULES = {"layers": ("sync", "stale"), "all": ("sync",)}
-"""The schedules each mode runs under (see the module docstring)."""
-
-
 def recompute_error(mode: str, pipeline: str) -> str | None:
-    """Why ``recompute=mode`` cannot run under ``pipeline=pipeline`` (None: it can)."""
-    allowed = _SCHEDULES.get(mode)
-    if allowed is None or pipeline in allowed:
+    """Why ``recompute=mode`` cannot run under ``pipeline=pipeline`` (None: it can), from the
+    schedules' own ``recompute_modes`` (a schedule without them runs ``none`` only)."""
+    from .registry import SCHEDULES
+
+    cls = SCHEDULES.get(pipeline)
+    if mode == "none" or cls is None or mode in _modes(cls):
         return None
-    why = ("its layers start the next layer's exchange from inside the layer" if pipeline == "overlap" else
-           "its exchange hands out last epoch's halo rows and starts this epoch's, once per step"
-           if pipeline == "stale" else "it is not known to run its exchanges before each layer")
-    fix = " or recompute='layers'" if mode == "all" and "stale" == pipeline else ""
+    allowed = [name for name, other in sorted(SCHEDULES.items()) if mode in _modes(other)]
+    why = getattr(cls, "recompute_refusal", "it does not declare recompute_modes (its exchanges may not run "
+                                            "before each layer)")
+    others = [m for m in _modes(cls) if m != "none"]
+    fix = f" or recompute={others[-1]!r}" if others else ""
     return (f"{mode!r} needs pipeline {' or '.join(map(repr, allowed))}, not {pipeline!r}: {why}; "
             f"use pipeline='sync'{fix}")
+
+
+def _modes(schedule_cls: type) -> tuple[str, ...]:
+    return tuple(getattr(schedule_cls, "recompute_modes", ("none",)))
 
 
 class RecomputeView:

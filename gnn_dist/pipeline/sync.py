@@ -21,6 +21,9 @@ class SyncPipeline(ExchangeBeforeLayer, Stateless):
     the layer index (the per-layer byte counts), in the schedule's transport; with ``subset_fn``
     (boundary sampling) only the rows chosen for ``(epoch, layer)`` travel, forward and backward.
 
+    Every recompute mode runs under it: its exchange is a plain function of the layer's input,
+    run again in backward by ``recompute="all"``.
+
     Args:
         block: the part's block (the view's ``block``).
         exchanger: the part's halo exchanger.
@@ -28,6 +31,8 @@ class SyncPipeline(ExchangeBeforeLayer, Stateless):
         subset_fn: boundary sampling, or None.
         transport: the wire dtype and simulated link of the exchanges.
     """
+
+    recompute_modes = ("none", "layers", "all")
 
     name = "sync"
 

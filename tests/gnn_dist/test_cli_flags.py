@@ -16,7 +16,7 @@ FLAGS = [
     "--checkpoint-every", "--chunk-by", "--chunks", "--config", "--data", "--decoder", "--dropout", "--edge-dim", "--epochs", "--eval-every", "--eval-negatives", "--feature-cache-budget",
     "--feature-cache-policy", "--feature-storage", "--first-layer-chunk-rows", "--halo-bits", "--halo-bits-every",
     "--halo-dtype", "--halo-grad-dtype", "--heads", "--help",
-    "--hidden", "--history-smoothing", "--hits-k", "--input-dropout", "--jk", "--keep-checkpoints", "--kernels", "--layers", "--log-every", "--loss", "--lr",
+    "--hidden", "--history-smoothing", "--hits-k", "--import", "--input-dropout", "--jk", "--keep-checkpoints", "--kernels", "--layers", "--log-every", "--loss", "--lr",
     "--max-memory", "--metrics", "--model", "--no-static-halo", "--no-verify", "--offload-activations", "--optimizer", "--out-heads",
     "--overlap-chunks", "--parallel", "--patience", "--pipeline", "--precision", "--precompute-first-layer", "--quiet", "--recompute", "--resume",
     "--resume-any-partition", "--save-model", "--seed", "--select", "--simulate-link", "--stages", "--stale-smoothing",
@@ -80,8 +80,8 @@ def test_each_flag_sets_its_field(argv, path, value):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--attn-dropout", "0.6"], r"--attn-dropout: 0\.6 applies to model gat only, not 'gcn'"),
-    (["--out-heads", "2", "--model", "sage"], r"--out-heads: 2 applies to model gat only, not 'sage'"),
+    (["--attn-dropout", "0.6"], r"--attn-dropout: 0\.6 applies to models gat, not 'gcn'"),
+    (["--out-heads", "2", "--model", "sage"], r"--out-heads: 2 applies to models gat, not 'sage'"),
     (["--input-dropout", "1"], r"--input-dropout: 1\.0 is not valid: expected a probability in \[0, 1\)"),
     (["--model", "gat", "--attn-dropout", "-0.1"], r"--attn-dropout: -0\.1 is not valid"),
     (["--input-dropout", "0.5", "--precompute-first-layer"],

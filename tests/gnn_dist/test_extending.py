@@ -143,13 +143,13 @@ def test_the_page_shows_the_examples_code():
 @pytest.fixture
 def registered():
     """The examples registered in this process, and the registries as they were afterwards."""
-    from gnn_dist.models import MODELS
+    from gnn_dist.models import MODEL_SPECS
     from gnn_dist.pipeline import SCHEDULES
 
-    saved = dict(MODELS), dict(SCHEDULES)
+    saved = dict(MODEL_SPECS), dict(SCHEDULES)
     load("custom_layer"), load("custom_schedule")
     yield
-    MODELS.clear(), MODELS.update(saved[0])
+    MODEL_SPECS.clear(), MODEL_SPECS.update(saved[0])
     SCHEDULES.clear(), SCHEDULES.update(saved[1])
     for name in ("custom_layer", "custom_schedule"):
         sys.modules.pop(name, None)

@@ -192,6 +192,34 @@ def test_one_rank_group_lifecycle(one_rank_env: Any, caplog: pytest.LogCaptureFi
     ctx.close()                               # idempotent
 
 
+def test_a_bare_call_keeps_the_group_until_close(one_rank_env: Any) -> None:
+    import gc
+
+    from gnn_dist.distributed import get_world_size
+    from gnn_dist.distributed.process_group import _OWNED
+
+    init_distributed(timeout=30)          # as torch.distributed.init_process_group() is called: no reference kept
+    gc.collect()
+    assert dist.is_initialized() and get_world_size() == 1   # the group outlives the unreferenced context
+    (ctx,) = _OWNED
+    ctx.close()
+    assert not dist.is_initialized() and _OWNED == []
+
+
+def test_a_bare_call_closes_the_group_at_exit(tmp_path: Path) -> None:
+    script = ("import gc, torch.distributed as dist\n"
+              "from gnn_dist.distributed import init_distributed\n"
+              "init_distributed(timeout=30)\n"
+              "gc.collect()\n"
+              "assert dist.is_initialized() and dist.get_world_size() == 1\n"
+              "print('trained')\n")
+    env = {k: v for k, v in os.environ.items() if k not in _LAUNCH_VARS}
+    env.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "trained", done.stderr[-2000:]
+    assert "never closed" not in done.stderr and "Traceback" not in done.stderr
+
+
 def test_context_manager_aborts_and_reraises_on_error(one_rank_env: Any) -> None:
     with pytest.raises(RuntimeError, match="fails inside the context"):
         with init_distributed(timeout=30):

@@ -6,8 +6,8 @@ import pytest
 
 from gnn_dist.config import ConfigError, ModelConfig, ParallelConfig, RunConfig, TrainerConfig
 from gnn_dist.layer_parallel import stage_layout
-from gnn_dist.layer_parallel.options import STAGED_MODELS, model_error
-from gnn_dist.layer_parallel.staged import (ADAPTERS, StagedBasicGNN, StagedResidualGNN, _check_parameters,
+from gnn_dist.layer_parallel.options import model_error, staged_models
+from gnn_dist.layer_parallel.staged import (StagedBasicGNN, StagedResidualGNN, _check_parameters, adapter_of,
                                             register_adapter, staged_model)
 
 
@@ -59,20 +59,21 @@ def _model(name, **kw):
     return build_model(name, in_dim=5, hidden_dim=8, out_dim=3, num_layers=4, **kw)
 
 
-@pytest.mark.parametrize("name", sorted(STAGED_MODELS))
+@pytest.mark.parametrize("name", sorted(staged_models()))
 def test_the_config_check_knows_each_adapters_jk_modes(name):
     from gnn_dist.models import MODELS
 
-    adapter = ADAPTERS[MODELS[name]]
-    assert adapter.jk_modes == STAGED_MODELS[name]
+    adapter = adapter_of(MODELS[name])
+    assert adapter.jk_modes == staged_models()[name]
     for jk in adapter.jk_modes:   # the adapter takes each, and its pieces hold every parameter once
         staged_model(_model(name, jk=jk), None, None)
+    if "cat" not in adapter.jk_modes:   # the config refuses what the adapter does not cut, naming its modes
+        assert model_error(ParallelConfig(parallel="layer", stages=2), name, 4, "cat")[0] == "jk"
 
 
-def test_the_adapters_are_the_registered_models():
-    from gnn_dist.models import MODELS
-
-    assert {MODELS[name] for name in STAGED_MODELS} == set(ADAPTERS)
+def test_the_built_in_models_with_an_adapter():
+    assert set(staged_models()) == {"gcn", "sage", "gat", "gin", "gcnii", "resgcn", "ressage"}
+    assert staged_models()["gcnii"] == ("last",) and staged_models()["resgcn"] == ("last", "max")
 
 
 def test_the_adapter_refuses_what_it_does_not_cut():
@@ -89,11 +90,18 @@ def test_the_adapter_refuses_what_it_does_not_cut():
     with pytest.raises(ValueError, match=r"MyGCN has no stage adapter .* if it keeps GCN's forward, "
                                          r"register_adapter\(MyGCN\)\(StagedBasicGNN\)"):
         staged_model(model, None, None)
+    with pytest.raises(ValueError, match=r"register_adapter: MyGCN is not a registered model; register it first"):
+        register_adapter(MyGCN)(StagedBasicGNN)
+    from gnn_dist.models import MODEL_SPECS, register_model
+
     try:
+        register_model("my-gcn-staged")(MyGCN)
+        assert model_error(ParallelConfig(parallel="layer", stages=2), "my-gcn-staged", 4)[0] == "model"
         register_adapter(MyGCN)(StagedBasicGNN)
         assert isinstance(staged_model(model, None, None), StagedBasicGNN)
+        assert model_error(ParallelConfig(parallel="layer", stages=2), "my-gcn-staged", 4) is None
     finally:
-        del ADAPTERS[MyGCN]
+        del MODEL_SPECS["my-gcn-staged"]
 
 
 def test_an_adapter_must_hold_every_parameter_once():

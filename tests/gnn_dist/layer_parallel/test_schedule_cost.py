@@ -165,7 +165,7 @@ def test_the_model_counts_what_the_graph_trainer_sends(tmp_path, layers, static_
 
 
 def test_the_per_layer_rule(tmp_path):
-    from gnn_dist.memory_plan.saved import layer_shapes
+    from gnn_dist.memory_plan.layers import layer_shapes
 
     gat = layer_shapes("gat", feature_dim=5, hidden=16, classes=3, layers=3, heads=4, out_heads=2, dropout=0.5)
     # the features once (static halo), then the 16-wide concatenation of 4 heads, forward and back

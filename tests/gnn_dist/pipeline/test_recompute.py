@@ -156,7 +156,7 @@ def test_recompute_keeps_less_for_backward_and_the_same_gradients(name):
 def test_bad_combinations_name_the_field_and_the_fix():
     from gnn_dist.config import ConfigError, TrainerConfig
 
-    with pytest.raises(ConfigError, match=r"recompute: 'layers' needs pipeline 'sync' or 'stale', not 'overlap'"):
+    with pytest.raises(ConfigError, match=r"recompute: 'layers' needs pipeline 'stale' or 'sync', not 'overlap'"):
         TrainerConfig.from_fields(recompute="layers", pipeline="overlap")
     with pytest.raises(ConfigError, match=r"'all' needs pipeline 'sync', not 'stale'.*recompute='layers'"):
         TrainerConfig.from_fields(recompute="all", pipeline="stale")

@@ -12,11 +12,17 @@ is refused, naming both, unless ``resume_any_partition``. A stateful schedule (`
 has every rank write its state to its own rank file before rank 0 writes the main file; that
 state is restored only for the same partition, schedule and smoothing (else the schedule starts
 fresh, with a warning on every rank).
+
+A job holds its checkpoint folder for its whole life (:func:`hold_checkpoint_dir`, around the
+job in ``gnn_dist.train``): rank 0 takes the folder's lock (:mod:`gnn_dist.run_lock`) before any
+rank touches the folder, and a folder another live run holds fails every rank before training.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,13 +30,14 @@ from typing import Any, Protocol
 import torch
 
 from . import checkpoint as ckpt
+from . import run_lock
 from .checkpoint import CheckpointError
 from .config import RESUME_MODES, CheckpointConfig, TrainerConfig, to_dict
 from .distributed import all_gather_json, all_ranks_agree, broadcast_bytes, broadcast_json, get_rank, get_world_size
 from .partition import partition_fingerprint
 from .selection import ModelSelection
 
-__all__ = ["CheckpointManager", "model_info"]
+__all__ = ["CheckpointManager", "hold_checkpoint_dir", "model_info"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +56,29 @@ def model_info(model: torch.nn.Module) -> dict[str, Any]:
         if isinstance(value, (int, float, str)) and not isinstance(value, bool):
             info[name] = value
     return info
+
+
+@contextlib.contextmanager
+def hold_checkpoint_dir(config: CheckpointConfig) -> Iterator[run_lock.RunLock | None]:
+    """``with hold_checkpoint_dir(config.trainer.checkpoint):`` around a whole job (a collective):
+    rank 0 locks ``checkpoint_dir`` (:func:`gnn_dist.run_lock.acquire`, which also takes over a
+    stale lock) and every rank learns the outcome, so a folder held by another live run fails
+    every rank here, before anything is built or trained (:class:`~gnn_dist.run_lock.RunLockError`
+    on rank 0, one line naming the owner; a ``ValueError`` on the others: exit code 2, no line).
+    Rank 0 releases the lock when the block ends (the kernel drops it if the process dies). Yields
+    rank 0's :class:`~gnn_dist.run_lock.RunLock`, None on the other ranks and without a folder."""
+    if config.checkpoint_dir is None:
+        yield None
+        return
+    lock: run_lock.RunLock | None = None
+    try:
+        with all_ranks_agree(f"locking the checkpoint folder {config.checkpoint_dir}"):
+            if get_rank() == 0:
+                lock = run_lock.acquire(config.checkpoint_dir, what="--checkpoint-dir")
+        yield lock
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 class TrainerState(Protocol):

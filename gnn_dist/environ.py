@@ -15,6 +15,9 @@ reads the environment and a test can see every variable that matters in one tabl
                                     malloc tuning (:mod:`gnn_dist.distributed.allocator`)
 ``TORCHELASTIC_RESTART_COUNT``     torchrun's count of restarts (keys the rendezvous store of
                                     each start, :mod:`gnn_dist.distributed.process_group`)
+``TORCHELASTIC_RUN_ID``            torchrun's ``--rdzv-id``, the same for every restart of a job
+                                    (names the run holding a checkpoint folder,
+                                    :mod:`gnn_dist.run_lock`)
 ``TORCH_NCCL_ASYNC_ERROR_HANDLING`` set (unless the user set it) before an NCCL group starts
 ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE`` read by the loopback agent (a warning: a store on every
                                     interface)
@@ -26,7 +29,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-__all__ = ["KERNELS", "launch_variables", "launch_rank", "local_world_size", "restart_count", "kernels", "set_default", "set_variable"]
+__all__ = ["KERNELS", "launch_variables", "launch_rank", "local_world_size", "restart_count", "elastic_run_id", "kernels", "set_default", "set_variable"]
 
 KERNELS = "GNN_DIST_KERNELS"
 
@@ -59,6 +62,12 @@ def restart_count() -> int:
         return max(0, int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")))
     except ValueError:
         return 0
+
+
+def elastic_run_id() -> str | None:
+    """``TORCHELASTIC_RUN_ID`` (torchrun's ``--rdzv-id``, kept across restarts), or None when unset or empty."""
+    value = os.environ.get("TORCHELASTIC_RUN_ID", "").strip()
+    return value or None
 
 
 def kernels() -> str | None:

@@ -220,7 +220,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     def body(ctx: Any) -> None:
         tune_allocator()  # glibc malloc thresholds (logged), before the partition and the steps allocate
         log.debug("config: " + json.dumps(config.to_dict(), sort_keys=True))   # -v; the metrics file has it too
-        run(config, device=ctx.device)
+        from .checkpointing import hold_checkpoint_dir
+        with hold_checkpoint_dir(config.trainer.checkpoint):   # rank 0 locks --checkpoint-dir for the job, or all fail
+            run(config, device=ctx.device)
 
     return run_in_group(body, rank=rank, verbose=options.verbose, quiet=options.quiet,
                         backend=config.distributed.backend, timeout=config.distributed.timeout, watch=watch)

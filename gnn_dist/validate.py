@@ -55,6 +55,10 @@ def check_run(config: RunConfig) -> str:
         build_model(model_config, in_dim=int(meta.feature_dim), out_dim=task.out_dim(int(meta.num_classes), model_config.hidden))
     ranks = world_ranks(meta, config)   # gnn-dist train runs every rank on this machine
     check_training_memory(meta, config, ranks, local_ranks=len(ranks))
+    if config.trainer.checkpoint.checkpoint_dir is not None:   # held by another live run: refused (gnn_dist.run_lock)
+        from .run_lock import check_free
+
+        check_free(config.trainer.checkpoint.checkpoint_dir, what="--checkpoint-dir")
     if config.save_model is not None:
         from .model_file import check_output_file
 

@@ -20,6 +20,7 @@ import torch.distributed as dist
 from partitioners.format import PartData, PartitionMeta, load_part, load_partition_meta
 
 from .distributed.halo import HaloExchanger
+from .distributed.halo_check import check_halo_agreement, halo_digests
 from .distributed import all_gather_json, all_ranks_agree, get_rank, get_world_size, raise_on_all_ranks
 from .kernels import Kernels, default_kernels, resolve_kernels
 from .nn import DropoutKey
@@ -177,7 +178,9 @@ def load_partition(path: str | Path, rank: int | None = None, device: torch.devi
     ``kernels`` (a name or :class:`~gnn_dist.kernels.Kernels`; default: the process's,
     :func:`~gnn_dist.kernels.default_kernels`) are the part's aggregation kernels, held by its
     block. Then the ranks compare the folder's fingerprint (:func:`partition_fingerprint`) and refuse to
-    start when they read different partitions.
+    start when they read different partitions; after loading, they compare digests of the halo rows
+    each pair of parts exchanges (:mod:`~gnn_dist.distributed.halo_check`) and refuse parts that
+    disagree (a ``HaloMismatchError`` on every rank naming the two parts and their files).
     A part that fails to load (missing or corrupt file: a ``PartitionFormatError`` naming it)
     fails the load on every rank (see :func:`~gnn_dist.distributed.all_ranks_agree`) before the halo exchange is
     set up with the peers, so no rank waits for a peer that has already given up.
@@ -207,15 +210,19 @@ def load_partition(path: str | Path, rank: int | None = None, device: torch.devi
         data = load_part(path, rank, mmap=True, verify=verify)
         block = _build_block(data, num_inner, num_halo, device,
                              default_kernels() if kernels is None else resolve_kernels(kernels))
+        original_ids = _tensor(data.original_ids, device)
+        # check=False: the counts are compared with the peers below, with the ids (one gather)
+        exchanger = HaloExchanger(
+            torch.from_numpy(np.array(data.send_index)).to(device),
+            [int(v) for v in data.send_offsets], [int(v) for v in data.halo_offsets], num_inner,
+            group=group, world_size=meta.num_parts, rank=rank, row_ids=original_ids, check=False)
+        digests = halo_digests(data.global_ids, exchanger.send_index.numpy(), exchanger.send_offsets,
+                               exchanger.halo_offsets, num_inner)
+    check_halo_agreement(path, digests, group)  # the parts agree on what they exchange (else fail on all)
 
     def mask(a: np.ndarray | None) -> torch.Tensor:
         return _tensor(a, device) if a is not None else torch.zeros(num_inner, dtype=torch.bool, device=device)
 
-    original_ids = _tensor(data.original_ids, device)
-    exchanger = HaloExchanger(
-        torch.from_numpy(np.array(data.send_index)).to(device),
-        [int(v) for v in data.send_offsets], [int(v) for v in data.halo_offsets], num_inner,
-        group=group, world_size=meta.num_parts, rank=rank, row_ids=original_ids)
     labels = data.labels
     y = None
     if labels is not None:

@@ -37,7 +37,7 @@ from .distributed import all_gather_json, all_ranks_agree, broadcast_bytes, broa
 from .partition import partition_fingerprint
 from .selection import ModelSelection
 
-__all__ = ["CheckpointManager", "hold_checkpoint_dir", "model_info"]
+__all__ = ["CheckpointManager", "hold_checkpoint_dir", "model_info", "check_fits", "check_resume"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,53 @@ _ARCH_FIELDS = ("in_dim", "hidden_dim", "out_dim", "num_layers")
 """Model attributes a checkpoint must agree with (its weights' shapes depend on them)."""
 _RUN_FIELDS = ("dropout", "input_dropout", "activation", "seed")
 """Model attributes that may change on resume (with a warning: the run no longer reproduces)."""
+
+
+def _saved_optim(state: dict[str, Any]) -> dict[str, Any]:
+    """The optimizer section of a checkpoint's config."""
+    return state["config"].get("trainer", state["config"]).get("optim", {})
+
+
+def check_fits(state: dict[str, Any], model: torch.nn.Module, optimizer: str, path: str | Path) -> None:
+    """Refuse (:class:`~gnn_dist.checkpoint.CheckpointError`) a checkpoint written with another
+    optimizer or for another model (its class or a size its weights' shapes depend on)."""
+    theirs = _saved_optim(state)
+    if theirs.get("optimizer") != optimizer:
+        raise CheckpointError(f"the checkpoint was written with optimizer={theirs.get('optimizer')!r}, "
+                              f"this run uses optimizer={optimizer!r}", path=path)
+    info, now = state.get("model_info", {}), model_info(model)
+    arch = [k for k in ("class", *_ARCH_FIELDS) if k in info and k in now and info[k] != now[k]]
+    if arch:
+        diff = ", ".join(f"{k}={info[k]!r} (this run: {now[k]!r})" for k in arch)
+        raise CheckpointError(f"the checkpoint was written for another model: {diff}", path=path)
+
+
+def check_resume(config: CheckpointConfig, model: torch.nn.Module, optimizer: str) -> None:
+    """Before any rank starts (``gnn_dist.train --validate``): the checkpoint ``config.resume``
+    would continue from fits ``model`` (built on the meta device) and ``optimizer``, as
+    :meth:`CheckpointManager.resume` checks it in the ranks; nothing when there is none to resume
+    (``auto`` on an empty folder).
+
+    Raises:
+        CheckpointError: naming the file: unreadable or corrupt, another model or optimizer, or
+            ``latest`` finds none.
+    """
+    want = config.resume
+    if want is None:
+        return
+    if want in RESUME_MODES:
+        if config.checkpoint_dir is None:
+            return   # the config refuses resume without a folder
+        where = ckpt.latest_checkpoint(config.checkpoint_dir)
+        if where is None:
+            if want == "latest":
+                raise CheckpointError("--resume latest: the folder holds no checkpoint (use --resume auto to "
+                                      "start afresh when there is none)", path=config.checkpoint_dir)
+            return
+    else:
+        where = Path(want)
+    state = ckpt.load_checkpoint(where)
+    check_fits(state, model, optimizer, where)
 
 
 def model_info(model: torch.nn.Module) -> dict[str, Any]:
@@ -318,15 +365,9 @@ class CheckpointManager:
         """Apply a checked checkpoint; identical on every rank, so any error is raised by all."""
         state, path = saved.state, saved.path
         mine = trainer.config.optim
-        theirs = state["config"].get("trainer", state["config"]).get("optim", {})
-        if theirs.get("optimizer") != mine.optimizer:
-            raise CheckpointError(f"the checkpoint was written with optimizer={theirs.get('optimizer')!r}, "
-                                  f"this run uses optimizer={mine.optimizer!r}", path=path)
+        theirs = _saved_optim(state)
+        check_fits(state, trainer.model, mine.optimizer, path)
         info, now = state.get("model_info", {}), model_info(trainer.model)
-        arch = [k for k in ("class", *_ARCH_FIELDS) if k in info and k in now and info[k] != now[k]]
-        if arch:
-            diff = ", ".join(f"{k}={info[k]!r} (this run: {now[k]!r})" for k in arch)
-            raise CheckpointError(f"the checkpoint was written for another model: {diff}", path=path)
         for k in _RUN_FIELDS:
             if k in info and k in now and info[k] != now[k]:
                 log.warning(f"{path}: the checkpoint's model has {k}={info[k]!r}, this run {now[k]!r}; "

@@ -88,6 +88,7 @@ def build(config: RunConfig, device: Any = None) -> Any:
     from .trainer import Trainer
 
     kernels = resolve_kernels(config.distributed.kernels or environ.kernels())
+    _check_data(config)
     _check_memory(config)
     if config.trainer.parallel.parallel != "graph":   # layer/hybrid: a stage per rank (gnn_dist.layer_parallel)
         from .layer_parallel import build_trainer
@@ -128,6 +129,20 @@ def _log_memory_plan(part: Any, config: RunConfig) -> list[int]:
         log.info(f"memory plan: predicted peak per rank {', '.join(format_bytes(r.allocated) for r in plan.ranks)} "
                  f"({part.device.type}; the largest, {where}: {terms})")
     return [r.allocated for r in plan.ranks]
+
+
+def _check_data(config: RunConfig) -> None:
+    """What ``--validate`` checks of the folder's data (features, the task's labels), on every
+    rank before any part file is read: a job started by torchrun directly gets the same one line."""
+    from partitioners.format import load_partition_meta
+
+    from .validate import check_data
+
+    try:
+        meta = load_partition_meta(config.data.data)
+    except ValueError:
+        return   # load_partition reports it, on every rank
+    check_data(config, meta)
 
 
 def _check_memory(config: RunConfig) -> None:

@@ -15,7 +15,7 @@ import sys
 from . import environ
 from .config import RunConfig
 
-__all__ = ["validate_run", "check_run"]
+__all__ = ["validate_run", "check_run", "check_data"]
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +37,7 @@ def check_run(config: RunConfig) -> str:
 
     path = config.data.data
     meta = load_partition_meta(path)
-    if not meta.feature_dim:
-        raise ValueError(f"{path}: the partition has no node features to train on (partition it with features, "
-                         f"e.g. gnn-dist partition --features F.npy)")
-    edge_split = getattr(meta, "edge_split", None)
-    task = config.trainer.task.resolve(meta.label_kind, where=str(path), edge_split=edge_split is not None)   # --task/--loss against the labels
-    task.check_data(meta, path)
+    task = check_data(config, meta)
     resolve_kernels(config.distributed.kernels or environ.kernels())   # as the ranks will
     if config.trainer.memory.offload_activations:
         from .offload import check_offload_device
@@ -52,7 +47,12 @@ def check_run(config: RunConfig) -> str:
 
     model_config = resolve_edge_dim(config.model, meta.edge_feature_dim, str(path))   # as train.build resolves it
     with torch.device("meta"):
-        build_model(model_config, in_dim=int(meta.feature_dim), out_dim=task.out_dim(int(meta.num_classes), model_config.hidden))
+        model = build_model(model_config, in_dim=int(meta.feature_dim),
+                            out_dim=task.out_dim(int(meta.num_classes), model_config.hidden))
+    _check_precompute(config, model)
+    from .checkpointing import check_resume
+
+    check_resume(config.trainer.checkpoint, model, config.trainer.optim.optimizer)   # the checkpoint's model and optimizer
     ranks = world_ranks(meta, config)   # gnn-dist train runs every rank on this machine
     check_training_memory(meta, config, ranks, local_ranks=len(ranks))
     if config.trainer.checkpoint.checkpoint_dir is not None:   # held by another live run: refused (gnn_dist.run_lock)
@@ -71,6 +71,36 @@ def check_run(config: RunConfig) -> str:
     return (f"{path}: {meta.num_parts} parts, {meta.num_nodes} nodes, {meta.feature_dim} features, "
             f"{labels}; model {config.model.model}, task {task.name} ({task.loss}), "
             f"pipeline {config.trainer.schedule.pipeline}")
+
+
+def check_data(config: RunConfig, meta: object) -> object:
+    """The run's task, when the folder ``meta`` describes has what it trains on: node features,
+    and the labels (or pairs) its task needs; what every rank also checks before it loads its part
+    (a job started by torchrun directly). Raises ``ValueError`` naming the folder and the fix."""
+    path = config.data.data
+    if not getattr(meta, "feature_dim", 0):
+        raise ValueError(f"{path}: the partition has no node features to train on (partition it with features, "
+                         f"e.g. gnn-dist partition --features F.npy)")
+    edge_split = getattr(meta, "edge_split", None)
+    task = config.trainer.task.resolve(meta.label_kind, where=str(path), edge_split=edge_split is not None)  # type: ignore[attr-defined]
+    task.check_data(meta, path)
+    return task
+
+
+def _check_precompute(config: RunConfig, model: object) -> None:
+    """``--precompute-first-layer on`` needs a first layer whose aggregation is linear and reads
+    no parameter (what the ranks refuse at their first step, found here)."""
+    if config.trainer.features.precompute_first_layer != "on" or not getattr(model, "accepts_layer_input", False):
+        return
+    from .cache.input import precomputable
+
+    convs = getattr(model, "convs", None)
+    first = convs[0] if convs else None
+    if first is not None and not precomputable(first):
+        raise ValueError(f"--precompute-first-layer on: the first layer of model {config.model.model!r} "
+                         f"({type(first).__name__}) cannot be precomputed (its aggregation is not linear or "
+                         f"reads a parameter; GCNConv, SAGEConv and GINConv can); use --precompute-first-layer "
+                         f"auto or off")
 
 
 def validate_run(config: RunConfig, *, quiet: bool = False) -> int:

@@ -98,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_input import _split_fractions, add_input_arguments
     from .io import FORMATS
     from .methods import METHODS
+    from .normalize import NORMALIZATIONS
 
     parser = argparse.ArgumentParser(prog="gnn-dist", description="Partition a graph for exact "
                                      "distributed full-graph GNN training, check it, train on it.",
@@ -142,6 +143,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="link prediction: split the unique edge pairs {u, v} by these fractions (e.g. "
                         "0.85,0.05,0.1), seeded with --seed; the val/test pairs are removed from the graph "
                         "(both directions) and every part stores its link_train/val/test.npy (docs/format.md)")
+    p.add_argument("--normalize-features", choices=NORMALIZATIONS, default=None,
+                   help="normalise the node features before they are written: row (each row divided by its "
+                        "sum, as PyG's NormalizeFeatures: the Planetoid papers' features) or standard (each "
+                        "column to zero mean and unit variance); recorded in partition.json")
     p.add_argument("--max-memory", type=memory_size, default=None, metavar="SIZE",
                    help="refuse to start when the estimated peak memory is larger, e.g. 8GB, "
                         "512MiB or bytes (default: the available memory)")
@@ -217,12 +222,16 @@ def _check_memory(args: argparse.Namespace, graph: Any, *, log_estimate: bool = 
 
 def _load_graph(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     """``(graph, extra partition.json keys)``: the dataset, or ``--input`` with its flags; then
-    ``--edge-split``."""
+    ``--edge-split``, then ``--normalize-features``."""
     graph, extra = _read_graph(args)
     if args.edge_split is not None:
         from .io.edge_split import with_edge_split
 
         graph, extra["edge_split"] = with_edge_split(graph, args.edge_split, args.seed)
+    if args.normalize_features is not None:
+        from .cli_input import normalize_node_features
+
+        extra["normalize_features"] = normalize_node_features(args, graph)
     return graph, extra
 
 

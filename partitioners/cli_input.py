@@ -1,6 +1,6 @@
 """The input flags of ``gnn-dist partition``: node data files, what the labels hold, a random
-split, edge weights, relabelling, Planetoid sets; and the warning about a folder that cannot be
-trained.
+split, edge weights, relabelling, Planetoid sets, the features' normalisation; and the warning
+about a folder that cannot be trained.
 
 ``cli.py`` adds these flags with :func:`add_input_arguments`, checks them before any reading
 with :func:`check_input_request`, and reads ``--input`` with :func:`read_input`, which returns
@@ -11,14 +11,18 @@ the graph and what ``partition.json`` records about it (``split``). The referenc
 from __future__ import annotations
 
 import argparse
+import logging
+import time
 from pathlib import Path
 from typing import Any
 
 from .errors import GraphError
 from .graph import Graph
 
-__all__ = ["NODE_DATA_FLAGS", "add_input_arguments", "check_input_request", "read_input",
-           "untrainable_warning"]
+__all__ = ["NODE_DATA_FLAGS", "add_input_arguments", "check_input_request", "normalize_node_features",
+           "read_input", "untrainable_warning"]
+
+log = logging.getLogger(__name__)
 
 NODE_DATA_FLAGS = {"features": "--features", "labels": "--labels", "train_mask": "--train-mask",
                    "val_mask": "--val-mask", "test_mask": "--test-mask"}
@@ -132,6 +136,8 @@ def check_input_request(args: argparse.Namespace) -> None:
             raise UsageError(f"{given[0]}: an npy-dir brings its node data as files in the folder "
                              f"(features.npy, labels.npy, train_mask.npy, ...; docs/format.md): "
                              f"put the array there instead")
+        if args.normalize_features is not None and not (Path(args.input) / "features.npy").is_file():
+            raise _no_features(args, "features.npy to the npy-dir")  # before the out-of-core read
     elif args.scratch_dir is not None:
         raise UsageError(f"--scratch-dir applies to --input-format npy-dir (read out of core), not to {fmt}")
     if args.scratch_dir is not None and not Path(args.scratch_dir).is_dir():
@@ -204,6 +210,34 @@ def _read_graph(args: argparse.Namespace, fmt: str, options: dict[str, Any], lab
         graph = read_graph(args.input, fmt, **options)
     return attach_node_data(graph, _node_files(args), extend=fmt in _EXTENDABLE_FORMATS and not args.relabel,
                             label_kind=label_kind)
+
+
+def _no_features(args: argparse.Namespace, source: str) -> ValueError:
+    from .cli_args import UsageError
+
+    return UsageError(f"--normalize-features {args.normalize_features}: {args.dataset or args.input} has no "
+                      f"features to normalise; add {source}, or drop --normalize-features")
+
+
+def normalize_node_features(args: argparse.Namespace, graph: Graph) -> str:
+    """``--normalize-features HOW``: ``graph.x`` replaced by its normalisation
+    (:func:`partitioners.normalize.normalize_graph_features`: in memory, or a scratch memory map
+    for memory-mapped features); returns what ``partition.json`` records (``HOW``)."""
+    from .normalize import normalize_graph_features
+
+    how = args.normalize_features
+    if graph.x is None:
+        raise _no_features(args, "features.npy to the npy-dir" if graph.scratch_dir is not None
+                           else "--features F.npy")
+    scratch_dir = None
+    if graph.scratch_dir is None and args.out is not None:
+        scratch_dir = Path(args.out).absolute().parent  # beside the folder, as an npy-dir's scratch
+        scratch_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    normalize_graph_features(graph, how, scratch_dir=scratch_dir)
+    log.info(f"normalized the features ({how}, {graph.x.dtype}[{graph.num_nodes}, {graph.feature_dim}]) "
+             f"in {time.perf_counter() - t0:.2f}s")
+    return how
 
 
 def _check_label_kind(args: argparse.Namespace, graph: Graph, kind: str | None) -> None:

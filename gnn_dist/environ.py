@@ -12,7 +12,10 @@ reads the environment and a test can see every variable that matters in one tabl
 ``GNN_DIST_AGENT_PID``              the launcher agent's pid, set by ``gnn-dist train`` for its
                                     ranks (:mod:`gnn_dist.distributed.parent_watch`)
 ``THP_MEM_ALLOC_ENABLE``            torch's huge-page CPU allocations, which turn on the ranks'
-                                    malloc tuning (:mod:`gnn_dist.distributed.allocator`)
+                                    malloc tuning (:mod:`gnn_dist.distributed.allocator`);
+                                    defaulted to 1 by a rank itself (:func:`rank_defaults`), so
+                                    ranks started by torchrun directly run as ``gnn-dist
+                                    train``'s do
 ``TORCHELASTIC_RESTART_COUNT``     torchrun's count of restarts (keys the rendezvous store of
                                     each start, :mod:`gnn_dist.distributed.process_group`)
 ``TORCHELASTIC_RUN_ID``            torchrun's ``--rdzv-id``, the same for every restart of a job
@@ -29,7 +32,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-__all__ = ["KERNELS", "launch_variables", "launch_rank", "local_world_size", "restart_count", "elastic_run_id", "kernels", "set_default", "set_variable"]
+__all__ = ["KERNELS", "launch_variables", "launch_rank", "local_world_size", "restart_count", "elastic_run_id", "kernels", "set_default", "set_variable",
+           "rank_defaults", "RANK_DEFAULTS"]
 
 KERNELS = "GNN_DIST_KERNELS"
 
@@ -79,6 +83,22 @@ def kernels() -> str | None:
 def set_variable(name: str, value: str) -> None:
     """Set ``name`` for this process's children (the launcher agent tells its ranks its pid)."""
     os.environ[name] = value
+
+
+RANK_DEFAULTS = {"THP_MEM_ALLOC_ENABLE": "1"}
+"""What a rank sets for itself unless the user set it (``gnn-dist train`` sets the same for its
+ranks): torch reads it once, at the process's first CPU allocation."""
+
+
+def rank_defaults() -> None:
+    """Set :data:`RANK_DEFAULTS` in a rank's entry point before torch is imported (a no-op once it
+    is: an in-process call, a notebook, leaves the host's environment alone)."""
+    import sys
+
+    if "torch" in sys.modules:
+        return
+    for name, value in RANK_DEFAULTS.items():
+        os.environ.setdefault(name, value)
 
 
 def set_default(name: str, value: str) -> None:

@@ -54,11 +54,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-from torch.distributed.elastic.multiprocessing.errors import record
-
 from . import environ
+
+environ.rank_defaults()   # before torch (see gnn_dist.train)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402
 from .link.pairs import PAIR_CHUNK, read_pairs
 from .model_file import ModelFile, check_output_file, load_model_file
 

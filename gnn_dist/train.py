@@ -30,9 +30,11 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from torch.distributed.elastic.multiprocessing.errors import record
-
 from . import environ
+
+environ.rank_defaults()   # before torch: the ranks torchrun starts run as gnn-dist train's do
+
+from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402
 from .config import RunConfig
 from .config_cli import UsageError, parse_run_config
 

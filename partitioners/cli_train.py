@@ -167,7 +167,7 @@ def train_env(environ: Mapping[str, str], nproc: int) -> dict[str, str]:
     """
     env = dict(environ)
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
-    env.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+    env.setdefault("THP_MEM_ALLOC_ENABLE", "1")   # gnn_dist.environ.RANK_DEFAULTS: a rank sets it too
     if sys.platform.startswith("linux"):
         for name, value in LOOPBACK_ENV.items():
             env.setdefault(name, value)

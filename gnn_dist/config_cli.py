@@ -127,9 +127,28 @@ def _number_or_text(value: str) -> int | float | str:
     return value
 
 
+HELP_GROUPS: dict[tuple[str, ...], str] = {
+    ("data",): "data", ("model",): "model", ("trainer", "task"): "task", ("trainer", "optim"): "optimisation",
+    ("epochs",): "optimisation", ("trainer", "selection"): "optimisation",
+    ("trainer", "schedule"): "schedule (when halo rows travel)", ("trainer", "features"): "input features",
+    ("trainer", "memory"): "memory", ("distributed",): "processes and kernels",
+    ("trainer", "parallel"): "layer parallelism", ("trainer", "checkpoint"): "checkpoints",
+    ("trainer", "report"): "output", ("save_model",): "output",
+}
+"""The ``--help`` group of each config section (its fields' flags, in declaration order)."""
+
+
+def _help_group(parser: argparse.ArgumentParser, groups: dict[str, Any], path: tuple[str, ...]) -> Any:
+    title = HELP_GROUPS.get(path[:2]) or HELP_GROUPS.get(path[:1]) or "other"
+    if title not in groups:
+        groups[title] = parser.add_argument_group(title)
+    return groups[title]
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The parser: one option per config field with a flag, plus ``--config``, ``-v``, ``-q`` and
-    ``--validate``. Unset options are absent from the namespace (``SUPPRESS``)."""
+    """The parser: one option per config field with a flag, grouped by section in ``--help``, plus
+    ``--config``, ``--import``, ``-v``, ``-q`` and ``--validate``. Unset options are absent from
+    the namespace (``SUPPRESS``)."""
     p = _Parser(prog=PROG, description="Exact distributed full-graph GNN training.",
                 argument_default=argparse.SUPPRESS, allow_abbrev=False)
     p.add_argument("--config", metavar="FILE.toml", help="read the configuration from a TOML file; flags override it")
@@ -140,6 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="warnings, errors and the final line only")
     p.add_argument("--validate", action="store_true",
                    help="check the configuration against the partition's metadata, then exit (0, or 2 with the error)")
+    groups: dict[str, Any] = {}
+    for title in dict.fromkeys(HELP_GROUPS.values()):   # the groups in this order
+        groups[title] = p.add_argument_group(title)
     for path, f, owner in _leaves(RunConfig):
         meta = f.metadata
         if not meta.get("flag"):
@@ -159,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
                 kwargs.update(nargs="?", const=meta["const"])
             metavar = meta.get("metavar") or (None if choices else meta["flag"].lstrip("-").replace("-", "_").upper())
             kwargs.update(type=_convert(str(f.type), f.name), metavar=metavar, choices=choices)
-        p.add_argument(meta["flag"], **kwargs)
+        _help_group(p, groups, path).add_argument(meta["flag"], **kwargs)
     return p
 
 

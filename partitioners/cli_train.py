@@ -22,14 +22,15 @@ log = logging.getLogger("partitioners.cli")
 
 def add_launch_verbs(sub: argparse._SubParsersAction, verbose: argparse.ArgumentParser) -> None:
     """Add the ``train`` and ``predict`` parsers to ``sub`` (``verbose``: the shared -v/-q parent)."""
-    t = sub.add_parser("train", parents=[verbose], allow_abbrev=False,
+    t = sub.add_parser("train", parents=[verbose], allow_abbrev=False, add_help=False,
                        help="train on a partition folder with torchrun on this machine",
                        description="Runs torchrun on this machine (`python -m "
                                    "gnn_dist.distributed.local_run`: torchrun --standalone with "
                                    "every socket on 127.0.0.1) with `--nproc-per-node P -m "
                                    "gnn_dist.train --data DIR ...`; every other argument is passed "
                                    "on to gnn_dist.train. -v shows torchrun's full output.",
-                       epilog="Training flags: see docs/cli.md or `python -m gnn_dist.train -h`.")
+                       epilog="The training flags (gnn_dist.train's) follow.")
+    t.add_argument("-h", "--help", action=_TrainHelp, help="show this help, with every training flag, and exit")
     t.add_argument("--data", metavar="DIR", help="partition folder (or data.data in --config)")
     t.add_argument("--nproc", type=positive_int, default=None, metavar="P",
                    help="processes (ranks) (default: the folder's num_parts)")
@@ -47,6 +48,26 @@ def add_launch_verbs(sub: argparse._SubParsersAction, verbose: argparse.Argument
                                     "[--backend B] [--timeout S].",
                         epilog="Prediction flags: see docs/cli.md or `python -m gnn_dist.predict -h`.")
     pr.add_argument("--data", required=True, metavar="DIR", help="partition folder (any number of parts)")
+
+
+class _TrainHelp(argparse.Action):
+    """``gnn-dist train -h``: the launcher's flags, then every flag of ``gnn_dist.train`` (grouped
+    by section), which the launcher passes on (imports ``gnn_dist``, for the help only)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        parser.print_help()
+        try:
+            from gnn_dist.config_cli import build_parser as train_parser
+        except ImportError as exc:   # gnn_dist without torch: the launcher's help still shows
+            print(f"\n(the training flags need gnn_dist: {exc})")
+        else:
+            text = train_parser().format_help()
+            print("\n" + text[text.index("\n\n") + 2:] if "\n\n" in text else text)
+        parser.exit()
 
 
 LOOPBACK_RDZV_BACKEND = "gnn-dist-loopback"

@@ -143,3 +143,23 @@ def test_the_help_is_the_field_docstrings(capsys):
     for flag in ("--input-dropout P", "--attn-dropout P", "--out-heads K", "--patience K"):
         assert flag in out
     assert "--select {last,best-val}" in out and "--activation {relu,elu,gelu,leaky_relu}" in out
+
+
+def test_the_launchers_help_shows_every_training_flag_grouped(capsys):
+    from partitioners.cli import main as gnn_dist
+
+    assert gnn_dist(["train", "--help"]) == 0
+    out = capsys.readouterr().out
+    titles = ["data:", "model:", "task:", "optimisation:", "schedule (when halo rows travel):", "input features:",
+              "memory:", "processes and kernels:", "layer parallelism:", "checkpoints:", "output:"]
+    at = [out.index("\n" + title + "\n") for title in titles]
+    assert at == sorted(at)                           # the groups, in this order
+    for flag in FLAGS:                                # every flag of gnn_dist.train, once the launcher's are listed
+        assert flag in out, flag
+    assert out.index("\n  --epochs") > out.index("optimisation:") and out.index("\n  --checkpoint-dir") > out.index("checkpoints:")
+
+
+def test_abbreviations_are_refused_and_the_nearest_flag_named():
+    with pytest.raises(UsageError, match=r"unrecognized arguments: --hid 16 --epoch 2 \(did you mean: --hid -> --hidden, "
+                                         r"--epoch -> --epochs\?\)"):
+        parse_run_config(["--data", "d", "--hid", "16", "--epoch", "2"])

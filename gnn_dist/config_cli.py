@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from partitioners.cli_args import nearest_flags
+
 from .config import ConfigError, RunConfig
 
 __all__ = ["UsageError", "build_parser", "parse_run_config", "load_user_code", "flag_names", "field_docs"]
@@ -45,23 +47,8 @@ class _Parser(argparse.ArgumentParser):
         if message.startswith("argument --model: invalid choice"):
             message += "; your own registered model? load your own model's file with --import FILE.py"
         elif message.startswith("unrecognized arguments: "):
-            message += _nearest_flags(self, message.removeprefix("unrecognized arguments: ").split())
+            message += nearest_flags(self, message.removeprefix("unrecognized arguments: ").split())
         raise UsageError(f"{self.prog}: error: {message} (see --help)")
-
-
-def _nearest_flags(parser: argparse.ArgumentParser, given: list[str]) -> str:
-    """``" (did you mean --epochs?)"`` for the unknown flags among ``given`` that are close to a real one."""
-    import difflib
-
-    flags = [s for action in parser._actions for s in action.option_strings if s.startswith("--")]
-    hints = []
-    for arg in given:
-        name = arg.split("=", 1)[0]
-        if name.startswith("--"):
-            close = [f for f in flags if f.startswith(name)] or difflib.get_close_matches(name, flags, n=1, cutoff=0.6)
-            if close:
-                hints.append(f"{name} -> {close[0]}")
-    return f" (did you mean: {', '.join(hints)}?)" if hints else ""
 
 
 @functools.cache

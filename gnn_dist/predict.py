@@ -345,6 +345,10 @@ class UsageError(ValueError):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # type: ignore[override]
+        from partitioners.cli_args import nearest_flags
+
+        if message.startswith("unrecognized arguments: "):
+            message += nearest_flags(self, message.removeprefix("unrecognized arguments: ").split())
         raise UsageError(f"{self.prog}: error: {message} (see --help)")
 
 
@@ -389,7 +393,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         load_user_code(argv, prog=PROG, config=False)
     except ConfigUsage as exc:
         raise UsageError(str(exc)) from None
-    args = build_parser().parse_args(argv)
+    from partitioners.cli_args import parse_unknown_first
+
+    args = parse_unknown_first(build_parser(), argv)
     if args.layer is not None and not args.embeddings:
         raise UsageError(f"{PROG}: error: --layer {args.layer} applies with --embeddings only")
     if args.pairs is not None and args.embeddings:

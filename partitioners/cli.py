@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from . import __version__
-from .cli_args import (BALANCE_CRITERIA, UsageError, balance_list, memory_size, nonneg_int, positive_int,
-                       with_progress_bars)
+from .cli_args import (BALANCE_CRITERIA, OneLineParser, UsageError, balance_list, memory_size, nonneg_int,
+                       positive_int, unknown_flags_first, with_progress_bars)
 from .cli_convert import add_convert_verb, cmd_convert
 from .cli_plan import add_plan_verb, cmd_plan
 from .cli_train import (LOOPBACK_ENV, LOOPBACK_RDZV_BACKEND, add_launch_verbs, cmd_predict, cmd_train, train_command,
@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .methods import METHODS
     from .normalize import NORMALIZATIONS
 
-    parser = argparse.ArgumentParser(prog="gnn-dist", description="Partition a graph for exact "
+    parser = OneLineParser(prog="gnn-dist", description="Partition a graph for exact "
                                      "distributed full-graph GNN training, check it, train on it.",
                                      epilog="Reference: docs/cli.md")
     verbose = argparse.ArgumentParser(add_help=False)
@@ -371,6 +371,8 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None,
            ) -> tuple[argparse.Namespace | None, list[str], int]:
     """``(args, rest, 0)``, or ``(None, [], code)`` when argparse exited (error or ``--help``)."""
     try:
+        if not set(argv or ()) & _PASS_THROUGH:   # train/predict/plan: the rest is the ranks' own flags
+            unknown_flags_first(parser, list(argv or ()))
         args, rest = parser.parse_known_args(argv)
         if rest and args.command not in _TAKES_REST:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
@@ -388,6 +390,7 @@ COMMANDS: dict[str, Callable[..., int]] = {
 the training flags it reads."""
 _PASSES_ON = ("train", "predict")
 _TAKES_REST = ("train", "predict", "plan")
+_PASS_THROUGH = set(_TAKES_REST)
 
 
 def _rank_log_flags(args: argparse.Namespace) -> list[str]:
@@ -420,6 +423,10 @@ def _import_for_partition(argv: list[str]) -> int:
     return 0
 
 
+def _stderr_is_terminal() -> bool:
+    return sys.stderr.isatty()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``gnn-dist`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -434,6 +441,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.error("gnn-dist: error: -v/--verbose and -q/--quiet exclude each other")
         return EXIT_USAGE
     _init_logger(args.verbose, args.quiet)
+    if getattr(args, "no_progress", True) is False and not _stderr_is_terminal():
+        args.no_progress = True   # progress bars on a terminal only: a log file gets no carriage-return frames
     try:
         if args.command in _PASSES_ON:
             return COMMANDS[args.command](args, [*_rank_log_flags(args), *rest])

@@ -1,12 +1,13 @@
-"""Argument types and the usage error of the ``gnn-dist`` command line (torch-free)."""
+"""Argument types, the parser and the usage error of the ``gnn-dist`` command line (torch-free)."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import Any
 
 __all__ = ["BALANCE_CRITERIA", "UsageError", "balance_list", "int_at_least", "memory_size", "nonneg_int",
-           "positive_int"]
+           "positive_int", "OneLineParser", "nearest_flags", "parse_unknown_first"]
 
 BALANCE_CRITERIA = ("nodes", "edges", "train")
 
@@ -66,3 +67,66 @@ def with_progress_bars(run: Callable[[argparse.Namespace], int], args: argparse.
 
     with logging_redirect_tqdm(loggers=[logging.getLogger("partitioners")]):
         return run(args)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are one line on stderr, ``PROG: error: MESSAGE (see
+    PROG --help)``, exit code 2 (not argparse's usage block); an unknown flag names the nearest
+    real one. Abbreviated flags are refused (``--part`` is not ``--parts``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        if message.startswith("unrecognized arguments: "):
+            message += nearest_flags(self, message.removeprefix("unrecognized arguments: ").split())
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def nearest_flags(parser: argparse.ArgumentParser, given: list[str]) -> str:
+    """``" (did you mean: --hid -> --hidden?)"`` for the unknown flags among ``given`` that are
+    close to one of ``parser``'s (a prefix of one, or a near spelling); "" when none is."""
+    import difflib
+
+    flags = [s for action in parser._actions for s in action.option_strings if s.startswith("--")]
+    hints = []
+    for arg in given:
+        name = arg.split("=", 1)[0]
+        if name.startswith("--"):
+            close = [f for f in flags if f.startswith(name)] or difflib.get_close_matches(name, flags, n=1, cutoff=0.6)
+            if close:
+                hints.append(f"{name} -> {close[0]}")
+    return f" (did you mean: {', '.join(hints)}?)" if hints else ""
+
+
+def unknown_flags_first(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Report (``parser.error``) an unknown flag of ``argv`` before a missing required argument
+    would be (``--model-fle F`` is a typo of ``--model-file``, not a missing ``--model-file``;
+    ``--part 2`` one of ``--parts``), through the verbs' parsers too; nothing when every flag is known
+    (or ``argv`` asks for the help or the version, which print as they parse)."""
+    if {"-h", "--help", "--version"} & set(argv):
+        return
+    parsers = [parser] + [p for a in parser._actions if isinstance(a, argparse._SubParsersAction)
+                          for p in a.choices.values()]
+    actions = [a for p in parsers for a in p._actions if a.required]
+    groups = [g for p in parsers for g in p._mutually_exclusive_groups if g.required]
+    for item in (*actions, *groups):
+        item.required = False
+    try:
+        _, unknown = parser.parse_known_args(argv)
+    except SystemExit:
+        unknown = []   # another error: the real parse reports it
+    finally:
+        for item in (*actions, *groups):
+            item.required = True
+    if unknown:
+        verb = next((p for p in parsers[1:] if p.prog.split()[-1] in argv), parser)
+        verb.error(f"unrecognized arguments: {' '.join(unknown)}")
+
+
+def parse_unknown_first(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """``parser.parse_args(argv)`` after :func:`unknown_flags_first`."""
+    unknown_flags_first(parser, argv)
+    return parser.parse_args(argv)
+

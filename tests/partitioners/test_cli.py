@@ -24,6 +24,7 @@ import scipy.sparse as sp
 
 from partitioners import load_part, load_partition_meta
 from partitioners.catalog import list_datasets
+from partitioners import cli
 from partitioners.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
 from partitioners.format import npyio
 
@@ -467,7 +468,10 @@ def test_crash_while_overwriting_keeps_the_old_partition(capsys, monkeypatch, tm
 
 
 # ------------------------------------------------------------------------- output channels
-def test_progress_bars_and_logs_on_stderr_json_alone_on_stdout(capsys, tmp_path):
+def test_progress_bars_and_logs_on_stderr_json_alone_on_stdout(capsys, tmp_path, monkeypatch):
+    code, out, err = run(capsys, "partition", "--dataset", "sbm-tiny", "--parts", "2", "--out", tmp_path / "r")
+    assert code == EXIT_OK and "%" not in err and "\r" not in err   # not a terminal: no bars in a log
+    monkeypatch.setattr(cli, "_stderr_is_terminal", lambda: True)
     code, out, err = run(capsys, "partition", "--dataset", "sbm-tiny", "--parts", "2", "--method",
                          "ldg", "--out", tmp_path / "p", "--json")
     assert code == EXIT_OK
@@ -594,3 +598,18 @@ def test_console_script_runs_without_importing_torch(tmp_path):
     torch_like = sorted(m for m in imported if m == "torch" or m.startswith("torch."))
     assert torch_like == [], f"the partition path imported {torch_like}"
     assert (out / "partition.json").is_file()
+
+
+@pytest.mark.parametrize("argv, pattern", [
+    (["partition", "--dataset", "sbm-tiny", "--part", "2", "--out", "x"],
+     r"^gnn-dist partition: error: unrecognized arguments: --part 2 \(did you mean: --part -> --parts\?\) \(see "
+     r"gnn-dist partition --help\)$"),
+    (["partition", "--parts", "2", "--out", "x"],
+     r"^gnn-dist partition: error: one of the arguments --dataset --input is required"),
+    (["inspect", "x", "--verifyy"], r"^gnn-dist inspect: error: unrecognized arguments: --verifyy \(did you mean: "
+                                    r"--verifyy -> --verify\?\)"),
+])
+def test_usage_errors_are_one_line_naming_the_nearest_flag(capsys, tmp_path, argv, pattern):
+    code, out, err = run(capsys, *argv)
+    assert code == EXIT_USAGE and out == "" and len(err.strip().splitlines()) == 1 and re.search(pattern, err.strip())
+    assert not (tmp_path / "x").exists() and not Path("x").exists()

@@ -51,6 +51,20 @@ __all__ = ["Trainer", "TrainerConfig"]
 
 log = logging.getLogger(__name__)
 
+
+def default_logging(rank: int) -> None:
+    """Log like ``gnn_dist.train`` (``[rankR] message`` on stderr; rank 0 its progress, the others
+    warnings) when the host has not set up logging: a script that builds a :class:`Trainer` sees
+    its epoch lines without a ``logging`` call. A host with a handler on the root or the
+    ``gnn_dist`` logger is left alone."""
+    package = logging.getLogger("gnn_dist")
+    if logging.getLogger().handlers or package.handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter(f"[rank{rank}] %(message)s"))
+    package.addHandler(handler)
+    package.setLevel(logging.INFO if rank == 0 else logging.WARNING)
+
 _OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
 
 
@@ -90,6 +104,7 @@ class Trainer:
         self.task.attach(model, part, seed=int(getattr(model, "seed", 0)))   # e.g. link prediction's decoder
         self.model = model.to(part.device)
         self.rank = get_rank()
+        default_logging(self.rank)
         self.pipeline: Pipeline = self.new_pipeline()
         c = self.config
         self.checkpoints = CheckpointManager(c.checkpoint, part)

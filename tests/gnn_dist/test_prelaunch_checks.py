@@ -70,3 +70,4 @@ def test_a_folder_without_features_in_the_ranks(folders, capsys):
     _one_line(capsys, code, r"nofeat: the partition has no node features to train on \(partition it with features")
     code = main(["--data", str(folders / "nofeat"), "--validate"])
     _one_line(capsys, code, r"no node features")
+

@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 
 from partitioners import GraphError
 from partitioners.io import read_planetoid
+from py2_pickle import py2_dumps
 from partitioners.io.safe_pickle import (ALLOWED, PickleDataError, RestrictedUnpickler, UnsafePickleError,
                                          restricted_load, sparse_to_dense)
 
@@ -450,39 +451,13 @@ def test_real_pickles_load_equal(tmp_path, protocol, name):
     assert_loaded_equal(restricted_load(path), obj)
 
 
-_PY2_MODULES = {"numpy._core.multiarray": "numpy.core.multiarray", "numpy.core.multiarray": "numpy.core.multiarray",
-                "scipy.sparse._csr": "scipy.sparse.csr", "scipy.sparse._csc": "scipy.sparse.csc",
-                "builtins": "__builtin__", "copyreg": "copy_reg"}
-
-
-class Py2Pickler(pickle._Pickler):
-    """What Python 2 wrote: py2 module names, bytes as py2 ``str`` (read with latin1)."""
-
-    dispatch = dict(pickle._Pickler.dispatch)
-
-    def save_bytes(self, obj: bytes) -> None:
-        self.write(pickle.BINSTRING + struct.pack("<i", len(obj)) + obj)
-        self.memoize(obj)
-
-    def save_global(self, obj, name=None) -> None:
-        module = _PY2_MODULES.get(obj.__module__, obj.__module__)
-        self.write(pickle.GLOBAL + f"{module}\n{name or obj.__qualname__}\n".encode())
-        self.memoize(obj)
-
-    dispatch[bytes] = save_bytes
-    dispatch[type] = save_global
-    dispatch[types.FunctionType] = save_global
-    dispatch[types.BuiltinFunctionType] = save_global
-
-
 @pytest.mark.parametrize("name", list(objects()))
 def test_python2_pickles_load_equal(tmp_path, name):
     obj = objects()[name]
-    buf = io.BytesIO()
-    Py2Pickler(buf, protocol=2).dump(obj)
-    assert b"_codecs" not in buf.getvalue()
+    data = py2_dumps(obj)
+    assert b"_codecs" not in data
     path = tmp_path / "py2.pkl"
-    path.write_bytes(buf.getvalue())
+    path.write_bytes(data)
     assert_loaded_equal(restricted_load(path, encoding="latin1"), obj)
 
 

@@ -5,14 +5,11 @@ missing test ids, and the restricted unpickler that refuses anything but the dat
 from __future__ import annotations
 
 import collections
-import io
 import json
 import os
 import pickle
 import re
-import struct
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +21,7 @@ from partitioners import GraphError, load_part, load_partition_meta, verify_part
 from partitioners.cli import EXIT_OK, EXIT_USAGE
 from partitioners.io import read_graph, read_planetoid
 from partitioners.io.safe_pickle import UnsafePickleError, restricted_load
+from py2_pickle import py2_dumps
 
 NUM_CLASSES, DIM, PER_CLASS = 3, 6, 4
 NUM_ALL = 520          # allx rows: 12 training rows (y), then the 500 validation rows, then 8 more
@@ -31,39 +29,9 @@ TEST_IDS = np.array([525, 520, 529, 523, 521, 527, 524, 526, 522])   # 528 is mi
 
 
 # ------------------------------------------------------------------ writing files as published
-_PY2_MODULES = {"numpy._core.multiarray": "numpy.core.multiarray", "numpy.core.multiarray": "numpy.core.multiarray",
-                "scipy.sparse._csr": "scipy.sparse.csr", "builtins": "__builtin__", "copyreg": "copy_reg"}
-
-
-class Py2Pickler(pickle._Pickler):
-    """Writes what Python 2's pickle wrote: py2 module names, and bytes as py2 ``str`` opcodes
-    (``BINSTRING``: read back with ``encoding="latin1"``), at protocol 2."""
-
-    dispatch = dict(pickle._Pickler.dispatch)
-
-    def save_bytes(self, obj: bytes) -> None:
-        if len(obj) < 256:
-            self.write(pickle.SHORT_BINSTRING + bytes([len(obj)]) + obj)
-        else:
-            self.write(pickle.BINSTRING + struct.pack("<i", len(obj)) + obj)
-        self.memoize(obj)
-
-    def save_global(self, obj, name=None) -> None:
-        module = _PY2_MODULES.get(obj.__module__, obj.__module__)
-        self.write(pickle.GLOBAL + f"{module}\n{name or obj.__qualname__}\n".encode())
-        self.memoize(obj)
-
-    dispatch[bytes] = save_bytes
-    dispatch[type] = save_global
-    dispatch[types.FunctionType] = save_global
-    dispatch[types.BuiltinFunctionType] = save_global
-
-
 def dump(obj, path: Path, style: str) -> None:
     if style == "py2":
-        buf = io.BytesIO()
-        Py2Pickler(buf, protocol=2).dump(obj)
-        path.write_bytes(buf.getvalue())
+        path.write_bytes(py2_dumps(obj))
     else:
         with open(path, "wb") as f:
             pickle.dump(obj, f, protocol=0 if style == "py3-protocol0" else 2)

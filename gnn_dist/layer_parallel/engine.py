@@ -26,7 +26,7 @@ stem runs its backward last. With ``K = 1`` this is the model's forward and back
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -60,6 +60,36 @@ class _Plans:
     inputs: dict[int, InputPlan]
     row_order: torch.Tensor
     """The inner rows in chunk order's inverse: ``cat(chunk outputs)[row_order]`` is row order."""
+
+
+@dataclass
+class _Step:
+    """One training step's state, from its forward to its backward."""
+
+    plans: _Plans
+    chunks: int
+    step: torch.Tensor
+    h0: torch.Tensor | None
+    """The stem's output (the first layer's input rows on the first stage)."""
+    ctx: torch.Tensor | None
+    ctx_leaf: torch.Tensor | None
+    incoming: list[Transfer]
+    """Each chunk's rows from stage ``s-1`` (posted receives; none on the first stage)."""
+    grads_in: dict[int, Transfer]
+    """Each chunk's gradients from stage ``s+1`` (posted receives; none on the last stage)."""
+    leaves: dict[int, list[tuple[torch.Tensor, torch.Tensor] | None]]
+    """Per layer, per input group: its rows and their halo rows, each a leaf (None until it arrives)."""
+    hist_rows: dict[int, torch.Tensor]
+    """Per historical layer: its input's history, in the plan's order."""
+    acc_in: list[torch.Tensor | None]
+    """Each chunk's carry from stage ``s-1`` (a leaf)."""
+    staging: dict[int, torch.Tensor] = field(default_factory=dict)
+    outs: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)
+    accs: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+    """``(acc_{i,k}, its leaf)``."""
+    sends: list[Transfer] = field(default_factory=list)
+    final: list[torch.Tensor] = field(default_factory=list)
+    """The last stage's chunk outputs, each a leaf."""
 
 
 class StageEngine:
@@ -105,15 +135,39 @@ class StageEngine:
         stage) and the figures."""
         a, lay, link = self.adapter, self.layout, self.link
         plans = self.plans(chunks)
-        units, K = plans.units, chunks
-        first_layer, last_layer = self.layers[0], self.layers[-1]
         bytes0, wait0 = link.bytes_sent, link.waited_s
-        figures = StageFigures(chunks=K)
+        figures = StageFigures(chunks=chunks)
         h0 = ctx = None
         if lay.first or a.context_shared:
             h0, ctx = a.stem(x, step)
         ctx_leaf = None if ctx is None else ctx.detach().requires_grad_(ctx.requires_grad)
-        device, dtype = x.device, torch.float32
+        incoming, grads_in = self._post_receives(plans.units, chunks, x.device)
+        st = _Step(plans=plans, chunks=chunks, step=step, h0=h0, ctx=ctx, ctx_leaf=ctx_leaf, incoming=incoming,
+                   grads_in=grads_in, leaves={i: [None] * len(plans.inputs[i].groups) for i in self.layers},
+                   hist_rows={i: history[i].value[plans.inputs[i].order] for i in self.layers
+                              if plans.inputs[i].historical and history[i].value is not None},
+                   acc_in=[None] * chunks)
+        self._forward(st)
+        for i in self.historical_layers:   # this epoch's input rows: the next epochs' history
+            pieces = [t for pair in st.leaves[i] if pair is not None for t in pair]
+            history[i].update(torch.cat(pieces).detach()[plans.inputs[i].position])
+        loss_value, out_grads = self._loss(st, loss_fn) if lay.last else (0.0, [None] * chunks)
+        self._backward(st, out_grads)
+        self._stem_backward(st)
+        for s in st.sends:
+            s.wait()
+        figures.bubble_s = link.waited_s - wait0
+        figures.stage_bytes = link.bytes_sent - bytes0
+        return loss_value, figures
+
+    def _post_receives(self, units: list[ChunkUnit], chunks: int, device: torch.device,
+                       ) -> tuple[list[Transfer], dict[int, Transfer]]:
+        """Post the step's receives: every chunk's rows from stage ``s-1`` (chunk order; none on
+        the first stage), then every chunk's gradients from stage ``s+1`` (last chunk first; none
+        on the last stage)."""
+        a, lay, link = self.adapter, self.layout, self.link
+        first_layer, last_layer = self.layers[0], self.layers[-1]
+        dtype = torch.float32
         incoming: list[Transfer] = []
         if not lay.first:
             width = a.width(first_layer - 1) + a.carry_width
@@ -123,109 +177,115 @@ class StageEngine:
         grads_in: dict[int, Transfer] = {}
         if not lay.last:   # posted in the order the next stage sends them, last chunk first: NCCL matches
             width = a.width(last_layer) + a.carry_width   # point-to-point messages by order, not by tag
-            for k in reversed(range(K)):
+            for k in reversed(range(chunks)):
                 grads_in[k] = link.recv((units[k].rows.numel(), width), dtype, device, self._peer(lay.stage + 1),
                                         2 * k + 1, f"stage-to-stage gradients of chunk {k} (backward, of layer "
                                                    f"{last_layer})")
-        leaves: dict[int, list[tuple[torch.Tensor, torch.Tensor] | None]] = {
-            i: [None] * len(plans.inputs[i].groups) for i in self.layers}
-        staging: dict[int, torch.Tensor] = {}
-        hist_rows = {i: history[i].value[plans.inputs[i].order] for i in self.layers
-                     if plans.inputs[i].historical and history[i].value is not None}
-        outs: dict[tuple[int, int], torch.Tensor] = {}
-        accs: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}   # (acc_{i,k}, its leaf)
-        acc_in: list[torch.Tensor | None] = [None] * K   # the carry from stage s-1 (a leaf)
-        sends: list[Transfer] = []
-        final: list[torch.Tensor] = []
+        return incoming, grads_in
 
-        def arrive(i: int, j: int, rows: torch.Tensor) -> None:
-            leaf = rows.detach().requires_grad_(rows.requires_grad)
-            leaves[i][j] = (leaf, self._halo_rows(i, plans.inputs[i].groups[j], leaf, staging))
+    def _arrive(self, st: _Step, i: int, j: int, rows: torch.Tensor) -> None:
+        """Group ``j`` of layer ``i``'s input is computed: its rows as a leaf, and their halo
+        rows fetched within the graph group (a leaf too)."""
+        leaf = rows.detach().requires_grad_(rows.requires_grad)
+        st.leaves[i][j] = (leaf, self._halo_rows(i, st.plans.inputs[i].groups[j], leaf, st.staging))
 
-        for k, unit in enumerate(units):
+    def _forward(self, st: _Step) -> None:
+        """Every chunk's forward, chunk by chunk and layer by layer: each unit ``(i, k)``'s output
+        goes to the next layer's input, to stage ``s+1`` or, on the last stage, to ``st.final``."""
+        a, lay, link, ctx = self.adapter, self.layout, self.link, st.ctx_leaf
+        first_layer, last_layer = self.layers[0], self.layers[-1]
+        for k, unit in enumerate(st.plans.units):
             acc = None
             if lay.first:
                 if k == 0:
-                    arrive(first_layer, 0, h0)
+                    self._arrive(st, first_layer, 0, st.h0)
             else:
-                rows, acc = self._split(incoming[k].wait())
-                acc_in[k] = acc
-                arrive(first_layer, k, rows.requires_grad_())
+                rows, acc = self._split(st.incoming[k].wait())
+                st.acc_in[k] = acc
+                self._arrive(st, first_layer, k, rows.requires_grad_())
             for i in self.layers:
-                plan = plans.inputs[i]
-                x_src = self._sources(plan, leaves[i], hist_rows.get(i), k, unit)
-                ctx_rows = None if ctx_leaf is None else (ctx_leaf if K == 1 else ctx_leaf[unit.rows])
-                out = a.layer(i, unit.block, x_src, ctx_rows, unit.rows, step)
-                outs[(i, k)] = out
+                plan = st.plans.inputs[i]
+                x_src = self._sources(plan, st.leaves[i], st.hist_rows.get(i), k, unit)
+                ctx_rows = None if ctx is None else (ctx if st.chunks == 1 else ctx[unit.rows])
+                out = a.layer(i, unit.block, x_src, ctx_rows, unit.rows, st.step)
+                st.outs[(i, k)] = out
                 if a.carry_width:
                     acc_out = a.carry(i, out, acc)
                     acc = acc_out.detach().requires_grad_()
-                    accs[(i, k)] = (acc_out, acc)
+                    st.accs[(i, k)] = (acc_out, acc)
                 if i != last_layer:
-                    arrive(i + 1, k, out)
+                    self._arrive(st, i + 1, k, out)
                 elif not lay.last:
-                    sends.append(link.send(self._join(out, acc), self._peer(lay.stage + 1), 2 * k,
-                                           f"stage-to-stage rows of chunk {k} (forward, of layer {i})"))
+                    st.sends.append(link.send(self._join(out, acc), self._peer(lay.stage + 1), 2 * k,
+                                              f"stage-to-stage rows of chunk {k} (forward, of layer {i})"))
                 else:
-                    final.append(out.detach().requires_grad_())
-        for i in self.historical_layers:   # this epoch's input rows: the next epochs' history
-            pieces = [t for pair in leaves[i] if pair is not None for t in pair]
-            history[i].update(torch.cat(pieces).detach()[plans.inputs[i].position])
+                    st.final.append(out.detach().requires_grad_())
 
-        loss_value = 0.0
-        out_grads: list[torch.Tensor | None] = [None] * K
-        if lay.last:
-            h = torch.cat(final)[plans.row_order]
-            acc_rows = torch.cat([accs[(last_layer, k)][1] for k in range(K)])[plans.row_order] \
-                if a.carry_width else None
-            loss = loss_fn(a.head(h, ctx_leaf, step, acc_rows))
-            loss.backward()
-            loss_value = float(loss.detach())
-            out_grads = [f.grad for f in final]
+    def _loss(self, st: _Step, loss_fn: Callable[[torch.Tensor], torch.Tensor],
+              ) -> tuple[float, list[torch.Tensor | None]]:
+        """The last stage's head and loss over every chunk's rows (in row order), backpropagated
+        to the chunks' outputs: the loss value and each chunk's output gradient."""
+        a, plans, last_layer = self.adapter, st.plans, self.layers[-1]
+        h = torch.cat(st.final)[plans.row_order]
+        acc_rows = torch.cat([st.accs[(last_layer, k)][1] for k in range(st.chunks)])[plans.row_order] \
+            if a.carry_width else None
+        loss = loss_fn(a.head(h, st.ctx_leaf, st.step, acc_rows))
+        loss.backward()
+        return float(loss.detach()), [f.grad for f in st.final]
 
-        for k in reversed(range(K)):
+    def _backward(self, st: _Step, out_grads: list[torch.Tensor | None]) -> None:
+        """Every chunk's backward, last chunk first and the layers last to first; each chunk's
+        stage-input gradient is sent to stage ``s-1`` as soon as it is complete."""
+        lay, link = self.layout, self.link
+        first_layer, last_layer = self.layers[0], self.layers[-1]
+        for k in reversed(range(st.chunks)):
             if lay.last:
                 grad = out_grads[k]
             else:
-                grad, acc_grad = self._split(grads_in[k].wait())
+                grad, acc_grad = self._split(st.grads_in[k].wait())
                 if acc_grad is not None:
-                    accs[(last_layer, k)][1].grad = acc_grad
+                    st.accs[(last_layer, k)][1].grad = acc_grad
             for i in reversed(self.layers):
-                out = outs.pop((i, k))
-                pairs = [(out, grad)]
-                if a.carry_width:
-                    acc_out, acc_leaf = accs.pop((i, k))
-                    pairs.append((acc_out, acc_leaf.grad))
-                pairs = [(t, g if g is not None else torch.zeros_like(t)) for t, g in pairs if t.requires_grad]
-                if pairs:
-                    torch.autograd.backward([t for t, _ in pairs], [g for _, g in pairs])
-                for j, group in enumerate(plans.inputs[i].groups):
-                    if group.arrives_at == k:
-                        self._halo_backward(i, group, leaves[i][j])
+                self._unit_backward(st, i, k, grad)
                 if i != first_layer:
-                    grad = leaves[i][k][0].grad
+                    grad = st.leaves[i][k][0].grad
             if not lay.first:
-                leaf, carried = leaves[first_layer][k][0], acc_in[k]
+                leaf, carried = st.leaves[first_layer][k][0], st.acc_in[k]
                 g = leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
                 if carried is not None:
                     g = self._join(g, carried.grad if carried.grad is not None else torch.zeros_like(carried))
-                sends.append(link.send(g, self._peer(lay.stage - 1), 2 * k + 1,
-                                       f"stage-to-stage gradients of chunk {k} (backward, into layer {first_layer})"))
+                st.sends.append(link.send(g, self._peer(lay.stage - 1), 2 * k + 1,
+                                          f"stage-to-stage gradients of chunk {k} (backward, into layer "
+                                          f"{first_layer})"))
+
+    def _unit_backward(self, st: _Step, i: int, k: int, grad: torch.Tensor | None) -> None:
+        """Unit ``(i, k)``'s backward from its output's gradient ``grad`` (and its carry's), then
+        the halo gradients of the input groups that arrived at chunk ``k`` back to their owners."""
+        out = st.outs.pop((i, k))
+        pairs = [(out, grad)]
+        if self.adapter.carry_width:
+            acc_out, acc_leaf = st.accs.pop((i, k))
+            pairs.append((acc_out, acc_leaf.grad))
+        pairs = [(t, g if g is not None else torch.zeros_like(t)) for t, g in pairs if t.requires_grad]
+        if pairs:
+            torch.autograd.backward([t for t, _ in pairs], [g for _, g in pairs])
+        for j, group in enumerate(st.plans.inputs[i].groups):
+            if group.arrives_at == k:
+                self._halo_backward(i, group, st.leaves[i][j])
+
+    def _stem_backward(self, st: _Step) -> None:
+        """The stem's backward, last: from the first layer's input leaf (first stage) and the
+        context's leaf."""
         tensors, grads = [], []
-        if lay.first and h0 is not None and h0.requires_grad:
-            leaf = leaves[first_layer][0][0]
-            tensors.append(h0)
-            grads.append(leaf.grad if leaf.grad is not None else torch.zeros_like(h0))
-        if ctx is not None and ctx.requires_grad:
-            tensors.append(ctx)
-            grads.append(ctx_leaf.grad if ctx_leaf.grad is not None else torch.zeros_like(ctx))
+        if self.layout.first and st.h0 is not None and st.h0.requires_grad:
+            leaf = st.leaves[self.layers[0]][0][0]
+            tensors.append(st.h0)
+            grads.append(leaf.grad if leaf.grad is not None else torch.zeros_like(st.h0))
+        if st.ctx is not None and st.ctx.requires_grad:
+            tensors.append(st.ctx)
+            grads.append(st.ctx_leaf.grad if st.ctx_leaf.grad is not None else torch.zeros_like(st.ctx))
         if tensors:
             torch.autograd.backward(tensors, grads)
-        for s in sends:
-            s.wait()
-        figures.bubble_s = link.waited_s - wait0
-        figures.stage_bytes = link.bytes_sent - bytes0
-        return loss_value, figures
 
     def _split(self, got: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """A received ``[rows | carry]`` tensor: the rows, and the carry as a leaf (None without one)."""

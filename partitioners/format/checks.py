@@ -103,21 +103,45 @@ def value_problems(meta: PartitionMeta, pm: PartMeta, a: dict[str, np.ndarray]) 
 
     Assumes :func:`structure_problems` found nothing.
     """
-    problems: list[Problem] = []
-    ni, nh, nl = pm.num_inner, pm.num_halo, pm.num_local
-    n = meta.num_nodes
+    ni, nl = pm.num_inner, pm.num_local
     starts = meta.part_starts()
-    indptr = np.asarray(a[INDPTR])
     indices = np.asarray(a[INDICES])
-    row_len = np.diff(indptr)
-    if np.any(row_len < 0):
-        problems.append((INDPTR, "must be non-decreasing"))
+    row_len = np.diff(np.asarray(a[INDPTR]))
+    problems = _csr_problems(indices, row_len, nl)
+    if problems:
         return problems
-    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= nl):
-        problems.append((INDICES, f"local source ids must be in [0, num_inner + num_halo = {nl}), "
-                                  f"got [{int(indices.min())}, {int(indices.max())}]"))
+    problems += _id_problems(meta, pm, a, starts)
+    send = np.asarray(a[SEND_INDEX])
+    if send.size and (int(send.min()) < 0 or int(send.max()) >= ni):
+        problems.append((SEND_INDEX, f"send rows must be inner local ids in [0, {ni})"))
         return problems
+    problems += _send_order_problems(send, np.asarray(a[SEND_OFFSETS]))
+    problems += _degree_problems(pm, a, indices, row_len)
+    if EDGE_ATTR in a and not _all_finite(a[EDGE_ATTR]):
+        problems.append((EDGE_ATTR, "edge features must be finite (a NaN or inf)"))
+    problems += _hotness_problems(pm, a, indices, send)
+    for name in (IN_DEGREE, OUT_DEGREE, SELF_LOOPS):
+        if nl and int(np.asarray(a[name]).min()) < 0:
+            problems.append((name, "must be non-negative"))
+    return problems + _label_problems(meta, pm, a) + _link_problems(meta, pm, a)
 
+
+def _csr_problems(indices: np.ndarray, row_len: np.ndarray, nl: int) -> list[Problem]:
+    """The CSR's rows and local source ids (the first problem only: the other checks read them)."""
+    if np.any(row_len < 0):
+        return [(INDPTR, "must be non-decreasing")]
+    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= nl):
+        return [(INDICES, f"local source ids must be in [0, num_inner + num_halo = {nl}), "
+                          f"got [{int(indices.min())}, {int(indices.max())}]")]
+    return []
+
+
+def _id_problems(meta: PartitionMeta, pm: PartMeta, a: dict[str, np.ndarray], starts: np.ndarray,
+                 ) -> list[Problem]:
+    """Global ids (the inner rows' range, the halo rows ascending and grouped by owner, as
+    ``halo_offsets`` says against the parts' first ids ``starts``) and original ids in ``[0, N)``."""
+    problems: list[Problem] = []
+    ni, nh, nl, n = pm.num_inner, pm.num_halo, pm.num_local, meta.num_nodes
     gids = np.asarray(a[GLOBAL_IDS])
     lo, hi = pm.global_id_range
     if not np.array_equal(gids[:ni], np.arange(lo, hi, dtype=np.int64)):
@@ -131,21 +155,27 @@ def value_problems(meta: PartitionMeta, pm: PartMeta, a: dict[str, np.ndarray]) 
     orig = np.asarray(a[ORIGINAL_IDS])
     if nl and (int(orig.min()) < 0 or int(orig.max()) >= n):
         problems.append((ORIGINAL_IDS, f"original ids must be in [0, num_nodes = {n})"))
+    return problems
 
-    send = np.asarray(a[SEND_INDEX])
-    send_off = np.asarray(a[SEND_OFFSETS])
-    if send.size and (int(send.min()) < 0 or int(send.max()) >= ni):
-        problems.append((SEND_INDEX, f"send rows must be inner local ids in [0, {ni})"))
-        return problems
+
+def _send_order_problems(send: np.ndarray, send_off: np.ndarray) -> list[Problem]:
+    """The rows sent to each peer strictly ascending (that peer's halo order)."""
     step = np.diff(send)
     if send.size > 1:
         boundary = np.zeros(send.size - 1, dtype=bool)
         cuts = send_off[1:-1]
         boundary[cuts[(cuts > 0) & (cuts < send.size)] - 1] = True
         if np.any((step <= 0) & ~boundary):
-            problems.append((SEND_INDEX, "rows sent to one part must be strictly ascending (that part's halo order)"))
+            return [(SEND_INDEX, "rows sent to one part must be strictly ascending (that part's halo order)")]
+    return []
 
-    src_inner = indices[indices < ni].astype(np.int64)
+
+def _degree_problems(pm: PartMeta, a: dict[str, np.ndarray], indices: np.ndarray,
+                     row_len: np.ndarray) -> list[Problem]:
+    """Every halo row a source of some local edge; the inner rows' in-degrees, self-loops and
+    weighted in-degrees as the CSR counts them."""
+    problems: list[Problem] = []
+    ni, nh = pm.num_inner, pm.num_halo
     used_halo = np.bincount(indices[indices >= ni].astype(np.int64) - ni, minlength=nh)
     if nh and np.any(used_halo == 0):
         problems.append((GLOBAL_IDS, f"{int(np.sum(used_halo == 0))} halo rows are not the source of any "
@@ -165,22 +195,26 @@ def value_problems(meta: PartitionMeta, pm: PartMeta, a: dict[str, np.ndarray]) 
             problems.append((WEIGHTED_DEGREE, "must be finite"))
         elif not np.allclose(wd[:ni, 0], local, rtol=1e-5, atol=1e-6):
             problems.append((WEIGHTED_DEGREE, "in-edge weights of inner rows differ from their CSR rows' weights"))
-    del rows
-    if EDGE_ATTR in a and not _all_finite(a[EDGE_ATTR]):
-        problems.append((EDGE_ATTR, "edge features must be finite (a NaN or inf)"))
+    return problems
+
+
+def _hotness_problems(pm: PartMeta, a: dict[str, np.ndarray], indices: np.ndarray,
+                      send: np.ndarray) -> list[Problem]:
+    """Hotness (local out-edges + peers a row is sent to) as stored, and the inner rows in its
+    order (descending, ties by ascending original id)."""
+    ni = pm.num_inner
+    src_inner = indices[indices < ni].astype(np.int64)
     hot = np.bincount(src_inner, minlength=ni) + np.bincount(send, minlength=ni)
     hotness = np.asarray(a[HOTNESS])
     if not np.array_equal(hotness, hot):
-        problems.append((HOTNESS, "hotness differs from (local out-edges + peers the row is sent to)"))
-    elif ni > 1:
+        return [(HOTNESS, "hotness differs from (local out-edges + peers the row is sent to)")]
+    if ni > 1:
         dh = np.diff(hotness)
+        orig = np.asarray(a[ORIGINAL_IDS])
         if np.any((dh > 0) | ((dh == 0) & (np.diff(orig[:ni]) <= 0))):
-            problems.append((HOTNESS, "inner rows are not in hotness order (descending hotness, "
-                                      "ties by ascending original id)"))
-    for name in (IN_DEGREE, OUT_DEGREE, SELF_LOOPS):
-        if nl and int(np.asarray(a[name]).min()) < 0:
-            problems.append((name, "must be non-negative"))
-    return problems + _label_problems(meta, pm, a) + _link_problems(meta, pm, a)
+            return [(HOTNESS, "inner rows are not in hotness order (descending hotness, "
+                              "ties by ascending original id)")]
+    return []
 
 
 def _link_problems(meta: PartitionMeta, pm: PartMeta, a: dict[str, np.ndarray]) -> list[Problem]:

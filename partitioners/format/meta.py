@@ -297,19 +297,7 @@ def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> Part
     for key in ("weighted", "directed"):
         if not isinstance(raw.get(key), bool):
             raise _err(meta_path, f"field {key} must be true or false, got {raw.get(key)!r}")
-    method = raw.get("method")
-    if not isinstance(method, str):
-        raise _err(meta_path, f"field method must be a string, got {method!r}")
-    method_params = raw.get("method_params") or {}
-    if not isinstance(method_params, dict):
-        raise _err(meta_path, f"field method_params must be an object, got {method_params!r}")
-    seed = raw.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
-                             or not 0 <= seed <= INT64_MAX):
-        raise _err(meta_path, f"field seed must be a non-negative integer or null, got {seed!r}")
-    quality = raw.get("quality")
-    if quality is not None and not isinstance(quality, dict):
-        raise _err(meta_path, f"field quality must be an object or null, got {type(quality).__name__}")
+    method, method_params, seed, quality = _method_fields(raw, meta_path)
     parts_raw = raw.get("parts")
     if not isinstance(parts_raw, list) or len(parts_raw) != num_parts:
         n = len(parts_raw) if isinstance(parts_raw, list) else parts_raw
@@ -326,7 +314,45 @@ def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> Part
     parts = [_part_meta(d, p, checked, meta_path) for p, d in enumerate(parts_raw)]
     if edge_split is not None:
         _check_link_counts(edge_split, parts, meta_path)
+    _check_parts_cover(parts, num_nodes, num_edges, meta_path)
+    files = _folder_files(raw, meta_path)
+    split = raw.get("split")
+    if split is not None and (not isinstance(split, dict) or not isinstance(split.get("kind"), str)):
+        raise _err(meta_path, f"field split must be an object with a string 'kind', or null, got {split!r}")
+    name = raw.get("name") or ""
+    if not isinstance(name, str):
+        raise _err(meta_path, f"field name must be a string, got {type(name).__name__} {name!r}")
+    return PartitionMeta(path=str(folder), version=raw["version"], num_parts=num_parts,
+                         num_nodes=num_nodes, num_edges=num_edges, feature_dim=feature_dim,
+                         feature_dtype=feature_dtype, num_classes=num_classes, label_kind=label_kind,
+                         weighted=raw["weighted"], directed=raw["directed"], method=method,
+                         method_params=method_params, seed=seed, name=str(name), quality=quality,
+                         files=files, parts=parts, raw=raw, split=split, minor_version=minor_version,
+                         edge_feature_dim=edge_feature_dim, edge_split=edge_split)
 
+
+def _method_fields(raw: dict[str, Any], meta_path: Path) -> tuple[str, dict[str, Any], int | None,
+                                                                   dict[str, Any] | None]:
+    """How the folder was partitioned and how well, checked: ``(method, method_params, seed, quality)``."""
+    method = raw.get("method")
+    if not isinstance(method, str):
+        raise _err(meta_path, f"field method must be a string, got {method!r}")
+    method_params = raw.get("method_params") or {}
+    if not isinstance(method_params, dict):
+        raise _err(meta_path, f"field method_params must be an object, got {method_params!r}")
+    seed = raw.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
+                             or not 0 <= seed <= INT64_MAX):
+        raise _err(meta_path, f"field seed must be a non-negative integer or null, got {seed!r}")
+    quality = raw.get("quality")
+    if quality is not None and not isinstance(quality, dict):
+        raise _err(meta_path, f"field quality must be an object or null, got {type(quality).__name__}")
+    return method, method_params, seed, quality
+
+
+def _check_parts_cover(parts: list[PartMeta], num_nodes: int, num_edges: int, meta_path: Path) -> None:
+    """The parts together: contiguous id ranges owning every node, every edge stored once,
+    ``num_train`` 0 without a train mask, and the same masks in every part."""
     start = 0
     for pm in parts:
         lo, hi = pm.global_id_range
@@ -347,26 +373,16 @@ def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> Part
     if len(mask_sets) > 1:
         raise _err(meta_path, f"parts disagree on which masks they have: {sorted(mask_sets)}")
 
+
+def _folder_files(raw: dict[str, Any], meta_path: Path) -> dict[str, FileEntry]:
+    """The folder-level ``files`` record checked: the node map, and the original names if any."""
     files_raw = raw.get("files")
     if not isinstance(files_raw, dict) or NODE_MAP_FILE not in files_raw:
         raise _err(meta_path, f"field files must list {NODE_MAP_FILE!r}")
     unknown = sorted(set(files_raw) - {NODE_MAP_FILE, ORIGINAL_NAMES_FILE})
     if unknown:
         raise _err(meta_path, f"field files lists unknown files {unknown}")
-    files = {name: _file_entry(name, entry, name, "", meta_path) for name, entry in files_raw.items()}
-    split = raw.get("split")
-    if split is not None and (not isinstance(split, dict) or not isinstance(split.get("kind"), str)):
-        raise _err(meta_path, f"field split must be an object with a string 'kind', or null, got {split!r}")
-    name = raw.get("name") or ""
-    if not isinstance(name, str):
-        raise _err(meta_path, f"field name must be a string, got {type(name).__name__} {name!r}")
-    return PartitionMeta(path=str(folder), version=raw["version"], num_parts=num_parts,
-                         num_nodes=num_nodes, num_edges=num_edges, feature_dim=feature_dim,
-                         feature_dtype=feature_dtype, num_classes=num_classes, label_kind=label_kind,
-                         weighted=raw["weighted"], directed=raw["directed"], method=method,
-                         method_params=method_params, seed=seed, name=str(name), quality=quality,
-                         files=files, parts=parts, raw=raw, split=split, minor_version=minor_version,
-                         edge_feature_dim=edge_feature_dim, edge_split=edge_split)
+    return {name: _file_entry(name, entry, name, "", meta_path) for name, entry in files_raw.items()}
 
 
 def _edge_split(raw: dict[str, Any], minor_version: int, meta_path: Path) -> dict[str, Any] | None:

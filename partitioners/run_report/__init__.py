@@ -2,7 +2,8 @@
 metrics file (``gnn_dist.train --metrics PATH``) and, optionally, its partition folder. Torch-free.
 
 Reading and checking the file: :mod:`.metrics_file`; what the report says: :mod:`.content`
-(chart specs in :mod:`.charts`); drawing it: :mod:`.svg` and :mod:`.html`, or :mod:`.png`
+(its header, summary and sections in :mod:`.header`, :mod:`.summary` and :mod:`.sections`; chart
+specs in :mod:`.charts`); drawing it: :mod:`.svg` and :mod:`.html`, or :mod:`.png`
 (matplotlib); the output file: :mod:`.output`.
 """
 

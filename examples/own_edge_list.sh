@@ -12,8 +12,8 @@ WORK=${1:-$(mktemp -d)}
 mkdir -p "$WORK"
 cd "$WORK"
 
-# 1. A graph of your own: "user-17<TAB>user-4" lines, features [N, 8] and labels [N] in the
-#    order of the sorted node names (what --relabel numbers them by).
+# 1. A graph of your own: "user-17<TAB>user-4" lines, features [N, 8] and labels [N] in your own
+#    row order, and names.txt: the name of each row (--node-ids aligns the data by it).
 python3 - <<'PY'
 import numpy as np
 
@@ -25,15 +25,16 @@ src, dst = rng.integers(0, n, 3000), rng.integers(0, n, 3000)
 keep = (group[src] == group[dst]) | (rng.random(3000) < 0.1)       # mostly within a group
 with open("edges.tsv", "w") as f:
     f.write("".join(f"{names[s]}\t{names[d]}\n" for s, d in zip(src[keep], dst[keep])))
-order = np.argsort(names)                                            # sorted names -> ids 0..N-1
 features = (np.eye(groups)[group] + rng.normal(0, 1.0, (n, groups))).astype(np.float32)
-np.save("features.npy", np.hstack([features, rng.normal(0, 1, (n, 5)).astype(np.float32)])[order])
-np.save("labels.npy", group[order])
+np.save("features.npy", np.hstack([features, rng.normal(0, 1, (n, 5)).astype(np.float32)]))
+np.save("labels.npy", group)
+with open("names.txt", "w") as f:                                   # row i of the node data is names[i]
+    f.write("".join(f"{name}\n" for name in names))
 PY
 
 # 2. Partition it, attaching the node data and making a 60/20/20 split (recorded in partition.json).
-gnn-dist partition --input edges.tsv --relabel --symmetrize --features features.npy --labels labels.npy \
-    --split 0.6,0.2,0.2 --seed 0 --parts 2 --method metis --out parts
+gnn-dist partition --input edges.tsv --relabel --symmetrize --node-ids names.txt --features features.npy \
+    --labels labels.npy --split 0.6,0.2,0.2 --seed 0 --parts 2 --method metis --out parts
 gnn-dist inspect parts --verify
 
 # 3. Train on 2 ranks (gloo on CPU, NCCL on GPUs), keep the model.

@@ -113,10 +113,14 @@ def unknown_flags_first(parser: argparse.ArgumentParser, argv: list[str]) -> Non
     groups = [g for p in parsers for g in p._mutually_exclusive_groups if g.required]
     for item in (*actions, *groups):
         item.required = False
+    import contextlib
+    import io
+
     try:
-        _, unknown = parser.parse_known_args(argv)
+        with contextlib.redirect_stderr(io.StringIO()):   # another error: the real parse reports it, once
+            _, unknown = parser.parse_known_args(argv)
     except SystemExit:
-        unknown = []   # another error: the real parse reports it
+        unknown = []
     finally:
         for item in (*actions, *groups):
             item.required = True

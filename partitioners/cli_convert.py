@@ -44,7 +44,9 @@ def add_convert_verb(sub: argparse._SubParsersAction, verbose: argparse.Argument
                     "features.npy, labels.npy, the three masks, graph.json), reading and writing block "
                     "by block, so memory stays near --chunk-bytes plus one byte per node whatever the size "
                     "of the graph. Edges keep the input's order and are not symmetrised or cleaned "
-                    "(`gnn-dist partition` does that). Edge-list ids are taken as they are (integers >= 0, "
+                    "(`gnn-dist partition` does that; it also counts duplicate edges). An edge list's "
+                    "node data is not copied: give it to `gnn-dist partition --input DIR --features "
+                    "F.npy --labels L.npy ...`, which memory-maps it. Edge-list ids are taken as they are (integers >= 0, "
                     "num_nodes = the largest + 1); ids that are names, negative or sparse are not "
                     "relabelled: relabel the file first, or partition it with `gnn-dist partition "
                     "--relabel`.",
@@ -107,6 +109,7 @@ def _convert(args: argparse.Namespace) -> int:
     log.info(f"converting {args.input} ({fmt}) into {args.out} ...")
     convert_graph(args.input, args.out, fmt, overwrite=args.overwrite, chunk_bytes=args.chunk_bytes,
                   progress=not args.no_progress, **options)
+    node_data = " [--features F.npy --labels L.npy]" if fmt == "edgelist" else ""
     log.info(f"peak memory (RSS) {format_bytes(peak_rss_bytes())}; partition it with `gnn-dist partition "
-             f"--input {args.out} --input-format npy-dir --parts P --out DIR`")
+             f"--input {args.out} --input-format npy-dir{node_data} --parts P --out DIR`")
     return 0

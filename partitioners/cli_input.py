@@ -67,6 +67,10 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
     for mask in ("train", "val", "test"):
         g.add_argument(f"--{mask}-mask", metavar="M.npy",
                        help=f"{mask} nodes: a bool [N] mask, or an int array of node ids")
+    g.add_argument("--node-ids", metavar="NAMES", default=None,
+                   help="with --relabel and node data: the name of each row of the node-data files, one per "
+                        "line in the rows' order (text, optionally gzipped, or a .npy of names); rows are "
+                        "matched to the nodes by name (required: the row order is never guessed)")
     g.add_argument("--split", type=_split_fractions, default=None, metavar="TRAIN,VAL,TEST",
                    help=f"a random split by these fractions (e.g. {SPLIT_EXAMPLE}), seeded with --seed, "
                         f"for an input without masks")
@@ -86,12 +90,15 @@ def _node_files(args: argparse.Namespace) -> Any:
     from .io.node_data import NodeDataFiles
 
     paths = {f: Path(getattr(args, f)) for f in NODE_DATA_FLAGS if getattr(args, f) is not None}
-    return NodeDataFiles(paths=paths, labels=dict(NODE_DATA_FLAGS))
+    node_ids = getattr(args, "node_ids", None)
+    return NodeDataFiles(paths=paths, labels={**NODE_DATA_FLAGS, "node_ids": "--node-ids"},
+                         node_ids=None if node_ids is None else Path(node_ids))
 
 
 def _input_flags(args: argparse.Namespace) -> list[str]:
     flags = [flag for f, flag in NODE_DATA_FLAGS.items() if getattr(args, f) is not None]
-    flags += [flag for flag, on in (("--label-kind", args.label_kind != "auto"),
+    flags += [flag for flag, on in (("--node-ids", getattr(args, "node_ids", None) is not None),
+                                    ("--label-kind", args.label_kind != "auto"),
                                     ("--split", args.split is not None), ("--weighted", args.weighted),
                                     ("--relabel", args.relabel),
                                     ("--planetoid-name", args.planetoid_name is not None)) if on]
@@ -130,13 +137,14 @@ def check_input_request(args: argparse.Namespace) -> None:
     if args.relabel and fmt not in _RELABEL_FORMATS:
         raise UsageError(f"--relabel applies to edge lists and .npy edge arrays, not to --input-format "
                          f"{fmt} (its node data is indexed by its own ids)")
+    _check_node_ids(args, files)
     if fmt == "npy-dir":
-        given = [flag for f, flag in NODE_DATA_FLAGS.items() if getattr(args, f) is not None]
-        if given:
-            raise UsageError(f"{given[0]}: an npy-dir brings its node data as files in the folder "
-                             f"(features.npy, labels.npy, train_mask.npy, ...; docs/format.md): "
-                             f"put the array there instead")
-        if args.normalize_features is not None and not (Path(args.input) / "features.npy").is_file():
+        for field in files.paths:
+            if (Path(args.input) / f"{field}.npy").is_file():
+                raise UsageError(f"{files.what(field)}: the npy-dir {args.input} already has {field}.npy; "
+                                 f"drop {NODE_DATA_FLAGS[field]} or remove the folder's file")
+        if (args.normalize_features is not None and args.features is None
+                and not (Path(args.input) / "features.npy").is_file()):
             raise _no_features(args, "features.npy to the npy-dir")  # before the out-of-core read
     elif args.scratch_dir is not None:
         raise UsageError(f"--scratch-dir applies to --input-format npy-dir (read out of core), not to {fmt}")
@@ -146,6 +154,27 @@ def check_input_request(args: argparse.Namespace) -> None:
     if args.planetoid_name is not None and fmt != "planetoid":
         raise UsageError(f"--planetoid-name applies to --input-format planetoid (a folder of ind.NAME.* "
                          f"files), not to {fmt}")
+
+
+def _check_node_ids(args: argparse.Namespace, files: Any) -> None:
+    """``--node-ids`` with ``--relabel`` and node data; node data of a ``--relabel`` input with it."""
+    from .cli_args import UsageError
+
+    given = [NODE_DATA_FLAGS[f] for f in files.paths]
+    if files.node_ids is not None:
+        if not args.relabel:
+            raise UsageError(f"--node-ids {files.node_ids}: the nodes have names only with --relabel; without "
+                             f"it row i of the node data is node i: drop --node-ids")
+        if not given:
+            raise UsageError(f"--node-ids {files.node_ids}: there is no node data to order; it gives the "
+                             f"row order of --features, --labels and the mask files")
+        if not files.node_ids.is_file():
+            raise FileNotFoundError(f"--node-ids {files.node_ids}: no such file")
+    elif args.relabel and given:
+        raise UsageError(f"{files.what(next(iter(files.paths)))}: with --relabel the nodes are named, so the node "
+                         f"data must say which row is which node: pass --node-ids FILE, a text file with "
+                         f"the name of each row, one per line, in the order the rows were saved (the same "
+                         f"for every node-data file); the rows are never assumed to be in any order")
 
 
 def read_input(args: argparse.Namespace) -> tuple[Graph, dict[str, Any]]:
@@ -203,11 +232,10 @@ def _read_graph(args: argparse.Namespace, fmt: str, options: dict[str, Any], lab
 
         out_parent = Path(args.out).absolute().parent
         out_parent.mkdir(parents=True, exist_ok=True)
-        graph = read_npy_dir(getattr(args, "npy_dir", None) or open_npy_dir(args.input),
-                             scratch_dir=args.scratch_dir or out_parent,
-                             progress=not args.no_progress, **options)
-    else:
-        graph = read_graph(args.input, fmt, **options)
+        return read_npy_dir(getattr(args, "npy_dir", None) or open_npy_dir(args.input),
+                            scratch_dir=args.scratch_dir or out_parent, progress=not args.no_progress,
+                            node_data=_node_files(args), **options)
+    graph = read_graph(args.input, fmt, **options)
     return attach_node_data(graph, _node_files(args), extend=fmt in _EXTENDABLE_FORMATS and not args.relabel,
                             label_kind=label_kind)
 
@@ -248,7 +276,7 @@ def _check_label_kind(args: argparse.Namespace, graph: Graph, kind: str | None) 
     if kind is None or graph.label_kind == kind:
         return
     if graph.y is None:
-        source = "labels.npy in the npy-dir" if graph.scratch_dir is not None else "--labels L.npy"
+        source = "--labels L.npy (or labels.npy in the npy-dir)" if graph.scratch_dir is not None else "--labels L.npy"
         raise UsageError(f"--label-kind {kind}: {args.input} has no labels; add {source}, or drop --label-kind")
     raise UsageError(f"--label-kind {kind}: the labels of {args.input} are {_KIND_SHAPES[graph.label_kind]} "
                      f"(shape {list(graph.y.shape)}), not {_KIND_SHAPES[kind]}: use --label-kind "
@@ -257,11 +285,13 @@ def _check_label_kind(args: argparse.Namespace, graph: Graph, kind: str | None) 
 
 def untrainable_warning(graph: Graph) -> str | None:
     """One line naming what a folder of ``graph`` lacks for training and the flag (for an
-    npy-dir: the file) that adds it."""
+    npy-dir: or the file) that adds it."""
     on_disk = graph.scratch_dir is not None
-    features, labels, train = (("features.npy", "labels.npy", "train_mask.npy") if on_disk
-                               else ("--features F.npy", "--labels L.npy", "--train-mask M.npy"))
-    where = " to the npy-dir" if on_disk else ""
+    features, labels, train = ("--features F.npy", "--labels L.npy", "--train-mask M.npy")
+    if on_disk:
+        features, labels, train = (f"{features} or features.npy", f"{labels} or labels.npy",
+                                   f"{train} or train_mask.npy")
+    where = " in the npy-dir" if on_disk else ""
     missing = []
     if graph.x is None:
         missing.append(f"no features (add {features}{where}, float [N, F])")

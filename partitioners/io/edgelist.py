@@ -11,6 +11,11 @@ mapped to ``0..N-1`` in sorted order (:mod:`partitioners.io.relabel_ids`) and ke
 graph's ``node_names``. Integer ids are still parsed as integers; other ids are tokenized as
 strings (slower: see ``docs/cli.md``).
 
+Duplicate edges (a ``src dst`` pair on more than one line) are kept, each an edge of its own
+(the graph is a multigraph: every copy counts in the aggregation and the degrees), unless
+``remove_duplicates`` keeps the first; kept ones are counted and named in one warning line
+(:func:`warn_duplicate_edges`, which the other readers of :func:`~.read.read_graph` share).
+
 This module is torch-free.
 """
 
@@ -30,8 +35,8 @@ from ._text import (DEFAULT_CHUNK_BYTES, NotAnIntegerError, TableLayout, TextChu
                     detect_layout, iter_chunks)
 from .relabel_ids import block_codes, merge_block_names
 
-__all__ = ["EdgeBlock", "edge_layout", "iter_edge_blocks", "read_edgelist", "read_edge_arrays",
-           "read_edge_names"]
+__all__ = ["EdgeBlock", "count_duplicate_edges", "edge_layout", "iter_edge_blocks", "read_edgelist",
+           "read_edge_arrays", "read_edge_names", "warn_duplicate_edges"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +64,45 @@ def _check_chunk_ids(chunk: TextChunk, ids: np.ndarray, column: str, num_nodes: 
     if num_nodes is not None and int(ids.max()) >= num_nodes:
         row = int(np.flatnonzero(ids >= num_nodes)[0])
         raise chunk.fail(row, f"{column} id {int(ids[row])} is out of range: num_nodes is {num_nodes}")
+
+
+_DUPLICATE_CHUNK = 1 << 22
+"""Entries of ``indices`` compared at a time by :func:`count_duplicate_edges`."""
+
+
+def count_duplicate_edges(indptr: np.ndarray, indices: np.ndarray) -> int:
+    """Stored edges that repeat an edge of the graph: the copies beyond the first of each
+    ``src -> dst`` pair, counted on the CSR by destination (rows sorted by source, as both CSR
+    builders store them), so with no sort: chunk by chunk, memory-mapped arrays too."""
+    e = int(indices.shape[0])
+    if e < 2:
+        return 0
+    equal = 0
+    for lo in range(1, e, _DUPLICATE_CHUNK):
+        a = np.asarray(indices[lo - 1:min(e, lo + _DUPLICATE_CHUNK)])
+        equal += int(np.count_nonzero(a[1:] == a[:-1]))
+    if equal == 0:
+        return 0
+    for lo in range(1, int(indptr.shape[0]) - 1, _DUPLICATE_CHUNK):  # neighbours across a row's start
+        starts = np.asarray(indptr[lo:lo + _DUPLICATE_CHUNK])
+        starts = starts[(starts > 0) & (starts < e)]
+        starts = starts[np.concatenate([[True], starts[1:] != starts[:-1]])] if starts.size else starts
+        if lo > 1 and starts.size and starts[0] == int(indptr[lo - 1]):
+            starts = starts[1:]  # the previous chunk counted it
+        equal -= int(np.count_nonzero(np.asarray(indices[starts]) == np.asarray(indices[starts - 1])))
+    return equal
+
+
+def warn_duplicate_edges(path: str | Path, indptr: np.ndarray, indices: np.ndarray) -> int:
+    """Count the duplicate edges of a graph's CSR (:func:`count_duplicate_edges`) and, when
+    there are any, log one warning naming ``path``, the count and how they are treated; returns
+    the count."""
+    count = count_duplicate_edges(indptr, indices)
+    if count:
+        logger.warning("%s: %d duplicate edges (a src -> dst pair that occurs again) are kept as separate "
+                       "edges, so each copy counts in the aggregation and the degrees; pass "
+                       "remove_duplicates=True (CLI: --remove-duplicates) to keep one of each", path, count)
+    return count
 
 
 def _edge_dtype(ncols: int) -> np.dtype:
@@ -277,6 +321,8 @@ def read_edgelist(path: str | Path, *, delimiter: str | None = "auto", header: b
             ``remove_self_loops``, ``remove_duplicates``, ``num_classes``, ``name``; the name
             defaults to the file name without its extensions).
 
+    Duplicate edges are kept (unless ``remove_duplicates``) and counted in one warning line.
+
     Raises:
         FileNotFoundError: ``path`` does not exist.
         GraphError: a malformed line (the message names the file, line number and text), a
@@ -300,4 +346,7 @@ def read_edgelist(path: str | Path, *, delimiter: str | None = "auto", header: b
                          f"pass num_nodes= to read an edgeless graph")
     logger.info("%s: read %d edges%s", layout.path, src.size,
                 "" if names is None else f" between {names.size} distinct ids (relabelled 0..{names.size - 1})")
-    return build_graph(layout.path, src, dst, edge_weight=weight, node_names=names, **graph_options)
+    graph = build_graph(layout.path, src, dst, edge_weight=weight, node_names=names, **graph_options)
+    if not graph_options.get("remove_duplicates"):
+        warn_duplicate_edges(layout.path, graph.indptr, graph.indices)
+    return graph

@@ -1,5 +1,9 @@
 """``read_graph``: one entry point that picks the reader from ``fmt`` or from the path.
 
+Edge lists, ``.npz``/``.npy`` arrays and scipy matrices keep duplicate edges (unless
+``remove_duplicates``) and say so in one warning line with their count
+(:func:`~.edgelist.warn_duplicate_edges`; the npy-dir reader does the same).
+
 This module is torch-free.
 """
 
@@ -11,7 +15,7 @@ from typing import Any, Callable
 from ..graph import Graph
 from ._common import GRAPH_OPTIONS, NODE_DATA_OPTIONS, existing_path
 from .arrays import npz_kind, read_npy, read_npz, read_scipy_npz
-from .edgelist import read_edgelist
+from .edgelist import read_edgelist, warn_duplicate_edges
 from .ogb import is_ogb_dir, read_ogb
 from .planetoid import is_planetoid_dir, read_planetoid
 from ..outofcore.npy_dir import is_npy_dir, read_npy_dir
@@ -32,6 +36,8 @@ FORMATS: tuple[str, ...] = tuple(_READERS)
 """The formats :func:`read_graph` reads."""
 
 _EDGELIST_SUFFIXES = (".csv", ".tsv", ".txt", ".edgelist", ".edges", ".el")
+_COUNTS_DUPLICATES = ("npz", "npy", "scipy")
+"""Formats whose duplicate edges :func:`read_graph` counts (``read_edgelist`` counts its own)."""
 
 
 def infer_format(path: str | Path) -> str:
@@ -78,6 +84,9 @@ def read_graph(path: str | Path, fmt: str | None = None, **options: Any) -> Grap
             ``label_kind`` (what the labels hold; None infers it). Formats with
             no node data (edgelist, npy, scipy) also take ``features``, ``labels`` and masks.
 
+    Duplicate edges of an edge list, ``.npz``/``.npy`` arrays or a scipy matrix are kept
+    (``remove_duplicates`` keeps one of each) and counted in one warning line.
+
     Raises:
         ValueError: an unknown ``fmt``, an option the format does not take, or a path whose
             format cannot be inferred.
@@ -93,4 +102,7 @@ def read_graph(path: str | Path, fmt: str | None = None, **options: Any) -> Grap
     if unknown:
         raise ValueError(f"read_graph(fmt={fmt!r}) does not take option(s) {unknown}; "
                          f"valid options: {sorted(own | GRAPH_OPTIONS)}")
-    return reader(p, **options)
+    graph = reader(p, **options)
+    if fmt in _COUNTS_DUPLICATES and not options.get("remove_duplicates"):
+        warn_duplicate_edges(p, graph.indptr, graph.indices)
+    return graph

@@ -10,6 +10,9 @@ files in the same order with ``np.unique(ids)``. The ids themselves are returned
 Text is relabelled block by block (:func:`merge_block_names`): each block keeps only its own
 distinct ids and int32 codes, so the whole edge list is never held as strings.
 
+Node data of named nodes comes with its own names (``--node-ids``): :func:`nodes_of_names` joins
+them to the sorted ``names`` with a binary search (``np.searchsorted``), no dict of ``N`` entries.
+
 This module is torch-free.
 """
 
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["block_codes", "merge_block_names", "relabel_int_ids"]
+__all__ = ["block_codes", "merge_block_names", "nodes_of_names", "relabel_int_ids"]
 
 
 def _narrow(codes: np.ndarray, n: int) -> np.ndarray:
@@ -49,3 +52,18 @@ def relabel_int_ids(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.nd
     """``(src', dst', names)``: integer ids (any values, negative too) as codes into sorted ``names``."""
     names, codes = block_codes(np.concatenate([np.asarray(src, np.int64), np.asarray(dst, np.int64)]))
     return codes[:src.size], codes[src.size:], names.astype(np.int64, copy=False)
+
+
+def nodes_of_names(names: np.ndarray, listed: np.ndarray) -> np.ndarray:
+    """The node of each of ``listed`` (int64, ``-1`` where it is not one of ``names``).
+
+    ``names``: the sorted, distinct names of the nodes (a graph's ``node_names``); ``listed``:
+    names of the same kind (integers for integer names, strings for text), in any order.
+    """
+    nodes = np.searchsorted(names, listed).astype(np.int64, copy=False)
+    if names.size == 0:
+        nodes[:] = -1
+        return nodes
+    np.minimum(nodes, names.size - 1, out=nodes)
+    nodes[names[nodes] != listed] = -1
+    return nodes

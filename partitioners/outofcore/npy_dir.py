@@ -6,11 +6,19 @@ node data stays mapped where its dtype is the one a :class:`~partitioners.graph.
 (else it is converted chunk by chunk into a scratch map: float64 features to float32, int32
 labels to int64, float64 regression targets to float32; 0/1 integer masks become bool in memory, a byte per node). The result is a Graph whose arrays are memory maps and whose
 :attr:`~partitioners.graph.Graph.scratch_dir` names where later out-of-core stages (METIS's
-adjacency) put their files. This module is torch-free.
+adjacency) put their files.
+
+Node data may also come from ``.npy`` files outside the folder (``node_data``: ``gnn-dist
+partition --input DIR --features F.npy ...``): memory-mapped and converted the same way, one
+row per node of the folder (``graph.json``'s ``num_nodes``), masks as the flags take them (bool
+``[N]``, or integer node ids); a field the folder has too is refused. Duplicate edges are kept
+unless ``remove_duplicates`` and counted in one warning line, as the in-memory readers do.
+This module is torch-free.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass
@@ -245,12 +253,39 @@ def _converted(a: np.ndarray, dtype: Any, scratch: Scratch, name: str) -> np.nda
     return scratch.freeze(out)
 
 
-def _node_data(d: NpyDir, n: int, scratch: Scratch) -> dict[str, np.ndarray]:
+def _given_node_data(d: NpyDir, node_data: Any) -> tuple[NpyDir, dict[str, str], dict[str, np.ndarray]]:
+    """``d`` with the node arrays of ``node_data`` (a :class:`~partitioners.io.node_data.NodeDataFiles`)
+    added as memory maps, how messages name each array, and the integer masks (node id lists,
+    applied once the node count is known)."""
+    from ..io.node_data import open_node_array
+
+    sources = {field: str(d.path / f"{field}.npy") for field in d.node_arrays}
+    if node_data is None or not node_data.paths:
+        return d, sources, {}
+    if node_data.node_ids is not None:
+        raise GraphError(f"{node_data.what('node_ids')}: an npy-dir's nodes are its integer ids (row i is "
+                         f"node i); node names apply to a relabelled edge list")
+    arrays, id_masks = dict(d.node_arrays), {}
+    for field, path in node_data.paths.items():
+        what = node_data.what(field)
+        if field in d.node_arrays:
+            raise GraphError(f"{what}: the npy-dir already has {field}.npy; give the array once")
+        a = open_node_array(what, path)
+        if field.endswith("_mask") and a.dtype != np.bool_:
+            id_masks[field] = a  # node ids (or refused as ambiguous), no row per node
+        else:
+            arrays[field] = a
+        sources[field] = what
+    return dataclasses.replace(d, node_arrays=arrays, _num_nodes=None), sources, id_masks
+
+
+def _node_data(d: NpyDir, n: int, scratch: Scratch, sources: dict[str, str] | None = None,
+               ) -> dict[str, np.ndarray]:
     """The node arrays in the Graph's dtypes, checked chunk by chunk (one line naming the file
-    and the first bad row)."""
+    and the first bad row; ``sources``: how to name each array, default its file)."""
     out: dict[str, np.ndarray] = {}
     for field, a in d.node_arrays.items():
-        path = d.path / f"{field}.npy"
+        path = (sources or {}).get(field) or d.path / f"{field}.npy"
         if a.shape[0] != n:
             raise GraphError(f"{path}: has {a.shape[0]} rows but the graph has {n} nodes")
         if field == "features":
@@ -281,7 +316,7 @@ def _node_data(d: NpyDir, n: int, scratch: Scratch) -> dict[str, np.ndarray]:
 def read_npy_dir(path: str | Path | NpyDir, *, num_nodes: int | None = None, symmetrize: bool = False,
                  remove_self_loops: bool = False, remove_duplicates: bool = False,
                  num_classes: int | None = None, name: str = "", label_kind: str | None = None,
-                 scratch_dir: str | Path | None = None, progress: bool = False) -> Graph:
+                 scratch_dir: str | Path | None = None, progress: bool = False, node_data: Any = None) -> Graph:
     """Read the npy-dir at ``path`` (or opened by :func:`open_npy_dir`) into a memory-mapped
     :class:`Graph` (module docstring).
 
@@ -289,7 +324,8 @@ def read_npy_dir(path: str | Path | NpyDir, *, num_nodes: int | None = None, sym
     ``graph.json``'s); the result's arrays are equal to what ``Graph.from_edges`` builds from the
     same arrays; ``label_kind`` given wins over ``graph.json``'s. ``scratch_dir``: where the on-disk CSR goes (default: the system's temporary
     folder; the CLI's default is the partition folder's parent). ``progress``: tqdm bars
-    counting edges.
+    counting edges. ``node_data``: a :class:`~partitioners.io.node_data.NodeDataFiles` of node
+    arrays outside the folder (module docstring).
 
     Raises:
         GraphError: a malformed file, naming it and the fix.
@@ -297,6 +333,7 @@ def read_npy_dir(path: str | Path | NpyDir, *, num_nodes: int | None = None, sym
     import tempfile
 
     d = path if isinstance(path, NpyDir) else open_npy_dir(path)
+    d, sources, id_masks = _given_node_data(d, node_data)
     for key, given in (("num_nodes", num_nodes), ("num_classes", num_classes)):
         if given is not None and d.meta.get(key) not in (None, given):
             raise GraphError(f"{d.path / META_FILE}: says {key}={d.meta[key]} but {key}={given} was passed")
@@ -320,7 +357,15 @@ def read_npy_dir(path: str | Path | NpyDir, *, num_nodes: int | None = None, sym
         if with_attr:
             assert csr.edge_weight is not None
             edge_weight, edge_attr = _gather_edge_data(d, csr.edge_weight, scratch)
-        data = _node_data(d, n, scratch)
+        if not remove_duplicates:
+            from ..io.edgelist import warn_duplicate_edges
+
+            warn_duplicate_edges(d.path, csr.indptr, csr.indices)
+        data = _node_data(d, n, scratch, sources)
+        if id_masks:
+            from ..io.node_data import mask_from_array
+
+            data.update({f: mask_from_array(sources[f], a, n) for f, a in id_masks.items()})
         with tqdm(total=1, desc="check node data", disable=not progress):
             graph = Graph(indptr=csr.indptr, indices=csr.indices, edge_weight=edge_weight, edge_attr=edge_attr,
                           x=data.get("features"), y=data.get("labels"),
@@ -333,7 +378,8 @@ def read_npy_dir(path: str | Path | NpyDir, *, num_nodes: int | None = None, sym
     except GraphError as exc:
         scratch.close()
         msg = str(exc)
-        raise GraphError(msg if msg.startswith(str(d.path)) else f"{d.path}: {msg}") from None
+        named = msg.startswith(str(d.path)) or any(msg.startswith(f"{what}:") for what in sources.values())
+        raise GraphError(msg if named else f"{d.path}: {msg}") from None
     except BaseException:
         scratch.close()
         raise

@@ -269,8 +269,8 @@ def test_npy_dir_flags_that_do_not_fit_are_refused(tmp_path, capsys):
     np.save(tmp_path / "x.npy", np.zeros((300, 2)))
     base = ["partition", "--input", str(tmp_path / "g"), "--parts", "2", "--out", str(tmp_path / "o"),
             "--no-progress"]
-    assert main([*base, "--features", str(tmp_path / "x.npy")]) == EXIT_USAGE
-    assert "--features: an npy-dir brings its node data as files in the folder" in capsys.readouterr().err
+    assert main([*base, "--features", str(tmp_path / "x.npy")]) == EXIT_USAGE   # the folder has its own
+    assert "already has features.npy; drop --features" in capsys.readouterr().err
     assert main([*base, "--scratch-dir", str(tmp_path / "nope")]) == EXIT_USAGE
     assert f"--scratch-dir {tmp_path / 'nope'}: no such folder" in capsys.readouterr().err
     edges = tmp_path / "e.txt"

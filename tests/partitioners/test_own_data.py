@@ -240,8 +240,9 @@ def test_relabel_names_nodes_in_sorted_order_and_keeps_the_names(capsys, tmp_pat
     rng.shuffle(pairs)                         # edge order does not matter: ids are sorted
     path = edges_file(tmp_path, ["source,target\n"] + [f"{a},{b}\n" for a, b in pairs], name="names.csv.gz")
     x = rng.standard_normal((6, 3)).astype(np.float32)    # row i: the i-th name in sorted order
+    (tmp_path / "names.txt").write_text("\n".join(names) + "\n")   # the rows' names (--node-ids)
     code, err, out = partition(capsys, tmp_path, "--input", path, "--relabel", "--symmetrize",
-                               "--features", save(tmp_path, "x.npy", x),
+                               "--node-ids", tmp_path / "names.txt", "--features", save(tmp_path, "x.npy", x),
                                "--labels", save(tmp_path, "y.npy", np.arange(6) % 2), "--split", "0.5,0.25,0.25")
     assert code == EXIT_OK, err
     kept = load_original_names(out)

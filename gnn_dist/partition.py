@@ -168,6 +168,13 @@ def _build_block(data: PartData, num_inner: int, num_halo: int, device: torch.de
     return prepare(block)
 
 
+def refuse_typed(meta: PartitionMeta, path: str | Path) -> None:
+    """A typed (heterogeneous) folder is partitioned but not trained by this version: one line."""
+    if getattr(meta, "hetero", None) is not None:
+        raise ValueError(f"{path}: a typed (heterogeneous) partition: typed graphs are partitioned but not yet "
+                         f"trained by this version of gnn-dist (models rgcn/hgt; docs/heterogeneous.md)")
+
+
 def load_partition(path: str | Path, rank: int | None = None, device: torch.device | str | None = None,
                    *, verify: bool = True, group: dist.ProcessGroup | None = None,
                    kernels: str | Kernels | None = None) -> LocalPartition:
@@ -192,6 +199,8 @@ def load_partition(path: str | Path, rank: int | None = None, device: torch.devi
         meta = load_partition_meta(path)
     except Exception as exc:  # shared with the peers below (after the world-size check), then re-raised
         error = exc
+    if meta is not None:  # typed folders (format 1.3): the same on every rank
+        refuse_typed(meta, path)
     cur_rank, world_size = get_rank(group), get_world_size(group)
     if meta is not None and world_size != meta.num_parts:  # before any collective: a clear error, no hang
         raise ValueError(f"{path}: the partition has num_parts={meta.num_parts} but the job runs "

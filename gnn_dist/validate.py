@@ -78,6 +78,9 @@ def check_data(config: RunConfig, meta: object) -> object:
     and the labels (or pairs) its task needs; what every rank also checks before it loads its part
     (a job started by torchrun directly). Raises ``ValueError`` naming the folder and the fix."""
     path = config.data.data
+    from .partition import refuse_typed
+
+    refuse_typed(meta, path)   # type: ignore[arg-type]
     if not getattr(meta, "feature_dim", 0):
         raise ValueError(f"{path}: the partition has no node features to train on (partition it with features, "
                          f"e.g. gnn-dist partition --features F.npy)")

@@ -17,13 +17,14 @@ import numpy as np
 
 from .format.writer import check_out_dir, write_partition
 from .graph import Graph
+from .hetero.graph import HeteroGraph
 
 __all__ = ["partition_graph", "warn_sparse_ids"]
 
 log = logging.getLogger(__name__)
 
 
-def partition_graph(graph: Graph, num_parts: int, method: str = "metis",
+def partition_graph(graph: Graph | HeteroGraph, num_parts: int, method: str = "metis",
                     out_dir: str | os.PathLike[str] | None = None, *, seed: int = 0,
                     refine: bool = False, balance: str | Sequence[str] = ("nodes",),
                     overwrite: bool = False, progress: bool = False,
@@ -31,8 +32,12 @@ def partition_graph(graph: Graph, num_parts: int, method: str = "metis",
                     extra_meta: dict[str, Any] | None = None) -> dict[str, Any]:
     """Partition ``graph`` into ``num_parts`` parts with ``method`` and write ``out_dir``.
 
+    A :class:`~partitioners.hetero.HeteroGraph` is partitioned as its union graph, balanced per
+    node type and in the target type's training nodes (``balance`` is then ignored), and written
+    as a typed folder (format 1.3): :func:`partitioners.hetero.partition.partition_hetero`.
+
     Args:
-        graph: the graph to split.
+        graph: the graph to split (homogeneous or typed).
         num_parts: ``P`` (parts may come out empty on tiny graphs; the format allows it).
         method: a name known to :func:`partitioners.methods.assign_parts` (default: ``"metis"``).
         out_dir: the partition folder to write (required).
@@ -53,6 +58,12 @@ def partition_graph(graph: Graph, num_parts: int, method: str = "metis",
     """
     from .methods import assign_parts
 
+    if isinstance(graph, HeteroGraph):
+        from .hetero.partition import partition_hetero
+
+        return partition_hetero(graph, num_parts, method, out_dir, seed=seed, refine=refine,
+                                overwrite=overwrite, progress=progress, read_time_s=read_time_s,
+                                extra_meta=extra_meta)
     if out_dir is None:
         raise ValueError("partition_graph needs out_dir: the partition folder to write")
     check_out_dir(out_dir, overwrite)  # fail before a long partitioning run, not after

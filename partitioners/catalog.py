@@ -22,7 +22,11 @@ partition quality only; ``sbm-regression`` is ``sbm-tiny``'s graph with float re
 (:func:`~partitioners.synthetic.multilabel_targets`), for multi-label classification;
 ``sbm-edges`` is ``sbm-tiny`` with 4 edge features whose first column says, noisily, whether an
 edge joins two nodes of one class (:func:`~partitioners.synthetic_edges.planted_edge_features`),
-for the layers that read edge features (``--model gine``, GAT). Edge counts are stored (directed) edges, both directions of each
+for the layers that read edge features (``--model gine``, GAT); ``mag-tiny`` and ``mag-small``
+are heterogeneous, shaped like ogbn-mag (:func:`~partitioners.hetero.synthetic.mag_graph`: paper,
+author, institution, field; four relations and their reverses; only papers featured and
+labelled, with a planted class signal): :func:`load_dataset` returns a
+:class:`~partitioners.hetero.HeteroGraph` for them (``docs/heterogeneous.md``). Edge counts are stored (directed) edges, both directions of each
 undirected edge, measured with seed 0; other seeds differ by a few percent.
 """
 
@@ -34,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .graph import Graph
+from .hetero.graph import HeteroGraph
 from .memory import GraphSize
 from .synthetic import rmat_graph, sbm_graph
 
@@ -49,7 +54,9 @@ class DatasetInfo:
     name: str
     """Catalog name, ``<family>-<size>``, e.g. ``"sbm-small"``."""
     family: str
-    """Generator family: ``"sbm"`` or ``"rmat"``."""
+    """Generator family: ``"sbm"``, ``"rmat"`` or ``"mag"`` (heterogeneous: a
+    :class:`~partitioners.hetero.HeteroGraph`; ``num_nodes`` counts all types, ``feature_dim``
+    and ``num_classes`` are the papers')."""
     num_nodes: int
     """Exact node count."""
     num_edges: int
@@ -101,6 +108,18 @@ def _rmat(size: str, num_nodes: int, num_edges: int, num_classes: int, feature_d
                        description=description, params=params)
 
 
+def _mag(size: str, num_nodes: int, num_edges: int, num_classes: int, feature_dim: int,
+         draws: int, description: str) -> DatasetInfo:
+    params = {"num_nodes": num_nodes, "num_edges": draws, "num_classes": num_classes,
+              "feature_dim": feature_dim}
+    return DatasetInfo(name=f"mag-{size}", family="mag", num_nodes=num_nodes, num_edges=num_edges,
+                       feature_dim=feature_dim, num_classes=num_classes, description=description,
+                       params=params)
+
+
+_MAG_NOTE = ("heterogeneous, shaped like ogbn-mag: paper/author/institution/field, 4 relations + reverses, "
+             "papers featured and labelled (planted class signal)")
+
 _SBM_NOTE = "degree-corrected SBM with communities, learnable labels"
 _RMAT_NOTE = "Graph500 R-MAT, skewed degrees, random labels (scale/partitioning only)"
 _REGRESSION_NOTE = ("sbm-tiny's graph and features with 4 regression targets planted over it (a random linear "
@@ -128,12 +147,14 @@ _CATALOG: dict[str, DatasetInfo] = {d.name: d for d in (
          feature_noise=0.9, community_size=250, multilabel_dim=8, train_frac=0.5, val_frac=0.2, test_frac=0.3),
     dataclasses.replace(_sbm("edges", 1_000, 13_700, 4, 16, _EDGES_NOTE, avg_degree=16.0, p_in_ratio=6.0,
                              feature_noise=0.9, community_size=250), edge_feature_dim=4),
+    _mag("tiny", 1_000, 11_700, 4, 16, 6_000, f"{_MAG_NOTE}; for unit tests"),
+    _mag("small", 16_000, 239_000, 8, 32, 120_000, f"{_MAG_NOTE}; benchmarks"),
 )}
 
 
 def list_datasets() -> list[DatasetInfo]:
     """Every catalog entry, SBM first, each family from tiny to large, then the planted ones
-    (``sbm-regression``, ``sbm-multilabel``, ``sbm-edges``)."""
+    (``sbm-regression``, ``sbm-multilabel``, ``sbm-edges``), then the heterogeneous ``mag-*``."""
     return list(_CATALOG.values())
 
 
@@ -145,15 +166,20 @@ def dataset_info(name: str) -> DatasetInfo:
         raise ValueError(f"unknown dataset {name!r}; choose one of: {', '.join(_CATALOG)}") from None
 
 
-def load_dataset(name: str, seed: int = 0) -> Graph:
+def load_dataset(name: str, seed: int = 0) -> Graph | HeteroGraph:
     """Generate the catalog dataset ``name`` with ``seed`` (same seed, same bytes).
 
     Returns a symmetric :class:`~partitioners.graph.Graph` with features, labels and
-    train/val/test masks, whose :attr:`~partitioners.graph.Graph.name` is ``name``.
+    train/val/test masks, whose :attr:`~partitioners.graph.Graph.name` is ``name``; for the
+    ``mag-*`` entries a :class:`~partitioners.hetero.HeteroGraph` (reverses included).
     """
     info = dataset_info(name)
     log.info("generating %s (%s nodes, ~%s edges, seed %s)", name, f"{info.num_nodes:,}",
              f"{info.num_edges:,}", seed)
+    if info.family == "mag":
+        from .hetero.synthetic import mag_graph
+
+        return mag_graph(**info.params, seed=seed, name=name)
     make = sbm_graph if info.family == "sbm" else rmat_graph
     graph = make(**info.params, seed=seed, name=name)
     if info.edge_feature_dim:

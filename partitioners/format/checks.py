@@ -14,6 +14,7 @@ import numpy as np
 from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, GLOBAL_IDS, HALO_OFFSETS, HOTNESS, IN_DEGREE, INDICES,
                      INDPTR, LABELS, LINK_FILES, MASKS, ORIGINAL_IDS, OUT_DEGREE, SELF_LOOPS,
                      SEND_INDEX, SEND_OFFSETS, WEIGHTED_DEGREE, local_index_dtype)
+from .hetero import hetero_layout, hetero_part_problems
 from .meta import PartitionMeta, PartMeta
 
 __all__ = ["Problem", "expected_layout", "layout_problems", "structure_problems", "value_problems"]
@@ -58,6 +59,8 @@ def expected_layout(meta: PartitionMeta, pm: PartMeta) -> dict[str, tuple[str, S
     if meta.edge_split is not None:
         for name in LINK_FILES.values():
             out[name] = ("int64", (2, None))
+    if meta.hetero is not None:
+        out.update(hetero_layout(meta.hetero, pm.part_id, ni, nl, ne))
     return out
 
 
@@ -123,7 +126,10 @@ def value_problems(meta: PartitionMeta, pm: PartMeta, a: dict[str, np.ndarray]) 
     for name in (IN_DEGREE, OUT_DEGREE, SELF_LOOPS):
         if nl and int(np.asarray(a[name]).min()) < 0:
             problems.append((name, "must be non-negative"))
-    return problems + _label_problems(meta, pm, a) + _link_problems(meta, pm, a)
+    problems += _label_problems(meta, pm, a) + _link_problems(meta, pm, a)
+    if meta.hetero is not None and not problems:
+        problems += hetero_part_problems(meta.hetero, pm.part_id, a, ni)
+    return problems
 
 
 def _csr_problems(indices: np.ndarray, row_len: np.ndarray, nl: int) -> list[Problem]:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import PartitionFormatError
+from .hetero import HETERO_FILES, HETERO_MINOR_VERSION, check_part_type_counts, parse_hetero, type_files
 from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, FORMAT_MINOR_VERSION, FORMAT_NAME, FORMAT_VERSION,
                      LABEL_KINDS, LABELS, LINK_FILES,
                      MASKS, META_FILE, NODE_MAP_FILE, OPTIONAL_PART_FILES, ORIGINAL_NAMES_FILE,
@@ -27,6 +28,10 @@ MAX_DEPTH = 64
 
 _TOO_DEEP = (f"not a valid {META_FILE}: nesting too deep (lists and objects more than "
              f"{MAX_DEPTH} levels deep; a format v1 document nests 6)")
+
+READ_MINOR_VERSION = max(FORMAT_MINOR_VERSION, HETERO_MINOR_VERSION)
+"""The newest minor version this reader reads: homogeneous folders are written with
+``FORMAT_MINOR_VERSION``, typed ones (:mod:`.hetero`) with ``HETERO_MINOR_VERSION``."""
 
 INT64_MAX = 2**63 - 1
 """Counts, sizes and shapes are stored in int64 arrays: larger values cannot be real."""
@@ -117,6 +122,9 @@ class PartitionMeta:
     """The edge split for link prediction (minor version 2): ``{"fractions": [train, val, test],
     "seed": S, "counts": {"train": n, "val": n, "test": n}, "removed_edges": n}``, whose pairs
     are each part's ``link_*.npy``; None without one."""
+    hetero: dict[str, Any] | None = None
+    """The ``hetero`` section of a typed folder (minor version 3, :mod:`.hetero`): node types,
+    relations, target type, inner rows per part and type; None for a homogeneous folder."""
 
     @property
     def masks(self) -> tuple[str, ...]:
@@ -172,11 +180,11 @@ def read_meta_json(folder: str | Path) -> tuple[Path, dict[str, Any]]:
     minor = raw.get("minor_version", 0)
     if isinstance(minor, bool) or not isinstance(minor, int) or minor < 0:
         raise _err(meta_path, f"field minor_version must be a non-negative integer (absent: 0), got {minor!r}")
-    if minor > FORMAT_MINOR_VERSION:
+    if minor > READ_MINOR_VERSION:
         raise _err(meta_path, f"format version {version}.{minor} is newer than this reader's "
-                              f"{FORMAT_VERSION}.{FORMAT_MINOR_VERSION}: the folder may hold files this gnn-dist does "
+                              f"{FORMAT_VERSION}.{READ_MINOR_VERSION}: the folder may hold files this gnn-dist does "
                               f"not know; upgrade gnn-dist (or re-partition with this one)",
-                   found=f"{version}.{minor}", expected=f"{FORMAT_VERSION}.{FORMAT_MINOR_VERSION}")
+                   found=f"{version}.{minor}", expected=f"{FORMAT_VERSION}.{READ_MINOR_VERSION}")
     return meta_path, raw
 
 
@@ -244,7 +252,8 @@ def _part_meta(d: Any, p: int, meta: dict[str, Any], meta_path: Path) -> PartMet
     files_raw = d.get("files")
     if not isinstance(files_raw, dict):
         raise _err(meta_path, f"field {where}files must be an object, got {files_raw!r}")
-    known = set(REQUIRED_PART_FILES) | set(OPTIONAL_PART_FILES)
+    typed = [*HETERO_FILES, *type_files(meta["hetero"])] if meta["hetero"] else []
+    known = set(REQUIRED_PART_FILES) | set(OPTIONAL_PART_FILES) | set(typed)
     for name in files_raw:
         if name not in known:
             raise _err(meta_path, f"field {where}files lists unknown file {name!r}; format v1 knows "
@@ -255,6 +264,7 @@ def _part_meta(d: Any, p: int, meta: dict[str, Any], meta_path: Path) -> PartMet
     wanted = {EDGE_WEIGHT: bool(meta["weighted"]), FEATURES: meta["feature_dim"] > 0,
               LABELS: meta["label_kind"] is not None, EDGE_ATTR: meta["edge_feature_dim"] > 0}
     wanted.update(dict.fromkeys(LINK_FILES.values(), meta["edge_split"]))
+    wanted.update(dict.fromkeys(typed, True))
     for name, want in wanted.items():
         if (name in files_raw) != want:
             raise _err(meta_path, f"field {where}files {'lacks' if want else 'has'} {name!r} but "
@@ -308,10 +318,13 @@ def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> Part
         raise _err(meta_path, f"field edge_feature_dim = {edge_feature_dim} needs minor_version >= 1 "
                               f"(edge features came with format 1.1), got {minor_version}")
     edge_split = _edge_split(raw, minor_version, meta_path)
+    hetero = parse_hetero(raw, minor_version, num_nodes, num_parts, meta_path)
     checked = {"weighted": raw["weighted"], "feature_dim": feature_dim, "label_kind": label_kind,
                "num_nodes": num_nodes, "num_edges": num_edges, "edge_feature_dim": edge_feature_dim,
-               "edge_split": edge_split is not None}
+               "edge_split": edge_split is not None, "hetero": hetero}
     parts = [_part_meta(d, p, checked, meta_path) for p, d in enumerate(parts_raw)]
+    if hetero is not None:
+        check_part_type_counts(hetero, [pm.num_inner for pm in parts], meta_path)
     if edge_split is not None:
         _check_link_counts(edge_split, parts, meta_path)
     _check_parts_cover(parts, num_nodes, num_edges, meta_path)
@@ -328,7 +341,7 @@ def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> Part
                          weighted=raw["weighted"], directed=raw["directed"], method=method,
                          method_params=method_params, seed=seed, name=str(name), quality=quality,
                          files=files, parts=parts, raw=raw, split=split, minor_version=minor_version,
-                         edge_feature_dim=edge_feature_dim, edge_split=edge_split)
+                         edge_feature_dim=edge_feature_dim, edge_split=edge_split, hetero=hetero)
 
 
 def _method_fields(raw: dict[str, Any], meta_path: Path) -> tuple[str, dict[str, Any], int | None,

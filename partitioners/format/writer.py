@@ -47,6 +47,7 @@ from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, FORMAT_MINOR_VERSION, FOR
                      HOTNESS, IN_DEGREE, INDICES, INDPTR, LABELS, LINK_FILES, MASKS, META_FILE, NODE_MAP_FILE,
                      ORIGINAL_IDS, ORIGINAL_NAMES_FILE, OUT_DEGREE, SELF_LOOPS, SEND_INDEX,
                      SEND_OFFSETS, TOOL_NAME, WEIGHTED_DEGREE, local_index_dtype, part_dir_name)
+from .hetero import HETERO_MINOR_VERSION, HeteroFolderData, hetero_part_arrays
 from .meta import FileEntry
 from ..quality import check_assignment, quality_report
 from .relabel import Relabeling, node_chunks, relabel
@@ -61,7 +62,7 @@ log = logging.getLogger(__name__)
 _RESERVED_KEYS = frozenset({
     "format", "version", "minor_version", "edge_feature_dim", "created_by", "num_parts", "num_nodes", "num_edges", "method",
     "method_params", "seed", "feature_dim", "feature_dtype", "num_classes", "label_kind",
-    "weighted", "quality", "files", "parts"})
+    "weighted", "quality", "files", "parts", "hetero"})
 """Keys of partition.json that ``extra_meta`` may not set (they describe the data)."""
 
 
@@ -386,7 +387,8 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
                     method: str, method_params: dict[str, Any] | None, seed: int | None,
                     quality: dict[str, Any] | None = None, overwrite: bool = False,
                     progress: bool = False, extra_meta: dict[str, Any] | None = None,
-                    time_s: dict[str, float] | None = None) -> dict[str, Any]:
+                    time_s: dict[str, float] | None = None,
+                    hetero: HeteroFolderData | None = None) -> dict[str, Any]:
     """Write ``graph`` split by ``assignment`` (part id per node, int ``[N]``) to ``out_dir``.
 
     Args:
@@ -405,6 +407,10 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
         extra_meta: more top-level keys for partition.json (not the ones describing the data).
         time_s: the caller's stage times (``read``, ``partition``), recorded first in
             ``quality.time_s``.
+        hetero: ``graph`` is the union graph of a typed graph: also write each part's
+            ``node_type.npy``, ``edge_type.npy`` and ``in_degree_rel.npy`` and the ``hetero``
+            section, with minor version 3 (:mod:`.hetero`). None (the default) writes exactly
+            the homogeneous folder.
 
     Returns:
         The content of ``partition.json``.
@@ -444,12 +450,21 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
         wdeg = weighted_degree(graph)
         local_of = np.full(graph.num_nodes, -1, dtype=local_index_dtype(graph.num_nodes))
         parts = []
+        type_counts = []
         with npyio.background_io():  # hashing, writing and fsync overlap the next gathers
             for p in tqdm(range(num_parts), desc="write parts", unit="part", disable=not progress):
                 parts.append(_write_part(graph, rl, p, tmp, halo_offsets_all, local_of, wdeg))
                 for name, pairs in (links[p] if links else {}).items():
                     entry = npyio.save_array(tmp, f"{part_dir_name(p)}/{name}", pairs)
                     parts[p]["files"][name] = entry.to_json()
+                if hetero is not None:
+                    inner = rl.order[rl.starts[p]:rl.starts[p + 1]].astype(np.int64)
+                    typed = hetero_part_arrays(hetero, plain(graph.indptr), inner,
+                                               rl.order[rl.halos[p]].astype(np.int64))
+                    for name, arr in typed.items():
+                        parts[p]["files"][name] = npyio.save_array(tmp, f"{part_dir_name(p)}/{name}", arr).to_json()
+                    type_counts.append(np.bincount(typed["node_type.npy"][:inner.size],
+                                                   minlength=len(hetero.section["node_types"])).tolist())
         del rl, local_of, wdeg, links
         _fsync_dir(tmp)
 
@@ -459,6 +474,9 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
         quality["peak_rss_bytes"] = max(int(quality.get("peak_rss_bytes") or 0), peak_rss_bytes())
         meta = _meta_document(graph, num_parts, method=method, method_params=method_params,
                               seed=seed, extra=extra)
+        if hetero is not None:
+            meta["minor_version"] = HETERO_MINOR_VERSION
+            meta["hetero"] = _jsonable({**hetero.section, "part_type_counts": type_counts})
         meta["quality"] = quality
         meta["files"] = top_files
         meta["parts"] = parts

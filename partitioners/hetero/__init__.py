@@ -1,0 +1,13 @@
+"""Heterogeneous (typed) graphs in the partitioner: node types, relations, the union graph.
+
+:class:`HeteroGraph` holds node types (each a count, optional features, labels and masks) and
+relations ``(src_type, name, dst_type)`` with their edges; :meth:`HeteroGraph.to_union` lays the
+types out contiguously as one homogeneous :class:`~partitioners.Graph` with the type of every
+node and the relation of every edge, which the partition methods and the writer consume
+(:func:`partitioners.hetero.partition.partition_hetero`). Torch-free. Training on typed folders
+(R-GCN, HGT) is not there yet: ``docs/heterogeneous.md``.
+"""
+
+from .graph import HeteroGraph, UnionGraph
+
+__all__ = ["HeteroGraph", "UnionGraph"]

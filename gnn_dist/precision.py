@@ -17,10 +17,13 @@ from typing import Any
 
 import torch
 
+from .config.registry import register_choices
+
 __all__ = ["PRECISIONS", "autocast"]
 
 PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16}
 """``precision=`` name -> the autocast dtype (None: plain float32)."""
+register_choices("precision", lambda: tuple(PRECISIONS))   # --precision (gnn_dist.config)
 
 
 def autocast(device: Any, precision: str) -> contextlib.AbstractContextManager:

@@ -41,6 +41,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from ..config import ConfigError
+from ..config.registry import register_check
 from ..nn import Block
 from ..nn.decomposable import is_decomposable, splits_update
 from ..nn.dropout import RowDropout, call_conv
@@ -95,6 +96,19 @@ def check_feature_options(*, storage: str, cache_policy: str, static_halo: bool,
                                                or first_layer_chunk_rows < 0):
         raise ConfigError("first_layer_chunk_rows", f"{first_layer_chunk_rows!r} must be None (automatic), "
                                                     f"0 (never chunk) or a positive number of destination rows")
+
+
+def check_feature_config(features: Any) -> None:
+    """A :class:`~gnn_dist.config.FeatureConfig`: ``precompute_first_layer`` as one of
+    :data:`PRECOMPUTE_MODES` (in place), then :func:`check_feature_options`."""
+    features.precompute_first_layer = precompute_mode(features.precompute_first_layer)
+    check_feature_options(storage=features.feature_storage, cache_policy=features.feature_cache_policy,
+                          static_halo=features.static_halo, precompute_first_layer=features.precompute_first_layer,
+                          first_layer_chunk_rows=features.first_layer_chunk_rows,
+                          cache_budget=features.feature_cache_budget)
+
+
+register_check("features", check_feature_config)   # gnn_dist.config's FeatureConfig
 
 
 class InputFeatures:

@@ -28,6 +28,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import torch
 
+from ..config.registry import register_choices
+
 __all__ = [
     "CachePolicy", "DegreePolicy", "FrequencyPolicy", "HaloPolicy", "NoCachePolicy", "POLICIES",
     "RowInfo", "degree_order", "get_policy", "oracle_order", "register_policy",
@@ -236,6 +238,7 @@ POLICIES: dict[str, type] = {
     cls.name: cls for cls in (DegreePolicy, HaloPolicy, FrequencyPolicy, NoCachePolicy)
 }
 """Policy classes by name; :func:`register_policy` adds one."""
+register_choices("cache_policy", lambda: tuple(sorted(POLICIES)))   # --feature-cache-policy (gnn_dist.config)
 
 
 def get_policy(name: str) -> CachePolicy:

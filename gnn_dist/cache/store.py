@@ -28,6 +28,7 @@ import torch
 from gnn_dist.cache.budget import format_bytes, parse_budget
 from gnn_dist.cache.host_rows import HostRows, Segment, check_segments, permutation, pin_in_place
 from gnn_dist.cache.policies import CachePolicy, RowInfo, get_policy
+from gnn_dist.config.registry import register_choices
 
 __all__ = ["STORAGES", "FeatureStore", "Segment", "StoreCounts"]
 
@@ -35,6 +36,7 @@ STORAGES = ("device", "host", "mmap")
 """Where the rows outside the device tier live: ``device`` (nowhere: every row is on the
 device), ``host`` (one host tensor, pinned for CUDA), ``mmap`` (the segments as given, read in
 place: an ``np.memmap`` is paged in row by row)."""
+register_choices("feature_storage", lambda: STORAGES)   # --feature-storage (gnn_dist.config)
 
 
 

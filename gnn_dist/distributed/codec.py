@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import torch
 
+from ..config.registry import register_choices
 from .quantize import BITS, RowKey, decode_rows, encode_rows, row_bytes, row_ranges
 
 __all__ = ["WireCodec", "CastCodec", "QuantizedCodec", "BitWidths", "FixedBits", "CAST_DTYPES",
@@ -38,6 +39,9 @@ QUANTIZED_BITS: dict[str, int] = {f"int{b}": b for b in BITS}
 def codec_names() -> tuple[str, ...]:
     """Every fixed-width codec name (``--halo-dtype``'s choices)."""
     return (*CAST_DTYPES, *QUANTIZED_BITS)
+
+
+register_choices("wire_dtype", codec_names)   # --halo-dtype, --halo-grad-dtype (gnn_dist.config)
 
 
 class WireCodec(Protocol):

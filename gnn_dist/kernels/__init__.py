@@ -39,6 +39,7 @@ from typing import Protocol
 
 import torch
 
+from ..config.registry import register_choices
 from .csr import CSR
 from .torch_backend import TorchBackend
 
@@ -49,6 +50,7 @@ log = logging.getLogger(__name__)
 
 ENV_VAR = "GNN_DIST_KERNELS"
 BACKEND_NAMES = ("auto", "torch", "numba", "triton")
+register_choices("kernels", lambda: BACKEND_NAMES)   # --kernels (gnn_dist.config)
 
 
 class KernelBackendError(ValueError):

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..config.registry import register_choices
 from ..distributed import HaloExchanger, HaloSubset
 from ..hashing import hash_bits
 from ..nn.block import Block
@@ -74,6 +75,7 @@ def _graph_chunks(part: Any, chunks: int, seed: int) -> torch.Tensor:
 
 CHUNKINGS: dict[str, Callable[[Any, int, int], torch.Tensor]] = {"hash": _hash_chunks, "graph": _graph_chunks}
 """``--chunk-by``: how rows are assigned to chunks (``part, chunks, seed -> int64 [I + H]``)."""
+register_choices("chunk_by", lambda: tuple(CHUNKINGS))   # --chunk-by (gnn_dist.config)
 
 
 def row_chunks(part: Any, chunks: int, seed: int, by: str = "hash") -> torch.Tensor:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config.registry import register_check
+
 __all__ = ["staged_models", "unsupported_option", "model_error"]
 
 
@@ -78,3 +80,13 @@ def model_error(parallel: Any, model: str, layers: int, jk: str = "last") -> tup
         return "stages", (f"{parallel.stages} stages do not divide the model's {layers} layers: each stage holds "
                           f"layers / stages consecutive layers (choose --stages among the divisors of {layers})")
     return None
+
+
+def check_run(run: Any) -> tuple[str, str] | None:
+    """:func:`model_error` of a :class:`~gnn_dist.config.RunConfig`'s model and parallel section."""
+    return model_error(run.trainer.parallel, run.model.model, run.model.layers, run.model.jk)
+
+
+# checked with the config (gnn_dist.config.registry); order=1: after the components' own checks
+register_check("trainer", unsupported_option, order=1)
+register_check("run", check_run)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ..config.registry import register_choices
 from .saved import OutsideFormula, SavedFormula, generic_saved
 
 __all__ = ["ModelSpec", "MODEL_SPECS", "MODELS", "register_model", "model_spec", "spec_of_class"]
@@ -96,6 +97,7 @@ _WARNED: set[str] = set()
 
 MODEL_SPECS: dict[str, ModelSpec] = {}
 """The registered models by ``--model`` name."""
+register_choices("model", lambda: tuple(sorted(MODEL_SPECS)))   # --model (gnn_dist.config)
 
 
 class _ClassView(Mapping[str, type]):

@@ -13,6 +13,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from ..config.registry import register_choices
+
 __all__ = ["ACTIVATIONS", "register_activation", "get_activation"]
 
 ActivationFn = Callable[[torch.Tensor], torch.Tensor]
@@ -45,3 +47,4 @@ def get_activation(name: str) -> ActivationFn:
 
 for _name, _fn in (("relu", F.relu), ("elu", F.elu), ("gelu", F.gelu), ("leaky_relu", F.leaky_relu)):
     register_activation(_name, _fn)
+register_choices("activation", lambda: tuple(ACTIVATIONS))   # --activation (gnn_dist.config)

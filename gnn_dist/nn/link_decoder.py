@@ -14,6 +14,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..config.registry import register_choices
+
 __all__ = ["DotDecoder", "MLPDecoder", "DECODERS", "build_decoder"]
 
 
@@ -43,6 +45,7 @@ class MLPDecoder(nn.Module):
 
 DECODERS: dict[str, type[nn.Module]] = {"dot": DotDecoder, "mlp": MLPDecoder}
 """The decoders by ``--decoder`` name."""
+register_choices("decoder", lambda: tuple(DECODERS))   # --decoder (gnn_dist.config)
 
 
 def build_decoder(name: str, dim: int) -> nn.Module:

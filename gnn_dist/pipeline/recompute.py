@@ -42,6 +42,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from ..config.registry import register_check, register_choices
 from ..nn import Block, DropoutKey
 from ..nn.dropout import call_conv
 from ..nn.part import Activation, LayerInput
@@ -70,6 +71,17 @@ def recompute_error(mode: str, pipeline: str) -> str | None:
 
 def _modes(schedule_cls: type) -> tuple[str, ...]:
     return tuple(getattr(schedule_cls, "recompute_modes", ("none",)))
+
+
+def check_recompute(trainer: Any) -> tuple[str, str] | None:
+    """``("recompute", why)`` when a :class:`~gnn_dist.config.TrainerConfig`'s ``recompute``
+    cannot run under its ``pipeline`` (:func:`recompute_error`), else None."""
+    why = recompute_error(trainer.memory.recompute, trainer.schedule.pipeline)
+    return None if why is None else ("recompute", why)
+
+
+register_choices("recompute", lambda: RECOMPUTE_MODES)   # --recompute (gnn_dist.config)
+register_check("trainer", check_recompute)
 
 
 class RecomputeView:

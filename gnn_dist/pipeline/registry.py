@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ..config.registry import register_choices
 from ..distributed import Transport
 from ..distributed.adaptive_bits import AdaptiveBitsSpec
 from .base import Pipeline
@@ -41,6 +42,9 @@ def register_schedule(name: str) -> Callable[[C], C]:
 def schedule_names() -> tuple[str, ...]:
     """The registered names, sorted."""
     return tuple(sorted(SCHEDULES))
+
+
+register_choices("schedule", schedule_names)   # --pipeline (gnn_dist.config)
 
 
 def build_schedule(options: Any, part: Any, *, seed: int = 0) -> Pipeline:

@@ -24,6 +24,9 @@ edge split, not node labels), :meth:`Task.attach` (its decoder module), :meth:`T
 
 from __future__ import annotations
 
+from typing import Any
+
+from ..config.registry import register_check, register_choices, register_hook
 from .base import LOSSES, TASKS, Task, register_task, resolve_task, task_for_label_kind, task_names
 from .classification import Classification   # each registers itself, in this order
 from .multilabel import MultiLabel
@@ -33,3 +36,21 @@ from .link import LinkPrediction
 __all__ = ["Task", "TASKS", "LOSSES", "register_task", "resolve_task", "task_for_label_kind", "task_names",
            "Classification", "MultiLabel", "Regression",
            "LinkPrediction"]
+
+
+def check_loss(options: Any) -> tuple[str, str] | None:
+    """``("loss", message)`` when a :class:`~gnn_dist.config.TaskConfig` names both a task and a
+    loss that task does not train with, else None."""
+    if options.task == "auto" or options.loss == "auto":
+        return None
+    kind = TASKS[options.task]
+    if options.loss not in kind.losses:
+        return "loss", (f"{options.loss} is not a loss of task {options.task} (its losses: {', '.join(kind.losses)}); "
+                        f"use --loss auto or one of {', '.join(kind.losses)}")
+    return None
+
+
+# what gnn_dist.config's TaskConfig asks (gnn_dist.config.registry)
+register_choices("task", lambda: ("auto", *task_names()))
+register_check("task", check_loss)
+register_hook("resolve_task", resolve_task)

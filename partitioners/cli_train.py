@@ -62,10 +62,11 @@ class _TrainHelp(argparse.Action):
         parser.print_help()
         try:
             from gnn_dist.config_cli import build_parser as train_parser
+
+            text = train_parser().format_help()
         except ImportError as exc:   # gnn_dist without torch: the launcher's help still shows
             print(f"\n(the training flags need gnn_dist: {exc})")
         else:
-            text = train_parser().format_help()
             print("\n" + text[text.index("\n\n") + 2:] if "\n\n" in text else text)
         parser.exit()
 

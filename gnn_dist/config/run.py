@@ -69,7 +69,7 @@ class TrainerConfig:
 @dataclass(kw_only=True, slots=True)
 class ModelConfig:
     model: str = flag("--model", default="gcn", choices=choices_of("model"))
-    """The built-in model."""
+    """The model: a built-in one, or your own registered with register_model (load its file with --import)."""
     hidden: int = flag("--hidden", default=64)
     """Hidden width; for gat the total width of a hidden layer, heads x per-head width, so a multiple of
     the heads (--hidden 64 --heads 8: 8 heads of 8)."""

@@ -25,6 +25,16 @@ main file) or against what the main file recorded (rank files). A flipped bit in
 :class:`CheckpointError`, not a resumed run. Format version 1 (which stored Python objects and
 had no checksum) is refused.
 
+Every file here is read as untrusted (:mod:`gnn_dist.safe_read`): ``latest`` and the checksum
+files must be regular files of at most 4 KiB, a checkpoint or rank file a regular file of the size
+recorded for it (checked on the open descriptor, before reading: a link to ``/dev/zero`` or a FIFO
+is refused, never read), its archive's records must not inflate past its size, and what it loads
+must be dense CPU tensors and plain values nested at most 64 deep. A checksum only proves that a
+file is the one its ``.sha256`` names, so :func:`check_state` also checks the type of every field
+a resume reads (one :class:`CheckpointError` naming the file and the field). A write the disk
+refuses (full, read-only) is a :class:`~gnn_dist.atomic_file.StorageError`, and a checkpoint whose
+checksum or pointer could not be written is removed again: ``latest`` keeps naming the previous one.
+
 Rank files (:func:`save_rank_state`): a mode whose next step reads more than the weights (the
 ``stale`` mode's previous-epoch halo rows and halo gradients, which differ per rank) has **every
 rank** write its own ``checkpoint-EEEEEE.rank-RRRRR-of-PPPPP.pt``, atomically as above, before
@@ -62,6 +72,8 @@ this one resumed from an earlier checkpoint) are not touched.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import io
 import os
@@ -75,7 +87,8 @@ import torch
 
 from partitioners.format.npyio import HashingWriter
 
-from .atomic_file import atomic_write
+from . import safe_read
+from .atomic_file import StorageError, atomic_write
 
 __all__ = ["CheckpointError", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "REQUIRED_KEYS", "checkpoint_path",
            "save_checkpoint", "load_checkpoint", "latest_checkpoint", "rng_state", "set_rng_state",
@@ -98,6 +111,7 @@ _SUM_RE = re.compile(r"^checkpoint-(\d{6,})\.pt\.sha256$")
 _RANK_NAME_RE = re.compile(r"^checkpoint-(\d{6,})\.rank-(\d{5,})-of-(\d{5,})\.pt$")
 _PARTIAL_RE = re.compile(r"^\.(checkpoint-\d{6,}\S*|latest)\.[^.]+\.tmp$")
 _SUFFIX = ".sha256"
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
 class CheckpointError(ValueError):
@@ -149,16 +163,32 @@ def save_checkpoint(directory: str | os.PathLike, epoch: int, state: dict[str, A
 
     ``state`` must hold :data:`REQUIRED_KEYS` (tensors and plain values only); ``format`` and
     ``version`` are added. The file and its checksum file are complete before ``latest`` names it.
+
+    Raises:
+        StorageError: a file could not be written (full or read-only disk): what this call wrote
+            is removed again, so ``latest`` and the files it names are as they were.
+        CheckpointError: the folder cannot be created.
     """
     missing = [k for k in REQUIRED_KEYS if k not in state]
     assert not missing, f"checkpoint state lacks {missing}"
     d = _make_folder(directory)
     path = checkpoint_path(d, epoch)
+    checksum = path.with_name(path.name + _SUFFIX)
     entry = _write_hashed(path, {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, **state})
-    atomic_write(path.with_name(path.name + _SUFFIX),
-                  lambda f: f.write(f"{entry['sha256']}  {entry['size']}  {path.name}\n".encode()))
-    atomic_write(d / LATEST, lambda f: f.write(path.name.encode() + b"\n"))
+    try:
+        atomic_write(checksum, lambda f: f.write(f"{entry['sha256']}  {entry['size']}  {path.name}\n".encode()),
+                     what="the checkpoint's checksum file ")
+        atomic_write(d / LATEST, lambda f: f.write(path.name.encode() + b"\n"), what="the checkpoint pointer ")
+    except StorageError:
+        for written in (checksum, path):   # a checkpoint that latest does not name, or without checksum: none
+            with contextlib.suppress(OSError):
+                written.unlink()
+        raise
     return path
+
+
+_STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
+"""Errors of the disk rather than of the path given: a :class:`StorageError` (exit code 1)."""
 
 
 def _make_folder(directory: str | os.PathLike) -> Path:
@@ -166,6 +196,8 @@ def _make_folder(directory: str | os.PathLike) -> Path:
     try:
         d.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        if exc.errno in _STORAGE_ERRNOS:
+            raise StorageError.of(exc, d, "the checkpoint folder ") from exc
         raise CheckpointError(f"cannot create the checkpoint folder ({exc})", path=d) from exc
     return d
 
@@ -178,16 +210,25 @@ def _write_hashed(path: Path, payload: dict[str, Any]) -> dict[str, Any]:
         writers.append(HashingWriter(f))
         torch.save(payload, writers[-1])  # type: ignore[arg-type]
 
-    atomic_write(path, write)
+    atomic_write(path, write, what="the checkpoint file ")
     return {"name": path.name, "size": writers[-1].size, "sha256": writers[-1].h.hexdigest()}
 
 
 def _read_verified(path: Path, size: int, sha256: str, what: str, fix: str) -> bytes:
-    """The bytes of ``path`` after checking their size and sha256."""
+    """The bytes of ``path`` after checking that it is a regular file of ``size`` bytes (before
+    reading it: a link to ``/dev/zero`` or a FIFO is refused, not read) and their sha256."""
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise CheckpointError(f"unreadable {what} ({exc})", path=path) from exc
+        f, actual = safe_read.open_regular(path, what, CheckpointError)
+    except FileNotFoundError:
+        raise CheckpointError(f"no such {what}", path=path) from None
+    with f:
+        if actual != size:
+            raise CheckpointError(f"the {what} is {actual} bytes, {size} were written: truncated or overwritten{fix}",
+                                  path=path)
+        try:
+            data = safe_read.read_exactly(f, size)
+        except OSError as exc:
+            raise CheckpointError(f"unreadable {what} ({exc})", path=path) from exc
     if len(data) != size:
         raise CheckpointError(f"the {what} is {len(data)} bytes, {size} were written: truncated or overwritten{fix}",
                               path=path)
@@ -199,13 +240,19 @@ def _read_verified(path: Path, size: int, sha256: str, what: str, fix: str) -> b
 
 
 def _parse(data: bytes, path: Path, what: str) -> Any:
-    """``torch.load(weights_only=True)`` of a file's bytes: tensors and plain values only."""
+    """``torch.load(weights_only=True)`` of a file's bytes: tensors and plain values only, once the
+    archive is checked (:func:`~gnn_dist.safe_read.check_torch_archive`: no record inflates past
+    the file's size); every tensor in it then dense, on the CPU, of an allowed dtype and backed by
+    its bytes, and no container nested deeper than :data:`~gnn_dist.safe_read.MAX_DEPTH`."""
+    safe_read.check_torch_archive(data, len(data), what, CheckpointError, path)
     try:
-        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         raise CheckpointError(f"not a readable {what}: it holds more than tensors and plain values, or is "
-                              f"damaged ({type(exc).__name__}: {first})", path=path) from exc
+                              f"damaged ({type(exc).__name__}: {first})", path=path) from None
+    safe_read.check_loaded(obj, what, CheckpointError, path)
+    return obj
 
 
 def remove_partial_writes(directory: str | os.PathLike) -> list[Path]:
@@ -251,13 +298,18 @@ def latest_checkpoint(directory: str | os.PathLike) -> Path | None:
     if not d.is_dir():
         raise CheckpointError("the checkpoint folder is not a folder", path=d)
     pointer = d / LATEST
-    if not pointer.exists():
+    if not pointer.exists() and not pointer.is_symlink():
         return _scan(d)
     try:
-        name = pointer.read_text().strip()
-    except (OSError, UnicodeDecodeError) as exc:
+        name = safe_read.read_small(pointer, "pointer file", CheckpointError).decode().strip()
+    except CheckpointError as exc:
+        raise CheckpointError(f"{str(exc).removeprefix(f'{pointer}: ')}; delete it to use the newest "
+                              f"checkpoint-*.pt", path=pointer) from None
+    except FileNotFoundError:   # deleted meanwhile, or a link to nothing
+        return _scan(d)
+    except UnicodeDecodeError as exc:
         raise CheckpointError(f"unreadable pointer file ({exc}); delete it to use the newest "
-                              f"checkpoint-*.pt", path=pointer) from exc
+                              f"checkpoint-*.pt", path=pointer) from None
     if not _NAME_RE.match(name):
         raise CheckpointError(f"does not name a checkpoint file (holds {name[:80]!r}); delete it to use "
                               f"the newest checkpoint-*.pt", path=pointer)
@@ -275,9 +327,10 @@ def resolve_pointer(path: str | os.PathLike) -> Path:
         if found is None:
             raise CheckpointError("the folder holds no checkpoint", path=p)
         return found
-    if p.name == LATEST and p.is_file():
+    if p.name == LATEST and (p.exists() or p.is_symlink()) and not p.is_dir():
         found = latest_checkpoint(p.parent)
-        assert found is not None
+        if found is None:   # a link to nothing, in a folder without checkpoints
+            raise CheckpointError("names no checkpoint, and the folder holds none", path=p)
         return found
     return p
 
@@ -294,19 +347,21 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[Path, bytes]:
     path = resolve_pointer(path)
     if not path.exists():
         raise CheckpointError("no such checkpoint file", path=path)
-    if not path.is_file():
+    if path.is_dir():
         raise CheckpointError("not a checkpoint file", path=path)
     checksum = path.with_name(path.name + _SUFFIX)
     try:
-        digest, size, _ = checksum.read_text().split()
-        expected = int(size)
+        fields = safe_read.read_small(checksum, "checksum file", CheckpointError).decode().split()
     except FileNotFoundError:
         raise CheckpointError(f"has no checksum file {checksum.name}: it was not written by gnn-dist "
                               f"(checkpoint format {CHECKPOINT_VERSION}), or its write did not complete",
                               path=path) from None
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"unreadable checksum file {checksum.name} ({exc})", path=path) from exc
-    return path, _read_verified(path, expected, digest, "checkpoint", "; resume from an earlier checkpoint")
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(f"unreadable checksum file {checksum.name} ({exc})", path=path) from None
+    if len(fields) != 3 or not _SHA256_RE.match(fields[0]) or not fields[1].isdigit() or not fields[1].isascii():
+        raise CheckpointError(f"unreadable checksum file {checksum.name} (expected 'SHA256  SIZE  NAME', holds "
+                              f"{' '.join(fields)[:120]!r})", path=path)
+    return path, _read_verified(path, int(fields[1]), fields[0], "checkpoint", "; resume from an earlier checkpoint")
 
 
 def parse_checkpoint(data: bytes, path: str | os.PathLike) -> dict[str, Any]:
@@ -322,7 +377,269 @@ def parse_checkpoint(data: bytes, path: str | os.PathLike) -> dict[str, Any]:
     missing = [k for k in REQUIRED_KEYS if k not in state]
     if missing:
         raise CheckpointError(f"the checkpoint lacks {', '.join(missing)}", path=path)
+    check_state(state, path)
     return state
+
+
+# ---------------------------------------------------------------- field types
+def _describe(value: Any) -> str:
+    """``value`` as an error message shows it: its type and a short repr."""
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of dtype {str(value.dtype).removeprefix('torch.')} and shape {list(value.shape)}"
+    text, name = repr(value), type(value).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name} ({text[:60] + '...' if len(text) > 60 else text})"
+
+
+class _Fields:
+    """Type checks of a checkpoint's fields; each refusal is one :class:`CheckpointError` naming
+    the file and the field (``optimizer.state[3].exp_avg``)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def bad(self, field: str, value: Any, expected: str) -> CheckpointError:
+        return CheckpointError(f"field {field} is {_describe(value)}, expected {expected}: the file was modified "
+                               f"(its checksum recomputed) or written by another program", path=self.path)
+
+    def integer(self, field: str, value: Any, *, minimum: int | None = 0, maximum: int | None = None) -> int:
+        if type(value) is not int or (minimum is not None and value < minimum) \
+                or (maximum is not None and value > maximum):
+            bounds = (f" >= {minimum}" if minimum is not None else "") + (f" and <= {maximum}" if maximum is not None
+                                                                           else "")
+            raise self.bad(field, value, f"an integer{bounds}")
+        return value
+
+    def number(self, field: str, value: Any, *, optional: bool = False) -> None:
+        if not (_is_number(value) or (optional and value is None)):
+            raise self.bad(field, value, "a number" + (" or None" if optional else ""))
+
+    def string(self, field: str, value: Any, *, optional: bool = False) -> None:
+        if not (isinstance(value, str) or (optional and value is None)):
+            raise self.bad(field, value, "a string" + (" or None" if optional else ""))
+
+    def mapping(self, field: str, value: Any, *, optional: bool = False) -> dict[Any, Any] | None:
+        if optional and value is None:
+            return None
+        if not isinstance(value, dict):
+            raise self.bad(field, value, "a dict" + (" or None" if optional else ""))
+        return value
+
+    def sequence(self, field: str, value: Any, *, length: int | None = None) -> list[Any]:
+        if not isinstance(value, (list, tuple)) or (length is not None and len(value) != length):
+            raise self.bad(field, value, "a list" + (f" of {length} items" if length is not None else ""))
+        return list(value)
+
+    def tensor(self, field: str, value: Any, dtype: torch.dtype | None = None, *, dim: int | None = None,
+               numel: int | None = None) -> torch.Tensor:
+        if not isinstance(value, torch.Tensor) or (dtype is not None and value.dtype != dtype) \
+                or (dim is not None and value.dim() != dim) or (numel is not None and value.numel() != numel):
+            want = "a tensor" + (f" of dtype {str(dtype).removeprefix('torch.')}" if dtype is not None else "")
+            want += (f" with {dim} dimension(s)" if dim is not None else "")
+            want += (f" of {numel} elements" if numel is not None else "")
+            raise self.bad(field, value, want)
+        return value
+
+    def tensors(self, field: str, value: Any, *, optional: bool = False) -> None:
+        """A state dict: names to tensors."""
+        if optional and value is None:
+            return
+        if not isinstance(value, dict):
+            raise self.bad(field, value, "a state dict (names to tensors)" + (" or None" if optional else ""))
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise self.bad(f"{field} key", k, "a parameter name")
+            self.tensor(f"{field}.{k}", v)
+
+    def plain(self, field: str, value: Any) -> None:
+        """JSON values only (what a config section holds)."""
+        stack = [(field, value)]
+        while stack:
+            where, item = stack.pop()
+            if isinstance(item, dict):
+                for k, v in item.items():
+                    if not isinstance(k, str):
+                        raise self.bad(f"{where} key", k, "a name")
+                    stack.append((f"{where}.{k}", v))
+            elif isinstance(item, (list, tuple)):
+                stack.extend((f"{where}[{i}]", v) for i, v in enumerate(item))
+            elif not (item is None or isinstance(item, (bool, int, float, str))):
+                raise self.bad(where, item, "a plain value (a number, string, bool, None, list or dict)")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_WORD = 1 << 32
+
+
+def _check_rng(c: _Fields, rng: Any) -> None:
+    c.mapping("rng", rng)
+    py = c.mapping("rng.python", rng.get("python"))
+    assert py is not None
+    c.integer("rng.python.version", py.get("version"), minimum=None)
+    words = c.tensor("rng.python.words", py.get("words"), torch.int64, dim=1, numel=625)
+    if bool((words[:624] < 0).any()) or bool((words[:624] >= _WORD).any()) or not 0 <= int(words[624]) <= 624:
+        raise c.bad("rng.python.words", words, "625 words of Python's Mersenne Twister (624 in [0, 2^32), then an "
+                                               "index in [0, 624])")
+    c.number("rng.python.gauss", py.get("gauss"), optional=True)
+    npy = c.mapping("rng.numpy", rng.get("numpy"))
+    assert npy is not None
+    if npy.get("kind") != "MT19937":
+        raise c.bad("rng.numpy.kind", npy.get("kind"), "'MT19937'")
+    keys = c.tensor("rng.numpy.keys", npy.get("keys"), torch.int64, dim=1, numel=624)
+    if bool((keys < 0).any()) or bool((keys >= _WORD).any()):
+        raise c.bad("rng.numpy.keys", keys, "624 words in [0, 2^32)")
+    c.integer("rng.numpy.pos", npy.get("pos"), maximum=624)
+    c.integer("rng.numpy.has_gauss", npy.get("has_gauss"), maximum=1)
+    c.number("rng.numpy.cached_gaussian", npy.get("cached_gaussian"))
+    c.tensor("rng.torch", rng.get("torch"), torch.uint8, dim=1, numel=torch.get_rng_state().numel())
+    if "cuda" in rng:
+        for i, t in enumerate(c.sequence("rng.cuda", rng["cuda"])):
+            c.tensor(f"rng.cuda[{i}]", t, torch.uint8, dim=1)
+
+
+def _check_optimizer(c: _Fields, opt: Any) -> None:
+    c.mapping("optimizer", opt)
+    groups = c.sequence("optimizer.param_groups", opt.get("param_groups"))
+    params: set[int] = set()
+    for g, group in enumerate(groups):
+        c.mapping(f"optimizer.param_groups[{g}]", group)
+        for i, p in enumerate(c.sequence(f"optimizer.param_groups[{g}].params", group.get("params"))):
+            params.add(c.integer(f"optimizer.param_groups[{g}].params[{i}]", p))
+        for key, value in group.items():
+            where = f"optimizer.param_groups[{g}].{key}"
+            if not isinstance(key, str):
+                raise c.bad(f"optimizer.param_groups[{g}] key", key, "an option name")
+            if key == "params" or value is None or isinstance(value, (bool, int, float, str)):
+                continue
+            if isinstance(value, torch.Tensor) and value.numel() == 1:
+                continue
+            if isinstance(value, (list, tuple)) and all(_is_number(v) for v in value):
+                continue
+            raise c.bad(where, value, "a number, bool, string, None or a list of numbers")
+    state = c.mapping("optimizer.state", opt.get("state"))
+    assert state is not None
+    for index, entry in state.items():
+        if type(index) is not int or index not in params:
+            raise c.bad("optimizer.state key", index, f"the index of a parameter of the param_groups "
+                                                       f"(0 to {max(params, default=-1)})")
+        c.mapping(f"optimizer.state[{index}]", entry)
+        for key, value in entry.items():
+            if not (isinstance(value, torch.Tensor) or value is None or isinstance(value, (bool, int, float))):
+                raise c.bad(f"optimizer.state[{index}].{key}", value, "a tensor or a number")
+
+
+_METRIC = re.compile(r"^(train|val|test)_\w+$|^\w+(_s|_bytes|_loss)$")
+"""History keys that are numbers (or None): losses, accuracies and other metrics, times, bytes."""
+
+
+def _check_history(c: _Fields, history: Any) -> None:
+    """A list of epoch records: dicts of plain values, their ``epoch`` an integer and every
+    metric, time and byte count (:data:`_METRIC`) a number, None or a list of numbers."""
+    for i, record in enumerate(c.sequence("history", history)):
+        c.mapping(f"history[{i}]", record)
+        c.integer(f"history[{i}].epoch", record.get("epoch"))
+        for key, value in record.items():
+            if not isinstance(key, str):
+                raise c.bad(f"history[{i}] key", key, "a metric name")
+            if _METRIC.match(key):
+                if not (value is None or _is_number(value) or (isinstance(value, (list, tuple)) and all(
+                        v is None or _is_number(v) for v in value))):
+                    raise c.bad(f"history[{i}].{key}", value, "a number, None or a list of numbers (one a rank)")
+            else:
+                c.plain(f"history[{i}].{key}", value)
+
+
+def _check_selection(c: _Fields, selection: Any) -> None:
+    if c.mapping("selection", selection, optional=True) is None:
+        return
+    c.string("selection.select", selection.get("select"), optional=True)
+    c.string("selection.metric", selection.get("metric", "acc"))
+    best = c.mapping("selection.best", selection.get("best"), optional=True)
+    for key, value in (best or {}).items():
+        c.number(f"selection.best.{key}", value, optional=True)
+    c.integer("selection.since_best", selection.get("since_best", 0))
+    c.tensors("selection.weights", selection.get("weights"), optional=True)
+
+
+def _check_pipeline_state(c: _Fields, info: Any) -> None:
+    if c.mapping("pipeline_state", info, optional=True) is None:
+        return
+    c.string("pipeline_state.mode", info.get("mode"))
+    c.number("pipeline_state.smoothing", info.get("smoothing"), optional=True)
+    num_parts = c.integer("pipeline_state.num_parts", info.get("num_parts"), minimum=1)
+    c.string("pipeline_state.partition", info.get("partition"), optional=True)
+    files = info.get("rank_files")
+    if files is None:
+        return
+    for r, entry in enumerate(c.sequence("pipeline_state.rank_files", files, length=num_parts)):
+        c.mapping(f"pipeline_state.rank_files[{r}]", entry)
+        name = entry.get("name")
+        m = _RANK_NAME_RE.match(name) if isinstance(name, str) else None
+        if m is None or (int(m.group(2)), int(m.group(3))) != (r, num_parts):
+            raise c.bad(f"pipeline_state.rank_files[{r}].name", name,
+                        f"the name of rank {r}'s file (checkpoint-EEEEEE.rank-{r:05d}-of-{num_parts:05d}.pt)")
+        c.integer(f"pipeline_state.rank_files[{r}].size", entry.get("size"))
+        digest = entry.get("sha256")
+        if not isinstance(digest, str) or not _SHA256_RE.match(digest):
+            raise c.bad(f"pipeline_state.rank_files[{r}].sha256", digest, "a sha256 (64 hex digits)")
+
+
+def _check_halo_widths(c: _Fields, widths: Any) -> None:
+    if c.mapping("halo_widths", widths, optional=True) is None:
+        return
+    c.number("halo_widths.budget", widths.get("budget"))
+    c.integer("halo_widths.every", widths.get("every"))
+    kinds = (int, bool, int, int, int)
+    for i, row in enumerate(c.sequence("halo_widths.table", widths.get("table"))):
+        if not isinstance(row, (list, tuple)) or len(row) != 5 or not all(type(v) is k for v, k in zip(row, kinds)):
+            raise c.bad(f"halo_widths.table[{i}]", row, "[layer, backward, src, dst, bits] (integers, a bool)")
+    for r, rows in enumerate(c.sequence("halo_widths.stats", widths.get("stats"))):
+        for i, row in enumerate(c.sequence(f"halo_widths.stats[{r}]", rows)):
+            if not isinstance(row, (list, tuple)) or len(row) != 5 or type(row[0]) is not int \
+                    or type(row[1]) is not bool or type(row[2]) is not int or not _is_number(row[3]) \
+                    or type(row[4]) is not int:
+                raise c.bad(f"halo_widths.stats[{r}][{i}]", row, "[layer, backward, dst, cost, count]")
+
+
+def check_state(state: dict[str, Any], path: str | os.PathLike) -> None:
+    """Refuse (one :class:`CheckpointError` naming the file and the field) a checkpoint whose
+    fields do not have the types gnn-dist writes: the epoch, the weights (a state dict), the
+    optimizer state, the RNG states (:func:`set_rng_state` restores them as they are), the config
+    (JSON values; its ``optim`` section's optimizer, lr and weight_decay), the model info, the
+    history (dicts of numbers), the model selection's state, the pipeline state (its rank files'
+    names, sizes and checksums) and the adaptive halo widths. Its checksum only proves the file is
+    the one its ``.sha256`` describes: whoever rewrote the one can rewrite the other, so a resume
+    checks the contents before it applies any (the checks against this run's model and optimizer
+    are :class:`~gnn_dist.checkpointing.CheckpointManager`'s)."""
+    c = _Fields(Path(path))
+    c.integer("epoch", state.get("epoch"))
+    c.tensors("model", state.get("model"))
+    _check_optimizer(c, state.get("optimizer"))
+    _check_rng(c, state.get("rng"))
+    config = c.mapping("config", state.get("config"))
+    assert config is not None
+    c.plain("config", config)
+    section = "config.trainer" if "trainer" in config else "config"
+    trainer = c.mapping(section, config.get("trainer", config))
+    assert trainer is not None
+    optim = c.mapping(f"{section}.optim", trainer.get("optim", {}))
+    assert optim is not None
+    c.string(f"{section}.optim.optimizer", optim.get("optimizer", ""))
+    for key in ("lr", "weight_decay"):
+        c.number(f"{section}.optim.{key}", optim.get(key), optional=True)
+    for key, value in (c.mapping("model_info", state.get("model_info", {})) or {}).items():
+        if not isinstance(value, (int, float, str)):
+            raise c.bad(f"model_info.{key}", value, "a number or a string")
+    if "world_size" in state:
+        c.integer("world_size", state["world_size"], minimum=1)
+    if "partition" in state:
+        c.string("partition", state["partition"], optional=True)
+    _check_history(c, state.get("history", []))
+    _check_selection(c, state.get("selection"))
+    _check_pipeline_state(c, state.get("pipeline_state"))
+    _check_halo_widths(c, state.get("halo_widths"))
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
@@ -367,8 +684,13 @@ def load_rank_state(directory: str | os.PathLike, entry: dict[str, Any], *, epoc
             recorded (truncated, corrupt, or overwritten by another run), not a rank file, or of
             another epoch/rank/number of parts; the message names the file.
     """
-    path = Path(directory) / str(entry["name"])
-    if not path.exists():
+    name = entry.get("name")
+    if not isinstance(name, str) or not _RANK_NAME_RE.match(name):   # a name in the folder, never ../../x
+        raise CheckpointError(f"the checkpoint names the rank file {str(name)[:80]!r} for rank {rank}, which is not "
+                              f"a rank file's name ({rank_state_path('', epoch, rank, num_parts).name})",
+                              path=Path(directory))
+    path = Path(directory) / name
+    if not path.exists() and not path.is_symlink():
         return None
     data = _read_verified(path, int(entry["size"]), str(entry["sha256"]), "rank file",
                           "; delete it to resume without it (the pipeline then restarts fresh)")

@@ -21,7 +21,10 @@ rank touches the folder, and a folder another live run holds fails every rank be
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
+import types
+import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,13 +34,14 @@ import torch
 
 from . import checkpoint as ckpt
 from . import run_lock
+from .atomic_file import all_ranks_write
 from .checkpoint import CheckpointError
 from .config import RESUME_MODES, CheckpointConfig, TrainerConfig, to_dict
 from .distributed import all_gather_json, all_ranks_agree, broadcast_bytes, broadcast_json, get_rank, get_world_size
 from .partition import partition_fingerprint
 from .selection import ModelSelection
 
-__all__ = ["CheckpointManager", "hold_checkpoint_dir", "model_info", "check_fits", "check_resume"]
+__all__ = ["CheckpointManager", "hold_checkpoint_dir", "model_info", "check_fits", "check_resume", "check_applies"]
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +96,134 @@ def check_resume(config: CheckpointConfig, model: torch.nn.Module, optimizer: st
         where = Path(want)
     state = ckpt.load_checkpoint(where)
     check_fits(state, model, optimizer, where)
+    _check_weights(state, model, where)
+
+
+def _kind(value: Any) -> str:
+    """What a config value is, as :func:`check_applies` compares them."""
+    if value is None:
+        return "None"
+    if isinstance(value, bool):
+        return "a bool"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict):
+        return "a dict"
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return "a number"
+    return type(value).__name__
+
+
+_HINT_KINDS = {bool: "a bool", int: "a number", float: "a number", str: "a string", list: "a list", tuple: "a list",
+               dict: "a dict", type(None): "None"}
+
+
+def _hint_kinds(hint: Any) -> set[str] | None:
+    """The kinds of value a config field's annotation admits (None: any, or not known here)."""
+    if hint in _HINT_KINDS:
+        return {_HINT_KINDS[hint]}
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        kinds: set[str] = set()
+        for arg in args:
+            more = _hint_kinds(arg)
+            if more is None:
+                return None
+            kinds |= more
+        return kinds
+    if origin is typing.Literal:
+        return {_kind(a) for a in args}
+    if origin in _HINT_KINDS:
+        return {_HINT_KINDS[origin]}
+    return None
+
+
+def _check_config_kinds(theirs: Any, mine: Any, field: str, path: str | Path) -> None:
+    """Every field of the checkpoint's config (``theirs``, :func:`~gnn_dist.config.to_dict`'s
+    output) that this version's config dataclass ``mine`` has holds a value its annotation admits
+    (a field only the checkpoint has, of another version, is not looked at)."""
+    stack = [(field, theirs, mine)]
+    while stack:
+        where, t, m = stack.pop()
+        if not isinstance(t, dict):
+            raise CheckpointError(f"field {where} is {ckpt._describe(t)}, expected a dict (a config section): the file "
+                                  f"was modified (its checksum recomputed) or written by another program", path=path)
+        try:
+            hints = typing.get_type_hints(type(m))
+        except Exception:   # an annotation this process cannot resolve: nothing to compare with
+            hints = {}
+        for f in dataclasses.fields(m):
+            if f.name not in t:
+                continue
+            value, live = t[f.name], getattr(m, f.name)
+            if dataclasses.is_dataclass(live) and dataclasses.is_dataclass(hints.get(f.name)):
+                stack.append((f"{where}.{f.name}", value, live))
+                continue
+            kinds = _hint_kinds(hints.get(f.name))
+            if kinds is not None and _kind(value) not in kinds:
+                raise CheckpointError(f"field {where}.{f.name} is {ckpt._describe(value)}, where this gnn-dist takes "
+                                      f"{' or '.join(sorted(kinds))}: the file was modified (its checksum "
+                                      f"recomputed) or written by another program", path=path)
+
+
+def _check_weights(state: dict[str, Any], model: torch.nn.Module, path: str | Path) -> None:
+    """The checkpoint's weights (and the model selection's best weights) have this model's
+    tensor names and shapes (``model`` may be on the meta device)."""
+    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    for field, weights in (("model", state["model"]), ("selection.weights", (state.get("selection") or {})
+                                                                            .get("weights"))):
+        if weights is None:
+            continue
+        extra, lost = sorted(set(weights) - set(shapes)), sorted(set(shapes) - set(weights))
+        if extra or lost:
+            raise CheckpointError(f"field {field} does not fit this model: "
+                                  + "; ".join(x for x in (f"unexpected {', '.join(extra[:4])}" if extra else "",
+                                                          f"missing {', '.join(lost[:4])}" if lost else "") if x),
+                                  path=path)
+        for name, t in weights.items():
+            if tuple(t.shape) != shapes[name]:
+                raise CheckpointError(f"field {field}.{name} has shape {list(t.shape)}, this model's "
+                                      f"{list(shapes[name])}", path=path)
+
+
+def check_applies(state: dict[str, Any], model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                  config: TrainerConfig, path: str | Path) -> None:
+    """Refuse (:class:`~gnn_dist.checkpoint.CheckpointError`, one line naming the file and the
+    field) a checkpoint (its field types already checked by
+    :func:`~gnn_dist.checkpoint.check_state`) whose weights, optimizer state, model-selection
+    weights or config do not fit this run's ``model``, ``optimizer`` and ``config`` (every saved
+    config field this version has must hold a value its annotation admits): checked before
+    anything is applied, so a refused resume changes nothing and a bad state never reaches the
+    first step."""
+    _check_weights(state, model, path)
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    groups, mine = state["optimizer"]["param_groups"], optimizer.state_dict()["param_groups"]
+    if len(groups) != len(mine) or any(len(g["params"]) != len(m["params"]) for g, m in zip(groups, mine)):
+        raise CheckpointError(f"field optimizer.param_groups holds {[len(g['params']) for g in groups]} parameters "
+                              f"per group, this optimizer {[len(m['params']) for m in mine]}", path=path)
+    order = {p: i for i, p in enumerate(q for g in groups for q in g["params"])}
+    for g, (theirs, ours) in enumerate(zip(groups, mine)):
+        for key, value in theirs.items():
+            if key != "params" and key in ours and value is not None and ours[key] is not None \
+                    and _kind(value) != _kind(ours[key]):
+                raise CheckpointError(f"field optimizer.param_groups[{g}].{key} is {ckpt._describe(value)}, this "
+                                      f"optimizer takes {_kind(ours[key])}", path=path)
+    for index, entry in state["optimizer"]["state"].items():
+        shape = tuple(params[order[index]].shape)
+        for key, value in entry.items():
+            if isinstance(value, torch.Tensor) and value.dim() and tuple(value.shape) != shape:
+                raise CheckpointError(f"field optimizer.state[{index}].{key} has shape {list(value.shape)}, its "
+                                      f"parameter {list(shape)}", path=path)
+            if isinstance(value, torch.Tensor) and not value.dtype.is_floating_point and key != "step":
+                raise CheckpointError(f"field optimizer.state[{index}].{key} is {ckpt._describe(value)}, expected "
+                                      f"a float tensor", path=path)
+    saved = state["config"]
+    _check_config_kinds(saved.get("trainer", saved), config, "config" + (".trainer" if "trainer" in saved else ""),
+                        path)
 
 
 def model_info(model: torch.nn.Module) -> dict[str, Any]:
@@ -185,11 +317,11 @@ class CheckpointManager:
         widths = None if transport is None else transport.state_dict()  # adaptive widths: a collective
         if trainer.pipeline.stateful:  # the config, not the data: the same on every rank
             entry = None
-            with all_ranks_agree(f"writing the rank files of the checkpoint {path}"):
+            with all_ranks_write(f"writing the rank files of the checkpoint {path}"):
                 entry = ckpt.save_rank_state(self.directory, trainer.epoch, self.rank, info["num_parts"],
                                              trainer.pipeline.state_dict())
             info["rank_files"] = all_gather_json(entry)
-        with all_ranks_agree(f"writing the checkpoint {path}"):
+        with all_ranks_write(f"writing the checkpoint {path}"):   # a full disk: one line on every rank, exit 1
             if self.rank == 0:
                 ckpt.save_checkpoint(self.directory, trainer.epoch, {**self._state(trainer), "pipeline_state": info,
                                                                      "halo_widths": widths})
@@ -362,11 +494,14 @@ class CheckpointManager:
                     + "), so the resumed run will not reproduce the uninterrupted one")
 
     def _apply(self, trainer: TrainerState, saved: _Saved, pipeline: Any) -> None:
-        """Apply a checked checkpoint; identical on every rank, so any error is raised by all."""
+        """Apply a checked checkpoint; identical on every rank, so any error is raised by all.
+        Everything is checked against this run's model, optimizer and config
+        (:func:`check_applies`) before anything is changed."""
         state, path = saved.state, saved.path
         mine = trainer.config.optim
         theirs = _saved_optim(state)
         check_fits(state, trainer.model, mine.optimizer, path)
+        check_applies(state, trainer.model, trainer.optimizer, trainer.config, path)
         info, now = state.get("model_info", {}), model_info(trainer.model)
         for k in _RUN_FIELDS:
             if k in info and k in now and info[k] != now[k]:
@@ -394,8 +529,15 @@ class CheckpointManager:
         trainer.pipeline.flush()
         trainer.pipeline = pipeline if pipeline is not None else trainer.new_pipeline()  # never old buffers
         transport = getattr(trainer.pipeline, "transport", None)
-        why = None if transport is None else transport.load_state_dict(state.get("halo_widths"))
+        try:
+            why = None if transport is None else transport.load_state_dict(state.get("halo_widths"))
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            raise CheckpointError(f"field halo_widths does not fit this run's halo widths ({exc})", path=path) from None
         if why is not None:
             log.warning(f"{path}: {why}; the halo widths start afresh, so the resumed run will not reproduce "
                         f"the uninterrupted one")
-        ckpt.set_rng_state(state["rng"])
+        try:
+            ckpt.set_rng_state(state["rng"])
+        except (ValueError, TypeError, KeyError, RuntimeError) as exc:
+            raise CheckpointError(f"field rng is not a state of this machine's random generators ({exc})",
+                                  path=path) from None

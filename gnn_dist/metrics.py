@@ -16,21 +16,29 @@ configuration, and under ``"task"`` the resolved task's ``task``, ``loss``, ``me
 ``select_metric`` and ``lower_is_better``: what ``gnn-dist report`` reads), then one record per epoch. A resumed run keeps the epoch records before its
 checkpoint and rewrites the rest, so the file reads like one uninterrupted run (the file is
 rewritten atomically: temp file and rename).
+
+The file ends at a complete record whatever the disk does: each epoch record is one line built
+whole, then written by one ``write`` call (looped only over a short write); when the filesystem
+refuses it (a full disk, ``ENOSPC``; a quota; an I/O error) the file is truncated back to where
+the record started and a :class:`~gnn_dist.atomic_file.StorageError` (an ``OSError``: one line
+naming the file, the epoch and the reason, exit code 1) ends the run. Its folder is checked
+before training (:func:`check_metrics_target`, and ``--validate``), as ``--save-model``'s is.
 """
 
 from __future__ import annotations
 
+import errno as errno_codes
 import json
 import logging
 import math
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .cache.budget import format_bytes
 
-__all__ = ["StepStats", "MetricsFile", "progress_line", "summary_line"]
+__all__ = ["StepStats", "MetricsFile", "check_metrics_target", "progress_line", "summary_line"]
 
 log = logging.getLogger(__name__)
 
@@ -89,22 +97,20 @@ class MetricsFile:
         atomically; the folder is created).
 
         Raises:
-            OSError: the file or its folder cannot be written (the message names it).
+            StorageError: the file or its folder cannot be written (the message names it); the
+                file is as it was.
         """
+        from .atomic_file import StorageError, atomic_write
+
         kept = self._records_before(start_epoch) if start_epoch > 0 else []
+        text = "" if config is None else json.dumps({"config": config}) + "\n"
+        data = (text + "".join(kept)).encode()
         folder = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(self.path)}.", suffix=".tmp", dir=folder)
         try:
-            with os.fdopen(fd, "w") as f:
-                if config is not None:
-                    f.write(json.dumps({"config": config}) + "\n")
-                f.writelines(kept)
-            os.replace(tmp, self.path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+            os.makedirs(folder, exist_ok=True)
+        except OSError as exc:
+            raise StorageError.of(exc, self.path, "the metrics file ") from exc
+        atomic_write(Path(self.path), lambda f: f.write(data), what="the metrics file ")
 
     def _records_before(self, start_epoch: int) -> list[str]:
         kept: list[str] = []
@@ -121,8 +127,59 @@ class MetricsFile:
         return kept
 
     def append(self, record: dict[str, Any]) -> None:
-        with open(self.path, "a") as f:
-            f.write(json.dumps({k: _json_safe(v) for k, v in record.items()}) + "\n")
+        """Append ``record`` as one line, whole or not at all.
+
+        Raises:
+            StorageError: the filesystem refused the write; the file was truncated back to its
+                last complete record (the message names the file, the epoch and the reason).
+        """
+        data = (json.dumps({k: _json_safe(v) for k, v in record.items()}) + "\n").encode()   # built whole first
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise self._error(exc, record, "") from exc
+        try:
+            end = os.fstat(fd).st_size   # the last good offset: the end of the last complete record
+            try:
+                written = os.write(fd, data)
+                while written < len(data):   # a short write: the rest (the next call reports the error)
+                    written += os.write(fd, memoryview(data)[written:])
+            except OSError as exc:
+                try:
+                    os.ftruncate(fd, end)
+                    kept = "the file ends with the last complete record"
+                except OSError:
+                    kept = f"its last line may be cut short ({self.path} could not be truncated back)"
+                raise self._error(exc, record, kept) from exc
+        finally:
+            os.close(fd)
+
+    def _error(self, exc: OSError, record: dict[str, Any], kept: str) -> OSError:
+        """The :class:`~gnn_dist.atomic_file.StorageError` of a failed append of ``record``."""
+        from .atomic_file import StorageError
+
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        code = errno_codes.errorcode.get(exc.errno or -1)
+        epoch = record.get("epoch")
+        what = f"epoch {epoch}'s record" if epoch is not None else "a record"
+        return StorageError(f"cannot write the metrics file {self.path}: {reason}" + (f" ({code})" if code else "")
+                            + f"; {what} was not written" + (f", {kept}" if kept else ""),
+                            path=self.path, code=exc.errno, reason=reason)
+
+
+def check_metrics_target(config: Any) -> None:
+    """``--metrics``' path checked on rank 0 (:func:`gnn_dist.model_file.check_output_file`: its
+    folder exists and is writable, it is not a folder) before training, as ``--save-model``'s
+    (a collective: a refusal, a ``ValueError``, is raised on every rank)."""
+    from .distributed import all_ranks_agree, get_rank
+    from .model_file import check_output_file
+
+    path = config.trainer.report.metrics_path
+    if path is None:
+        return
+    with all_ranks_agree(f"checking --metrics {path}"):
+        if get_rank() == 0:
+            check_output_file(path, "--metrics")
 
 
 def _regression_scores(rec: dict[str, Any]) -> str:

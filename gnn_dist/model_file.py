@@ -26,7 +26,15 @@ Decisions:
 - **Checked when written.** :func:`save_model_file` rebuilds the model from the header (on
   torch's ``meta`` device) and compares its tensors' names and shapes with the weights, so a file
   that could not be loaded back is never written. Writes go to a temp file in the same folder,
-  fsynced, then renamed into place.
+  fsynced, then renamed into place. A write the disk refuses keeps the weights: they go to the
+  first of the checkpoint folder, the temp folder, the metrics file's folder that takes them,
+  and the one-line error says where (:func:`save_trained_model`).
+- **Read as untrusted.** :func:`load_model_file` opens a regular file only (a link to
+  ``/dev/zero`` or a FIFO is refused, never read), refuses an archive whose records would
+  inflate past the file's size, tensors that are not dense CPU tensors backed by their own
+  bytes, any entry besides the five (all hashed), a header nested deeper than 64 or stating
+  widths the file's weights cannot have; :meth:`ModelFile.build` builds the model on the meta
+  device and compares every tensor with the file's before it allocates anything.
 """
 
 from __future__ import annotations
@@ -36,6 +44,9 @@ import hashlib
 import json
 import math
 import os
+import tempfile
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,8 +158,26 @@ class ModelFile:
 
     def build(self, device: torch.device | str | None = None) -> torch.nn.Module:
         """The model with its task's modules (a link model's ``link_decoder``), with the file's
-        weights, in eval mode, on ``device`` (default CPU)."""
-        model = _build(self.model_config, self.in_dim, self.out_dim, self.task)
+        weights, in eval mode, on ``device`` (default CPU).
+
+        The model is first built on torch's ``meta`` device (no memory) and every tensor's name,
+        dtype and shape compared with the file's, so a header whose widths or layers do not match
+        the tensors it carries is refused before anything is allocated for it."""
+        config, task = self.model_config, self.task
+        try:
+            with torch.device("meta"):
+                expected = _tensor_table(dict(_build(config, self.in_dim, self.out_dim, task).state_dict()))
+        except (ValueError, TypeError, RuntimeError) as exc:
+            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            raise ModelFileError(f"its header's model does not build here ({first})", path=self.path) from None
+        table = _tensor_table(self.state_dict)
+        if expected != table:
+            diff = sorted(k for k in set(expected) | set(table) if expected.get(k) != table.get(k))
+            shown = "; ".join(f"{k}: the header's model has {_entry(expected.get(k))}, the file {_entry(table.get(k))}"
+                              for k in diff[:3])
+            raise ModelFileError(f"its header's model is not the one its tensors are weights of ({shown}"
+                                 f"{'; ...' if len(diff) > 3 else ''}): corrupt or modified", path=self.path)
+        model = _build(config, self.in_dim, self.out_dim, task)
         try:
             model.load_state_dict(self.state_dict, strict=True)
         except RuntimeError as exc:
@@ -189,6 +218,10 @@ def _build(config: ModelConfig, in_dim: int, out_dim: int, task: Any) -> torch.n
     if task is not None:
         task.add_modules(model)
     return model
+
+
+def _entry(entry: dict[str, Any] | None) -> str:
+    return "no such tensor" if entry is None else f"{entry['dtype']} {entry['shape']}"
 
 
 def _tensor_bytes(t: torch.Tensor) -> bytes:
@@ -235,7 +268,8 @@ def check_output_file(path: str | os.PathLike, what: str) -> Path:
 
 
 def save_model_file(path: str | os.PathLike, model: torch.nn.Module, model_config: ModelConfig | dict[str, Any],
-                    meta: Any, *, info: dict[str, Any] | None = None, task: Any = None) -> Path:
+                    meta: Any, *, info: dict[str, Any] | None = None, task: Any = None,
+                    rescue: Sequence[str | os.PathLike] = ()) -> Path:
     """Write ``model``'s weights as a model file at ``path`` (atomically: temp file, fsync, rename).
 
     ``model_config`` is what builds it again (a :class:`~gnn_dist.config.ModelConfig` or its
@@ -248,8 +282,13 @@ def save_model_file(path: str | os.PathLike, model: torch.nn.Module, model_confi
     its modules (a link model's ``link_decoder``) are part of the model.
     Returns the path. Raises :class:`ModelFileError` when the model
     cannot be rebuilt from ``model_config`` with these weights.
+
+    A write the filesystem refuses (full, read-only) raises
+    :class:`~gnn_dist.atomic_file.StorageError` and leaves nothing at ``path``; the weights are
+    then written to the first folder of ``rescue`` that takes them (same file name, or a
+    timestamped one if taken), and the error's one line says where (or why none took them).
     """
-    from .atomic_file import atomic_write
+    from .atomic_file import StorageError, atomic_write
 
     config = model_config if isinstance(model_config, ModelConfig) else ModelConfig(**model_config)
     p = Path(path)
@@ -278,50 +317,138 @@ def save_model_file(path: str | os.PathLike, model: torch.nn.Module, model_confi
     header_text = json.dumps(header, sort_keys=True, allow_nan=False)
     payload = {"format": MODEL_FORMAT, "version": MODEL_VERSION, "header": header_text,
                "sha256": _digest(MODEL_VERSION, header_text, state, sorted(state)), "state_dict": state}
-    atomic_write(p, lambda f: torch.save(payload, f))
+    try:
+        atomic_write(p, lambda f: torch.save(payload, f), what="the model file ")
+    except StorageError as exc:
+        raise _rescued(exc, p, payload, rescue) from None
     return p
 
 
+def _rescued(failed: Any, path: Path, payload: dict[str, Any], folders: Sequence[str | os.PathLike]) -> Exception:
+    """The error to raise for ``--save-model path`` refused by the filesystem (``failed``, a
+    :class:`~gnn_dist.atomic_file.StorageError`), after writing ``payload`` (the whole model
+    file) to the first of ``folders`` that takes it, so the trained weights are not lost: its
+    message names where they are, or why no folder took them."""
+    from .atomic_file import StorageError, atomic_write
+
+    tried: list[str] = []
+    seen: set[str] = set()
+    for folder in folders:
+        d = Path(folder)
+        key = os.path.realpath(d)
+        if key in seen or key == os.path.realpath(path.parent) or not d.is_dir():
+            continue
+        seen.add(key)
+        target = d / path.name
+        if target.exists() or os.path.realpath(target) == os.path.realpath(path):
+            target = d / f"{path.stem}.{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}{path.suffix}"
+        try:
+            atomic_write(target, lambda f: torch.save(payload, f), what="the model file ")
+        except StorageError as exc:
+            tried.append(f"{d}: {exc.reason}")
+            continue
+        return StorageError(f"{failed}; the trained weights were saved to {target} instead: move it to {path} (or "
+                            f"predict with --model-file {target})", path=path, code=failed.errno)
+    where = f" (tried {'; '.join(tried)})" if tried else " (no other folder to try)"
+    return StorageError(f"{failed}; the trained weights could not be saved elsewhere either{where}: free space and "
+                        f"train again (or resume from a checkpoint)", path=path, code=failed.errno)
+
+
+MAX_LAYERS = 4096
+"""Most layers a model file's header may state (the deepest published GNNs have about 1000)."""
+_WIDTHS = ("hidden", "heads", "out_heads", "edge_dim")
+"""The model options that are widths: each at most the number of weights the file carries."""
+
+
+def _check_header_sizes(header: dict[str, Any], state: dict[str, torch.Tensor], p: Path) -> None:
+    """The sizes the header states, against what the file holds (before anything is built from
+    them): a width no tensor could have (more than the file's weights in all), or more layers
+    than :data:`MAX_LAYERS`, is refused."""
+    elements = sum(t.numel() for t in state.values())
+    options = header["model"]
+    sizes = {k: header[k] for k in ("in_dim", "out_dim")} | {k: options[k] for k in (*_WIDTHS, "layers")
+                                                            if options.get(k) is not None}
+    for key, value in sizes.items():
+        if type(value) is not int or value < 0:
+            raise ModelFileError(f"its header's {key} is {value!r}, not a non-negative integer", path=p)
+    if sizes.get("layers", 1) > MAX_LAYERS:
+        raise ModelFileError(f"its header states {sizes['layers']} layers, more than {MAX_LAYERS}: corrupt or crafted",
+                             path=p)
+    for key, value in sizes.items():
+        if key != "layers" and value > max(elements, 1):
+            raise ModelFileError(f"its header states {key}={value}, but the file holds {elements} weights in all: "
+                                 f"corrupt or crafted", path=p)
+
+
 def load_model_file(path: str | os.PathLike) -> ModelFile:
-    """Read and verify a model file (``torch.load(weights_only=True)``, then its format, version,
-    header and the sha256 of its contents). Raises :class:`ModelFileError` naming the file."""
+    """Read and verify a model file: a regular file (never a device or pipe), a ``torch.save``
+    archive whose records fit in its size (:func:`~gnn_dist.safe_read.check_torch_archive`),
+    ``torch.load(weights_only=True)``, dense CPU tensors only, exactly the entries of the format
+    (every one hashed), then its format, version, header (nesting bounded) and the sha256 of its
+    contents, and the header's sizes against the tensors present. Raises :class:`ModelFileError`
+    naming the file. (:meth:`ModelFile.build` then checks the header's model against the
+    tensors' shapes on the meta device before it allocates the model.)"""
+    from . import safe_read
+
     p = Path(path)
-    if not p.is_file():
-        what = "is a folder, not a model file" if p.is_dir() else "no such model file"
-        raise ModelFileError(f"{what} (gnn_dist.train --save-model FILE writes one)", path=p)
+    if p.is_dir():
+        raise ModelFileError("is a folder, not a model file (gnn_dist.train --save-model FILE writes one)", path=p)
     try:
-        raw = torch.load(p, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-        raise ModelFileError(f"not a readable model file: damaged, or holding more than tensors and plain values "
-                             f"({type(exc).__name__}: {first})", path=p) from None
+        f, size = safe_read.open_regular(p, "model file", ModelFileError)
+    except FileNotFoundError:
+        raise ModelFileError("no such model file (gnn_dist.train --save-model FILE writes one)", path=p) from None
+    with f:
+        safe_read.check_torch_archive(f, size, "model file", ModelFileError, p)
+        try:
+            raw = torch.load(f, map_location="cpu", weights_only=True)
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            raise ModelFileError(f"not a readable model file: damaged, or holding more than tensors and plain "
+                                 f"values ({type(exc).__name__}: {first})", path=p) from None
+    safe_read.check_loaded(raw, "model file", ModelFileError, p)
     if not isinstance(raw, dict) or raw.get("format") != MODEL_FORMAT:
         raise ModelFileError(f"not a gnn-dist model file (no format {MODEL_FORMAT!r})", path=p)
     if raw.get("version") != MODEL_VERSION:
         raise ModelFileError(f"model file version {raw.get('version')!r}; this gnn-dist reads version {MODEL_VERSION}",
                              path=p)
+    extra = sorted(str(k)[:40] for k in raw if k not in _KEYS)
+    if extra:   # nothing unhashed rides along
+        raise ModelFileError(f"it holds entries a model file has not ({', '.join(extra[:4])}), which its sha256 does "
+                             f"not cover: modified or crafted", path=p)
     missing = [k for k in _KEYS if k not in raw]
     state, header_text = raw.get("state_dict"), raw.get("header")
     if missing or not isinstance(header_text, str) or not isinstance(state, dict) \
+            or not isinstance(raw["sha256"], str) \
             or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
         raise ModelFileError(f"malformed model file (missing or mistyped {', '.join(missing) or 'header/state_dict'})",
                              path=p)
+    claimed = sum(t.numel() * t.element_size() for t in state.values())
+    if claimed > size:
+        raise ModelFileError(f"its tensors would take {claimed} bytes, more than the file's {size}: views sharing "
+                             f"storage, which --save-model never writes", path=p)
     digest = _digest(MODEL_VERSION, header_text, state, sorted(state))   # the writer's order: the header's tensors
     if digest != raw["sha256"]:
         raise ModelFileError(f"the sha256 of its contents, {digest[:12]}..., is not the {str(raw['sha256'])[:12]}... "
                              f"recorded in it: corrupt or modified; write it again with --save-model", path=p)
+    if safe_read.json_too_deep(header_text):
+        raise ModelFileError(f"its header is nested more than {safe_read.MAX_DEPTH} levels deep: corrupt or crafted",
+                             path=p)
     try:
         header = json.loads(header_text)
-    except json.JSONDecodeError as exc:
-        raise ModelFileError(f"its header is not JSON ({exc})", path=p) from None
+    except RecursionError:
+        raise ModelFileError("its header is nested too deep: corrupt or crafted", path=p) from None
+    except ValueError as exc:   # JSONDecodeError, or an integer of more than 4300 digits
+        raise ModelFileError(f"its header is not JSON ({str(exc)[:200]})", path=p) from None
     if not isinstance(header, dict) or [k for k in _HEADER_KEYS if k not in header]:
-        raise ModelFileError(f"its header lacks {[k for k in _HEADER_KEYS if k not in header]}", path=p)
+        lacks = [k for k in _HEADER_KEYS if k not in header] if isinstance(header, dict) else list(_HEADER_KEYS)
+        raise ModelFileError(f"its header lacks {lacks}", path=p)
     widths = [header[k] for k in ("in_dim", "out_dim", "num_classes")]
     if not (isinstance(header["model"], dict) and all(type(w) is int and w >= 0 for w in widths)
             and header["label_kind"] in ("class", "multilabel", "regression")):
         raise ModelFileError("its header's model, in_dim, out_dim, num_classes or label_kind is malformed", path=p)
     if header["tensors"] != _tensor_table(state):
         raise ModelFileError("its tensors are not the ones its header lists: corrupt or modified", path=p)
+    _check_header_sizes(header, state, p)
     return ModelFile(path=p, header=header, state_dict=state, sha256=digest)
 
 
@@ -342,7 +469,8 @@ def save_trained_model(config: RunConfig, trainer: Any, final: dict[str, Any]) -
     configuration and final metrics (a collective: a failed write fails every rank). None when
     the run saves no model."""
     from . import __version__
-    from .distributed import all_ranks_agree, get_rank
+    from .atomic_file import all_ranks_write
+    from .distributed import get_rank
     from .partition import partition_fingerprint
 
     if config.save_model is None:
@@ -352,7 +480,11 @@ def save_trained_model(config: RunConfig, trainer: Any, final: dict[str, Any]) -
                 "fingerprint": partition_fingerprint(meta), "num_parts": int(meta.num_parts), "data": config.data.data},
             "gnn_dist_version": __version__, "run_config": config.to_dict()}
     path = Path(config.save_model)
-    with all_ranks_agree(f"writing the model file {path}"):
+    metrics = config.trainer.report.metrics_path
+    rescue = [d for d in (config.trainer.checkpoint.checkpoint_dir, tempfile.gettempdir(),
+                          None if metrics is None else str(Path(metrics).parent or ".")) if d]
+    with all_ranks_write(f"writing the model file {path}"):   # a full disk: one line, exit 1, the weights kept
         if get_rank() == 0:
-            save_model_file(path, trainer.model, config.model, meta, info=info, task=getattr(trainer, "task", None))
+            save_model_file(path, trainer.model, config.model, meta, info=info, task=getattr(trainer, "task", None),
+                            rescue=rescue)
     return path

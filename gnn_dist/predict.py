@@ -30,8 +30,9 @@ rows are node embeddings, which its ``link_decoder`` scores pairs of nodes from.
 - ``--pairs PAIRS`` (a text file of two columns of original node ids, or an integer ``.npy`` of
   shape ``[E, 2]`` or ``[2, E]``: :func:`gnn_dist.link.pairs.read_pairs`) writes ``src``, ``dst``
   (int64 ``[E]``, the file's pairs in its order), ``scores`` (float32 ``[E]``, the decoder's
-  logits) and ``probabilities`` (float32 ``[E]``, their sigmoid). Every rank reads the file (the
-  ranks compare its contents, as the model file's); each scores the pairs whose source it owns,
+  logits) and ``probabilities`` (float32 ``[E]``, their sigmoid). Rank 0 reads the file, within
+  the bounds :mod:`gnn_dist.link.pairs` states, and sends the pairs to the other ranks
+  (:func:`~gnn_dist.link.pairs.shared_pairs`); each scores the pairs whose source it owns,
   fetching the destination's row from its owner, in chunks of
   :data:`~gnn_dist.link.pairs.PAIR_CHUNK` pairs; rank 0 gathers the scores in the file's order.
 
@@ -39,7 +40,10 @@ Errors as ``gnn_dist.train``'s: a bad flag is one line and exit code 2; a missin
 unfitting model file, a bad folder or ``--out`` path, a pairs file that is missing, unparsable,
 of another shape or names an id that is not a node (or ``--pairs`` for a model that is not a link
 model) is one line on rank 0 and exit code 2 (``--validate``, which ``gnn-dist predict`` runs
-before any rank starts, finds them first).
+before any rank starts, finds them first: it streams the pairs file, holding one block of it). A
+``--out`` the filesystem refuses to write (a full disk, a quota, a read-only mount) is one line
+on rank 0 and exit code 1, and leaves no file (nor temporary) behind: the ``.npz`` is written
+to a temporary file and renamed (:func:`gnn_dist.atomic_file.atomic_write`).
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ environ.rank_defaults()   # before torch (see gnn_dist.train)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402
-from .link.pairs import PAIR_CHUNK, read_pairs
+from .link.pairs import PAIR_CHUNK, count_pairs, shared_pairs
 from .model_file import ModelFile, check_output_file, load_model_file
 
 __all__ = ["Predictions", "PairScores", "predict", "check_prediction", "embedding_layer", "build_parser", "main"]
@@ -91,7 +95,7 @@ class _NpzOutput:
         from .atomic_file import atomic_write
 
         p = Path(path)
-        atomic_write(p, lambda f: np.savez(f, **self.arrays()))
+        atomic_write(p, lambda f: np.savez(f, **self.arrays()), what="--out ")   # StorageError: nothing written
         return p
 
 
@@ -225,11 +229,11 @@ def check_prediction(data: str | os.PathLike, model_file: str | os.PathLike, out
     model, meta = _load_checked(data, model_file)
     model.build()
     chosen = _export_layer(model, embeddings, layer, pairs)
-    wanted = None if pairs is None else read_pairs(pairs, int(meta.num_nodes))
+    wanted = None if pairs is None else count_pairs(pairs, int(meta.num_nodes))   # streamed: nothing kept
     check_output_file(out, "--out")
     resolve_kernels(environ.kernels())   # as the ranks will
     c = model.model_config
-    what = (f"; {len(wanted)} pairs of {pairs}" if wanted is not None
+    what = (f"; {wanted} pairs of {pairs}" if wanted is not None
             else f"; embeddings of layer {chosen}" if chosen is not None else "")
     return (f"{model_file}: model {c.model} ({c.layers} layers, in_dim {model.in_dim}, {model.out_dim} outputs, "
             f"task {model.task.name}) on {data}" + what)
@@ -254,12 +258,12 @@ def predict(data: str | os.PathLike, model_file: str | os.PathLike, *, embedding
     from .distributed import all_ranks_agree
     from .partition import load_partition
 
-    with all_ranks_agree(f"reading the model file {model_file}" + ("" if pairs is None else f" and --pairs {pairs}")):
+    with all_ranks_agree(f"reading the model file {model_file}"):
         mf, meta = _load_checked(data, model_file)
         model = mf.build(device)
         chosen = _export_layer(mf, embeddings, layer, pairs)
-        wanted = None if pairs is None else read_pairs(pairs, int(meta.num_nodes))
-    _check_same_files(model_file, mf.sha256, pairs, wanted)
+    wanted = None if pairs is None else shared_pairs(pairs, int(meta.num_nodes))   # rank 0 reads it, once
+    _check_same_files(model_file, mf.sha256, pairs, None)   # the pairs are rank 0's on every rank
     part = load_partition(data, device=device, verify=verify)
     view = _Capture(part, chosen)
     with torch.no_grad():
@@ -434,7 +438,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.validate:
         return _validate(args)
 
+    refused: list[str] = []
+
     def body(ctx: Any) -> None:
+        from .atomic_file import StorageError, all_ranks_write
         from .distributed import all_ranks_agree
 
         with all_ranks_agree(f"checking --out {args.out}"):
@@ -442,13 +449,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                 check_output_file(args.out, "--out")
         preds = predict(args.data, args.model_file, embeddings=args.embeddings, layer=args.layer, pairs=args.pairs,
                         device=ctx.device, verify=args.verify)
-        with all_ranks_agree(f"writing {args.out}"):
-            if preds is not None:
-                preds.save(args.out)
-                log.info(f"wrote {args.out}: {preds.describe()}")
+        try:
+            with all_ranks_write(f"writing --out {args.out}"):   # a refused write: a StorageError on every rank
+                if preds is not None:
+                    preds.save(args.out)
+                    log.info(f"wrote {args.out}: {preds.describe()}")
+        except StorageError as exc:   # the disk, not the input: one line on rank 0, exit code 1, nothing written
+            if ctx.rank == 0 or args.verbose:
+                log.error(f"error: {exc}", exc_info=exc if args.verbose else None)
+            refused.append(str(exc))
 
-    return run_in_group(body, rank=rank, verbose=args.verbose, backend=args.backend, timeout=args.timeout,
+    code = run_in_group(body, rank=rank, verbose=args.verbose, backend=args.backend, timeout=args.timeout,
                         watch=watch)
+    return 1 if code == 0 and refused else code
 
 
 if __name__ == "__main__":

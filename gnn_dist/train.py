@@ -169,10 +169,12 @@ def run(config: RunConfig, device: Any = None) -> dict:
     """Train as ``config`` says inside an initialised process group (or as a single process);
     returns the final metrics (every rank). ``device`` defaults to CPU."""
     from .distributed import get_rank
+    from .metrics import check_metrics_target
     from .model_file import check_save_target, save_trained_model
 
     trainer = build(config, device)
     check_save_target(config)  # --save-model's folder, before training rather than at its end
+    check_metrics_target(config)  # --metrics' folder, likewise
     if config.trainer.checkpoint.resume is not None:
         trainer.resume()
     if config.epochs < trainer.epoch:
@@ -199,10 +201,16 @@ def _report(exc: BaseException, rank: int, verbose: bool) -> int | None:
 
     The user's input (a ``ValueError``: bad partition, checkpoint or option; a missing file; a
     non-finite loss): one line on rank 0, none elsewhere, exit code 2. A peer that died or
-    stalled (:class:`~gnn_dist.distributed.CollectiveError`): one line on every rank that saw it
+    stalled (:class:`~gnn_dist.distributed.CollectiveError`), or a write the disk refused
+    (:class:`~gnn_dist.atomic_file.StorageError`, on rank 0): one line on every rank that saw it
     (rank 0 may be the one that died), exit code 1. ``verbose`` adds the tracebacks."""
+    from .atomic_file import StorageError
     from .distributed import CollectiveError
 
+    if isinstance(exc, StorageError):   # a full or read-only disk: nothing half-written, one line, exit 1
+        if rank == 0 or verbose:   # every rank raises it (atomic_file.all_ranks_write shares it)
+            log.error(f"error: {exc}", exc_info=exc if verbose else None)
+        return 1
     if isinstance(exc, (ValueError, FileNotFoundError, FloatingPointError)):
         if rank == 0 or verbose:
             log.error(f"error: {exc}", exc_info=exc if verbose else None)

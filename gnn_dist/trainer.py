@@ -294,7 +294,9 @@ class Trainer:
             return
         self._metrics_started = True
         task = self.task.record()
-        with all_ranks_agree(f"preparing the metrics file {self.metrics.path}"):
+        from .atomic_file import all_ranks_write
+
+        with all_ranks_write(f"preparing the metrics file {self.metrics.path}"):   # a full disk: one line, exit 1
             if self.rank == 0:
                 self.metrics.start({**self._run_config, "task": task}, self.epoch)
 

@@ -63,6 +63,10 @@ def check_run(config: RunConfig) -> str:
         from .model_file import check_output_file
 
         check_output_file(config.save_model, "--save-model")
+    if config.trainer.report.metrics_path is not None:   # as the ranks check it (gnn_dist.metrics.check_metrics_target)
+        from .model_file import check_output_file
+
+        check_output_file(config.trainer.report.metrics_path, "--metrics")
     if config.trainer.report.tensorboard is not None:
         from .tensorboard_log import require_tensorboard
 

@@ -8,6 +8,11 @@ symmetrised), ``raw/node-feat.csv.gz`` to ``features.npy`` (float32) and
 ``[E, D]``, in the edges' order); the split files become the three masks. Memory: one block of text and its rows, plus one byte per node (masks, "no
 label" flags).
 
+Every line is bounded before it is parsed (:mod:`partitioners.io._text`): the lines up to a
+file's first data line hold at most 1 MiB each, and that line's width bounds the rest, at most
+64 bytes per field (at least 64 KiB); a longer line (a gzip member of a few KB can hold a row of
+gigabytes) is one line naming the file and the line, exit code 2, read no further.
+
 This module is torch-free.
 """
 

@@ -21,6 +21,12 @@ stores it; edge features: any real numbers, stored float32); labels follow :mod:
 ``None`` member (``np.savez`` stores it as a pickled 0-d object) is treated as absent and
 never unpickled; any other object or Fortran-order member is refused.
 
+A block holds at least one row, so the rows' width is bounded by the member's header: a
+feature or label matrix whose rows hold more than :data:`MAX_ROW_VALUES` (1,048,576) values is
+refused before any of its data is read (a small deflated archive could otherwise declare, and
+hold, one row of gigabytes). Memory: one block, ``max(chunk_bytes, one row)`` bytes, and its
+float32 copy.
+
 This module is torch-free.
 """
 
@@ -38,7 +44,11 @@ from .npz_stream import NpzArchive, NpzMember
 from .ogb_nodes import LabelResult, csv_labels, finish_ogb, stored_num_nodes, write_label_blocks
 from .sinks import EdgeSummary, IdColumn, RowsSummary, close_id_columns, progress_bar, write_rows
 
-__all__ = ["convert_ogb_npz", "is_ogb_npz_dir"]
+__all__ = ["MAX_ROW_VALUES", "convert_ogb_npz", "is_ogb_npz_dir"]
+
+MAX_ROW_VALUES = 1 << 20
+"""The most values a row of a feature or label matrix may hold (a row is read whole: 8 MiB of
+float64 at most)."""
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +93,13 @@ def _check_count(member: NpzMember, rows: int | None, said: str) -> None:
     if rows is not None and member.shape[0] != rows:
         one = said.split()[-1][:-1]
         raise GraphError(f"{member.where}: {member.shape[0]} rows, but {said.format(rows)} (one row per {one})")
+
+
+def _check_width(member: NpzMember, width: int, what: str) -> None:
+    """GraphError when a row of ``member`` (``width`` values) is wider than :data:`MAX_ROW_VALUES`."""
+    if width > MAX_ROW_VALUES:
+        raise GraphError(f"{member.where}: shape {list(member.shape)}: rows of {width} {what}s; at most "
+                         f"{MAX_ROW_VALUES} per row are read (a row is read whole)")
 
 
 def _check_rows(member: NpzMember, num_nodes: int | None) -> None:
@@ -141,6 +158,7 @@ def _float_rows(npz: NpzArchive, key: str, path: Path, *, rows: int | None, said
                          f"(one row per {unit[:-1]})")
     _check_count(member, rows, said)
     count, width = member.shape
+    _check_width(member, width, what)
     if dtype is None:
         dtype = np.dtype(np.float16) if member.dtype == np.float16 else np.dtype(np.float32)
 
@@ -185,6 +203,7 @@ def _npz_labels(path: Path, folder: Path, num_nodes: int | None, chunk_bytes: in
                              f"[N, C] 0/1 labels")
         rows = member.shape[0]
         width = member.shape[1] if len(member.shape) == 2 else 1
+        _check_width(member, width, "label")
         _check_rows(member, num_nodes)
 
         def blocks() -> Iterator[tuple[np.ndarray, np.ndarray]]:

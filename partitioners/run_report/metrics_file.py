@@ -9,6 +9,14 @@ older file, another schedule) so the report can say what is missing.
 
 Which metric fields an epoch record has (``val_acc``; a regression's ``val_mse``, ...) is the
 run's task (:mod:`.task`): the config record's ``task``, else what the records hold.
+
+Bounds (the file may be hostile): a line may hold :data:`MAX_LINE_BYTES` (1 MiB; the writer's are
+a few KB), read one at a time; a number the report uses must lie within
+``±``:data:`MAX_MAGNITUDE` (1e100, so sums, spans and ratios of them stay finite) and an epoch
+number within 0 to :data:`MAX_EPOCH`; a number literal that overflows a float (``1e400``, 4,000
+digits) or an integer of more than :data:`MAX_INT_DIGITS` digits is never converted. Any of
+these is one :class:`MetricsFileError` naming the file, the line and the field. JSON's ``NaN`` and
+``Infinity`` stay what the writer's null is: no value.
 """
 
 from __future__ import annotations
@@ -17,43 +25,95 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .task import RunTask, detect_task, recorded_task
 
-__all__ = ["EPOCH_FIELDS", "MetricsFileError", "RunMetrics", "evaluated", "read_metrics"]
+__all__ = ["EPOCH_FIELDS", "MAX_EPOCH", "MAX_INT_DIGITS", "MAX_LINE_BYTES", "MAX_MAGNITUDE", "MetricsFileError",
+           "RunMetrics", "evaluated", "read_metrics"]
+
+MAX_LINE_BYTES = 1 << 20
+"""The longest line read (bytes, without its newline); a longer one is refused unread."""
+MAX_MAGNITUDE = 1e100
+"""The largest absolute value of a number the report uses (a loss, a time, a byte count)."""
+MAX_EPOCH = 2**53 - 1
+"""The largest epoch number (exact as a float, where the charts place it)."""
+MAX_INT_DIGITS = 100
+"""Integer literals with more digits are never converted (Python refuses beyond 4,300)."""
+_SPLITS = ("train_", "val_", "test_")
+"""Prefixes of the metric fields (``{split}_{metric}``): what an epoch record keeps besides
+:data:`EPOCH_FIELDS` until the task is known."""
 
 
 class MetricsFileError(ValueError):
     """The metrics file is missing, unreadable as JSON lines, or holds a bad record (exit code 2)."""
 
 
+class _Overflow:
+    """A number literal of the file that is not converted: a float that overflows, an integer of
+    too many digits (what the JSON parser gives in its place; every check refuses it)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text if len(self.text) <= 24 else f"{self.text[:12]}...({len(self.text)} characters)"
+
+
+def _parse_int(text: str) -> int | _Overflow:
+    return _Overflow(text) if len(text.lstrip("-")) > MAX_INT_DIGITS else int(text)
+
+
+def _parse_float(text: str) -> float | _Overflow:
+    value = float(text)
+    return value if math.isfinite(value) else _Overflow(text)   # "1e400": not the writer's null
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+_RANGE = f"within ±{MAX_MAGNITUDE:g}"
+
+
+def _real(value: Any, kind: str = "") -> float | None:
+    """``value`` as a float within :data:`MAX_MAGNITUDE` (non-finite: None); else TypeError saying
+    what was expected (``a number{kind} or null``)."""
+    if not _number(value):
+        within = f" {_RANGE}" if isinstance(value, _Overflow) else ""
+        raise TypeError(f"a number{kind}{within} or null")
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if not -MAX_MAGNITUDE <= value <= MAX_MAGNITUDE:   # an int is compared exactly, never converted first
+        raise TypeError(f"a number{kind} {_RANGE} or null")
+    if value < 0 and kind:
+        raise TypeError(f"a number{kind} or null")
+    return float(value)
+
+
 def _check_real(value: Any) -> float | None:
     """A number (non-finite: None, as the writer records NaN), or None; else TypeError."""
-    if value is None:
-        return None
-    if not _number(value):
-        raise TypeError("a number or null")
-    return float(value) if math.isfinite(value) else None
+    return None if value is None else _real(value)
 
 
 def _check_nonnegative(value: Any) -> float | None:
-    v = _check_real(value)
-    if v is not None and v < 0:
-        raise TypeError("a number >= 0 or null")
-    return v
+    return None if value is None else _real(value, " >= 0")
 
 
 def _check_count_list(value: Any) -> list[float] | None:
     if value is None:
         return None
-    if not isinstance(value, list) or not all(_number(v) and math.isfinite(v) and v >= 0 for v in value):
+    if not isinstance(value, list):
         raise TypeError("a list of numbers >= 0, or null")
-    return [float(v) for v in value]
+    try:
+        out = [_real(v, " >= 0") for v in value]
+    except TypeError:
+        raise TypeError(f"a list of numbers >= 0 {_RANGE}, or null") from None
+    if None in out:
+        raise TypeError("a list of numbers >= 0, or null")
+    return out  # type: ignore[return-value]
 
 
 EPOCH_FIELDS: dict[str, Any] = {
@@ -114,15 +174,38 @@ def evaluated(rec: dict[str, Any], task: RunTask) -> bool:
 
 
 def _short(value: Any) -> str:
-    text = json.dumps(value)
+    if isinstance(value, _Overflow):
+        return str(value)
+    text = json.dumps(value, default=str)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _epoch_number(where: str, rec: dict[str, Any]) -> int:
     epoch = rec["epoch"]
-    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-        raise MetricsFileError(f"{where}: field 'epoch' must be an integer >= 0, got {_short(epoch)}")
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch <= MAX_EPOCH:
+        raise MetricsFileError(f"{where}: field 'epoch' must be an integer 0 to {MAX_EPOCH}, got {_short(epoch)}")
     return epoch
+
+
+def _check_config(where: str, config: dict[str, Any]) -> None:
+    """Refuse a number literal of the config record that was not converted (:class:`_Overflow`),
+    naming its field (``config.data.num_edges``); iterative, whatever the nesting."""
+    stack: list[tuple[str, Any]] = [("config", config)]
+    while stack:
+        name, node = stack.pop()
+        if isinstance(node, _Overflow):
+            name = name if len(name) <= 80 else name[:77] + "..."
+            raise MetricsFileError(f"{where}: field {name!r} is {node}: a number beyond what this report reads "
+                                   f"(integers of at most {MAX_INT_DIGITS} digits, floats that do not overflow)")
+        if isinstance(node, dict):
+            stack.extend((f"{name}.{k}", v) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((f"{name}[{i}]", v) for i, v in enumerate(node))
+
+
+def _kept(rec: dict[str, Any]) -> dict[str, Any]:
+    """The fields of an epoch record the report may read (the others are dropped as it is read)."""
+    return {k: v for k, v in rec.items() if k == "epoch" or k in EPOCH_FIELDS or k.startswith(_SPLITS)}
 
 
 def _epoch_record(where: str, rec: dict[str, Any], checks: dict[str, Any]) -> dict[str, Any]:
@@ -144,7 +227,7 @@ def _parse_line(where: str, raw: bytes) -> Any:
         raise MetricsFileError(f"{where}: not UTF-8 text; a metrics file is JSON lines "
                                f"(gnn_dist.train --metrics PATH)") from None
     try:
-        return json.loads(text)
+        return json.loads(text, parse_int=_parse_int, parse_float=_parse_float)
     except RecursionError:
         raise MetricsFileError(f"{where}: not valid JSON (nested too deeply)") from None
     except ValueError as exc:  # JSONDecodeError, integers of too many digits
@@ -156,8 +239,9 @@ def read_metrics(path: str | Path) -> RunMetrics:
     """Read and check the metrics file ``path``.
 
     Raises:
-        MetricsFileError: the file is missing or a folder, a line is not a JSON object (other than
-            a truncated last one), a field has the wrong type, epoch numbers do not increase, a
+        MetricsFileError: the file is missing or a folder, a line is longer than
+            :data:`MAX_LINE_BYTES` or is not a JSON object (other than a truncated last one), a
+            field has the wrong type or a number out of range, epoch numbers do not increase, a
             config record is not the first record, or there is no epoch record.
         OSError: the file exists but cannot be read.
     """
@@ -167,43 +251,63 @@ def read_metrics(path: str | Path) -> RunMetrics:
     if p.is_dir():
         raise MetricsFileError(f"{path}: is a folder; give the metrics file (JSON lines) that "
                                f"gnn_dist.train --metrics PATH wrote")
-    data = p.read_bytes()
-    lines = data.split(b"\n")
     config: dict[str, Any] | None = None
     raws: list[tuple[str, dict[str, Any]]] = []   # (where, record) of each epoch record
     warnings: list[str] = []
     ignored: list[int] = []
     seen_records = False
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        where = f"{path} line {number}"
-        try:
-            rec = _parse_line(where, raw)
-        except MetricsFileError:
-            if number == len(lines):  # no newline after it: cut short by a crash
-                warnings.append(f"{where}: skipped a truncated last line (the run was stopped while "
-                                f"writing it)")
+    with open(p, "rb") as f:
+        for number, raw, last in _lines(f, str(path)):
+            if not raw.strip():
                 continue
-            raise
-        if not isinstance(rec, dict):
-            raise MetricsFileError(f"{where}: expected a JSON object, got {type(rec).__name__}")
-        if "epoch" in rec:
-            epoch = _epoch_number(where, rec)
-            if raws and epoch <= raws[-1][1]["epoch"]:
-                raise MetricsFileError(f"{where}: epoch {epoch} follows epoch {raws[-1][1]['epoch']}; "
-                                       f"epoch numbers must increase (is this several runs' files joined?)")
-            raws.append((where, rec))
-        elif "config" in rec:
-            if seen_records:
-                raise MetricsFileError(f"{where}: a config record after the first record; a metrics file "
-                                       f"has one, on its first line (is this several runs' files joined?)")
-            if not isinstance(rec["config"], dict):
-                raise MetricsFileError(f"{where}: field 'config' must be an object, got {_short(rec['config'])}")
-            config = rec["config"]
-        else:
-            ignored.append(number)
-        seen_records = True
+            where = f"{path} line {number}"
+            try:
+                rec = _parse_line(where, raw)
+            except MetricsFileError:
+                if last:  # no newline after it: cut short by a crash
+                    warnings.append(f"{where}: skipped a truncated last line (the run was stopped while "
+                                    f"writing it)")
+                    continue
+                raise
+            if not isinstance(rec, dict):
+                raise MetricsFileError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+            if "epoch" in rec:
+                epoch = _epoch_number(where, rec)
+                if raws and epoch <= raws[-1][1]["epoch"]:
+                    raise MetricsFileError(f"{where}: epoch {epoch} follows epoch {raws[-1][1]['epoch']}; "
+                                           f"epoch numbers must increase (is this several runs' files joined?)")
+                raws.append((where, _kept(rec)))
+            elif "config" in rec:
+                if seen_records:
+                    raise MetricsFileError(f"{where}: a config record after the first record; a metrics file "
+                                           f"has one, on its first line (is this several runs' files joined?)")
+                if not isinstance(rec["config"], dict):
+                    raise MetricsFileError(f"{where}: field 'config' must be an object, got "
+                                           f"{_short(rec['config'])}")
+                _check_config(where, rec["config"])
+                config = rec["config"]
+            else:
+                ignored.append(number)
+            seen_records = True
+    return _finish(path, config, raws, warnings, ignored)
+
+
+def _lines(f: Any, path: str) -> Iterator[tuple[int, bytes, bool]]:
+    """``(number, line without its newline, whether it had none)`` of each line of ``f``; a line
+    longer than :data:`MAX_LINE_BYTES` is refused before the rest of it is read."""
+    number = 0
+    while raw := f.readline(MAX_LINE_BYTES + 2):
+        number += 1
+        ended = raw.endswith(b"\n")
+        raw = raw[:-1] if ended else raw
+        if len(raw.rstrip(b"\r")) > MAX_LINE_BYTES:
+            raise MetricsFileError(f"{path} line {number}: longer than {MAX_LINE_BYTES} bytes (1 MiB); a metrics "
+                                   f"file's records are a few KB (gnn_dist.train --metrics PATH)")
+        yield number, raw, not ended
+
+
+def _finish(path: str | Path, config: dict[str, Any] | None, raws: list[tuple[str, dict[str, Any]]],
+            warnings: list[str], ignored: list[int]) -> RunMetrics:
     if not raws:
         raise MetricsFileError(f"{path}: no epoch records (a record with an 'epoch' field); did the "
                                f"run train an epoch?")

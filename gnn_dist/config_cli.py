@@ -184,16 +184,27 @@ def _flag_of(path: tuple[str, ...]) -> str | None:
     return None
 
 
+MAX_CONFIG_BYTES = 1 << 20
+"""The largest ``--config`` file read (1 MiB)."""
+
+
 def _load_toml(path: str) -> dict[str, Any]:
     """The parsed TOML document of a ``--config`` file."""
     import tomllib
 
     try:
-        return tomllib.loads(Path(path).read_text())
+        with open(path, "rb") as f:   # a regular file or a pipe (--config <(...)); bounded either way
+            data = f.read(MAX_CONFIG_BYTES + 1)
+        if len(data) > MAX_CONFIG_BYTES:
+            raise UsageError(f"--config {path}: larger than {MAX_CONFIG_BYTES >> 20} MiB; a run's configuration is "
+                             f"a few KiB of TOML")
+        return tomllib.loads(data.decode("utf-8"))
     except OSError as exc:
         raise UsageError(f"--config {path}: cannot read it ({exc.strerror or exc})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise UsageError(f"{path}: not valid TOML (nested too deep; a run's configuration nests 3 tables)") from None
 
 
 def _toml_imports(doc: dict[str, Any], path: str) -> list[str]:

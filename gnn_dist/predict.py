@@ -404,8 +404,11 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         raise UsageError(f"{PROG}: error: --layer {args.layer} applies with --embeddings only")
     if args.pairs is not None and args.embeddings:
         raise UsageError(f"{PROG}: error: {_PAIRS_WITH_EMBEDDINGS}")
-    if not args.timeout > 0:
-        raise UsageError(f"{PROG}: error: --timeout {args.timeout}: expected a positive number of seconds")
+    from .config.fields import MAX_TIMEOUT_S
+
+    if not 0 < args.timeout <= MAX_TIMEOUT_S:   # also nan and inf
+        raise UsageError(f"{PROG}: error: --timeout {args.timeout}: expected a positive number of seconds, at "
+                         f"most {MAX_TIMEOUT_S:.0f} (a week)")
     return args
 
 

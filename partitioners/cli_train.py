@@ -5,10 +5,12 @@ a child process (``partitioners/launch.py`` supervises it)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +102,11 @@ def train_command(data: str, nproc: int, rest: Sequence[str], *, verbose: bool =
 
 
 def cmd_train(args: argparse.Namespace, rest: Sequence[str]) -> int:
+    with _readable_config(rest) as readable:
+        return _train(args, readable)
+
+
+def _train(args: argparse.Namespace, rest: Sequence[str]) -> int:
     from .format import load_partition_meta
 
     args.data = args.data or _config_table(_flag_value(rest, "--config"), "data").get("data")
@@ -171,6 +178,51 @@ def _run_agent(args: argparse.Namespace, rest: Sequence[str], nproc: int, entry:
                         max_restarts=max_restarts, entry=entry)
     log.debug("running: " + " ".join(cmd))
     return run_torchrun(cmd, env, verbose=args.verbose)
+
+
+_CONFIG_COPY = "config.toml"
+MAX_CONFIG_BYTES = 1 << 20
+"""gnn_dist.config_cli.MAX_CONFIG_BYTES (not imported: it would import gnn_dist)."""
+
+
+@contextlib.contextmanager
+def _readable_config(rest: Sequence[str]) -> Iterator[list[str]]:
+    """``rest``, with a ``--config`` that is not a regular file (``--config <(...)``: a pipe that
+    only this process can read, once) copied into a temporary folder for the launcher, the
+    pre-launch check and every rank, removed when the job ends."""
+    with tempfile.TemporaryDirectory(prefix="gnn-dist-config-") as scratch:
+        yield _config_as_file(rest, Path(scratch))
+
+
+def _config_as_file(rest: Sequence[str], scratch: Path) -> list[str]:
+    """``rest`` with a non-regular ``--config`` read once, bounded, into ``scratch`` and named by
+    that copy instead."""
+    path = _flag_value(rest, "--config")
+    if path is None or Path(path).is_file() or not Path(path).exists():
+        return list(rest)   # a file every process can read; a missing one gnn_dist.train names
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"--config {path}: cannot read it ({exc.strerror or exc})") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise UsageError(f"--config {path}: larger than {MAX_CONFIG_BYTES >> 20} MiB; a run's configuration is a "
+                         f"few KiB of TOML")
+    copy = scratch / _CONFIG_COPY
+    copy.write_bytes(data)
+    out, skip = [], False
+    for arg in rest:
+        if skip:
+            out.append(str(copy))
+            skip = False
+        elif arg == "--config":
+            out.append(arg)
+            skip = True
+        elif arg.startswith("--config="):
+            out.append(f"--config={copy}")
+        else:
+            out.append(arg)
+    return out
 
 
 LOOPBACK_ENV = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}

@@ -55,8 +55,25 @@ def check_choice(name: str, value: Any, choices: tuple[str, ...], *, optional: b
         raise ConfigError(name, f"{value!r} is not one of {', '.join(choices)}")
 
 
-def int_at_least(name: str, value: Any, minimum: int, *, optional: bool = False) -> None:
-    """``value`` an integer >= ``minimum`` (or None when ``optional``)."""
+def int_at_least(name: str, value: Any, minimum: int, *, optional: bool = False, maximum: int | None = None) -> None:
+    """``value`` an integer >= ``minimum`` (and <= ``maximum``; or None when ``optional``)."""
     if optional and value is None:
         return
-    require(is_int(value) and value >= minimum, name, value, f"an integer >= {minimum}")
+    if maximum is None:
+        require(is_int(value) and value >= minimum, name, value, f"an integer >= {minimum}")
+    else:
+        require(is_int(value) and minimum <= value <= maximum, name, value,
+                f"an integer in [{minimum}, {maximum}]")
+
+
+MAX_WIDTH = 1 << 20
+"""The widest layer a run may ask for (``hidden``): 2^20 columns; a wider one is a typo that would
+only fail later, allocating, inside the ranks."""
+MAX_LAYERS = 4096
+"""The deepest model a run may ask for (as a model file's header may hold)."""
+MAX_HEADS = 1024
+"""The most attention heads a layer may have."""
+MAX_SEED = 2**63 - 1
+"""Seeds are int64 (torch's generators, the hashed dropout keys)."""
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+"""The longest collective timeout, a week: longer values (1e10, inf) overflow the backends' clocks."""

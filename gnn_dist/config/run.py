@@ -9,7 +9,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from .fields import ConfigError, check_choice, flag, int_at_least, is_int, is_number, require
+from .fields import (MAX_HEADS, MAX_LAYERS, MAX_SEED, MAX_TIMEOUT_S, MAX_WIDTH, ConfigError, check_choice, flag,
+                     int_at_least, is_number, require)
 from .loop import CheckpointConfig, OptimizerConfig, ReportConfig, SelectionConfig, TaskConfig
 from .registry import choices, choices_of, run_checks
 from .step import FeatureConfig, MemoryConfig, ParallelConfig, ScheduleConfig
@@ -103,20 +104,20 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         check_choice("model", self.model, choices("model"))
-        int_at_least("hidden", self.hidden, 1)
-        int_at_least("layers", self.layers, 1)
+        int_at_least("hidden", self.hidden, 1, maximum=MAX_WIDTH)
+        int_at_least("layers", self.layers, 1, maximum=MAX_LAYERS)
         require(is_number(self.dropout) and 0 <= self.dropout < 1, "dropout", self.dropout, "a probability in [0, 1)")
         require(is_number(self.input_dropout) and 0 <= self.input_dropout < 1, "input_dropout", self.input_dropout,
                 "a probability in [0, 1)")
         check_choice("activation", self.activation, choices("activation"))
         check_choice("jk", self.jk, choices("jk"))
         run_checks("model.jk", self)   # the model's jk modes (gnn_dist.models.options)
-        int_at_least("heads", self.heads, 1, optional=True)
-        int_at_least("out_heads", self.out_heads, 1, optional=True)
+        int_at_least("heads", self.heads, 1, optional=True, maximum=MAX_HEADS)
+        int_at_least("out_heads", self.out_heads, 1, optional=True, maximum=MAX_HEADS)
         require(is_number(self.attn_dropout) and 0 <= self.attn_dropout < 1, "attn_dropout", self.attn_dropout,
                 "a probability in [0, 1)")
         run_checks("model", self)   # the model's options, edge features and own check (gnn_dist.models.options)
-        require(is_int(self.seed), "seed", self.seed, "an integer")
+        int_at_least("seed", self.seed, 0, maximum=MAX_SEED)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -154,7 +155,8 @@ class DistributedConfig:
                 parse_size(self.max_memory)
             except ValueError as exc:
                 raise ConfigError("max_memory", str(exc)) from None
-        require(is_number(self.timeout) and self.timeout > 0, "timeout", self.timeout, "a positive number of seconds")
+        require(is_number(self.timeout) and 0 < self.timeout <= MAX_TIMEOUT_S, "timeout", self.timeout,
+                f"a positive number of seconds, at most {MAX_TIMEOUT_S:.0f} (a week)")
         check_choice("kernels", self.kernels, choices("kernels"), optional=True)
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import GraphError
 from ..graph import Graph, index_dtype
-from ..graph_checks import check_features
+from ..graph_checks import as_int_array, check_features
 
 __all__ = ["HeteroGraph", "UnionGraph", "Relation", "REVERSE_PREFIX"]
 
@@ -51,15 +51,7 @@ def _check_name(kind: str, name: Any) -> str:
 
 
 def _ids(what: str, a: Any, bound: int) -> np.ndarray:
-    a = np.asarray(a)
-    if a.ndim != 1:
-        raise GraphError(f"{what} must be a 1-D array of ids, got shape {a.shape}")
-    if a.size and not np.issubdtype(a.dtype, np.integer):
-        if np.issubdtype(a.dtype, np.floating) and np.all(a == np.round(a)):
-            a = a.astype(np.int64)
-        else:
-            raise GraphError(f"{what} must hold integer ids, got dtype {a.dtype}")
-    a = a.astype(np.int64, copy=False)
+    a = as_int_array(what, a).astype(np.int64, copy=False)
     if a.size:
         lo, hi = int(a.min()), int(a.max())
         if lo < 0 or hi >= bound:

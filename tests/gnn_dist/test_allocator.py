@@ -169,7 +169,7 @@ def test_bad_switch_names_the_variable(value: str) -> None:
 
 
 def test_not_glibc_is_a_logged_no_op(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="gnn_dist.distributed.allocator"):
+    with caplog.at_level(logging.DEBUG, logger="gnn_dist.distributed.allocator"):
         t = tune_allocator(ON, libc=FakeMusl())
     assert t.skipped == "not glibc" and t.applied == {}
     assert "not glibc" in caplog.text

@@ -47,7 +47,17 @@ def header_rows(run: RunView) -> list[tuple[str, str]]:
     found, opt = lookup(cfg, "trainer", "optim", "optimizer")
     if found:
         rows.append(("optimizer", f"{_scalar_text(found, opt)}, lr "
-                                  f"{_scalar_text(*lookup(cfg, 'trainer', 'optim', 'lr'))}"))
+                                  f"{_scalar_text(*lookup(cfg, 'trainer', 'optim', 'lr'))}, weight decay "
+                                  f"{_scalar_text(*lookup(cfg, 'trainer', 'optim', 'weight_decay'))}"))
+    found, dropout = lookup(cfg, "model", "dropout")
+    if found:
+        rows.append(("dropout", f"{_scalar_text(found, dropout)} (input "
+                                f"{_scalar_text(*lookup(cfg, 'model', 'input_dropout'))})"))
+    found, select = lookup(cfg, "trainer", "selection", "select")
+    if found:
+        patience = lookup(cfg, "trainer", "selection", "patience")
+        rows.append(("selection", f"{_scalar_text(found, select)} weights, patience "
+                                  f"{_scalar_text(*patience) if patience[1] is not None else 'none'}"))
     found, data = lookup(cfg, "data", "data")
     if found:
         rows.append(("data", _scalar_text(found, data)))

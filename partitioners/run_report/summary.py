@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .document import SummaryRow
-from .run_view import RunView, mean
+from .run_view import RunView, lookup, mean
 from .task import SPLITS
 from .text import NOT_RECORDED, epoch_range, fmt_acc, fmt_bytes, fmt_metric, fmt_ms
 
@@ -28,8 +28,15 @@ def _best_val(run: RunView) -> dict[str, Any] | None:
 
 
 def _final_eval(run: RunView) -> dict[str, Any] | None:
+    """The evaluated epoch whose weights the run ends with, as its ``final:`` line reports them:
+    the best validation epoch with ``select = "best-val"`` (the run keeps its weights), else the
+    last evaluated one."""
     scored = [r for r in run.metrics.epochs if run.metrics.evaluated(r)]
-    return scored[-1] if scored else None
+    if not scored:
+        return None
+    if lookup(run.metrics.config, "trainer", "selection", "select") == (True, "best-val"):
+        return _best_val(run) or scored[-1]
+    return scored[-1]
 
 
 def epoch_comm_bytes(rec: dict[str, Any]) -> float | None:

@@ -381,3 +381,21 @@ def test_report_runs_without_torch(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_final_means_the_weights_the_run_ends_with(capsys, tmp_path):
+    """With --select best-val the run ends with the best validation epoch's weights, and its
+    ``final:`` line evaluates them: the report's "final" scores are that epoch's, not the last
+    one's; the header names the recipe (weight decay, dropout, selection, patience)."""
+    best_val = {**CONFIG, "model": {**CONFIG["model"], "dropout": 0.5, "input_dropout": 0.0},
+                "trainer": {**CONFIG["trainer"], "optim": {"optimizer": "adam", "lr": 0.01, "weight_decay": 0.0005},
+                            "selection": {"select": "best-val", "patience": 20}}}
+    records = [epoch(1, evaluated=True, val=0.55), epoch(3, evaluated=True, val=0.7), epoch(5, evaluated=True, val=0.6)]
+    for config, final_epoch in ((CONFIG, 5), (best_val, 3)):
+        path = write_metrics(tmp_path / "m.jsonl", records, config=config)
+        code, _ = report(capsys, path, "--out", tmp_path / "r.html")
+        html = (tmp_path / "r.html").read_text()
+        assert code == EXIT_OK and close(summary(html)["final_test_acc"], 0.4 + 0.02 * final_epoch), config
+        assert f"final test accuracy (epoch {final_epoch})" in html
+    header = section(html, "header")
+    assert "weight decay 0.0005" in header and "best-val weights, patience 20" in header and "0.5 (input 0.0)" in header

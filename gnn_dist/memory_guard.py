@@ -97,8 +97,8 @@ def check_training_memory(meta: Any, config: Any, ranks: list[int], *, local_ran
             f"training {config.data.data} needs ~{format_bytes(total)} for {who} (the largest, "
             f"{largest.where}: {largest.describe()}), more than {source} ({format_bytes(share)}); pass a larger "
             f"--max-memory if the machine has it, recompute in backward (--recompute layers or all; gnn-dist plan "
-            f"--data DIR --device cpu --device-memory SIZE names the cheapest settings that fit), or partition into "
-            f"more parts")
+            f"--data DIR --device cpu --device-memory SIZE names the cheapest settings that fit), or spread the parts "
+            f"over more machines (ranks on one machine share its memory: more parts there need more of it, not less)")
     log.info("memory estimate: ~%s for %s (the largest, %s: %s); limit %s (%s)", format_bytes(total), who,
              largest.where, largest.describe(), format_bytes(share), source)
     return total

@@ -178,8 +178,8 @@ def test_older_folders_read_and_newer_ones_are_refused(tmp_path):
     assert load_part(tmp_path / "old", 1).edge_attr is None and verify_partition(tmp_path / "old") == []
 
     write_partition(g, a, 2, tmp_path / "new", method="test", method_params={}, seed=0)
-    _rewrite_meta(tmp_path / "new", lambda m: m.update(minor_version=3))
-    with pytest.raises(PartitionFormatError, match=r"format version 1\.3 is newer than this reader's 1\.2.*upgrade"):
+    _rewrite_meta(tmp_path / "new", lambda m: m.update(minor_version=4))   # the reader reads up to 1.3 (typed folders)
+    with pytest.raises(PartitionFormatError, match=r"format version 1\.4 is newer than this reader's 1\.3.*upgrade"):
         load_partition_meta(tmp_path / "new")
     _rewrite_meta(tmp_path / "new", lambda m: m.update(minor_version=0))
     with pytest.raises(PartitionFormatError, match=r"edge_feature_dim = 4 needs minor_version >= 1"):

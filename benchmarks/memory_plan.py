@@ -5,7 +5,7 @@ layer / hybrid parallel runs (GNNPipe stages, :data:`STAGES`).
 Each case is a real ``gnn-dist train`` run (torchrun, P gloo ranks, METIS partitions cached like
 the other benchmarks') with ``--metrics``: rank 0 records every rank's measured peak (CPU: the
 resident set's high-water mark, reset when ``fit`` starts, i.e. from a warm baseline: the
-interpreter, torch, the partition and the trainer loaded; ``gnn_dist.peak_memory``) and the
+interpreter, torch, the partition and the trainer loaded; ``gnn_dist.measured_peak``) and the
 planner's prediction for it (``gnn_dist.memory_plan``, the same figure ``train`` logs at start).
 The ratio of a case is the largest rank's predicted / measured; the worst rank's too.
 

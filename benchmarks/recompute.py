@@ -5,7 +5,7 @@ Memory and time: one launch of P ranks (default: sbm-medium, P = 2, METIS partit
 like ``train.py``'s) trains a 4-layer GCN of width 256 once per setting (fp32 with
 ``recompute`` none, layers and all; bf16 with none and all), from the same initial weights,
 **interleaved** epoch by epoch. Per epoch and rank: the step's peak resident memory above the
-memory resident when the step started (``gnn_dist.peak_memory``: the high-water mark reset
+memory resident when the step started (``gnn_dist.measured_peak``: the high-water mark reset
 before the step), i.e. what the step's activations, saved tensors, gradients and workspace
 need on top of the graph, features, weights and optimizer state; and the peak above the
 process's memory before it loaded the partition (the rank's *data* memory: all of it but the
@@ -84,7 +84,7 @@ def memory_job(rank: int, world_size: int, cfg: dict[str, Any]) -> dict[str, Any
     logging.basicConfig(level=logging.WARNING)
     import gnn_dist
     from gnn_dist.models import build_model
-    from gnn_dist.peak_memory import current_memory_bytes, peak_memory_bytes, reset_peak
+    from gnn_dist.measured_peak import current_memory_bytes, peak_memory_bytes, reset_peak
 
     runtime = current_memory_bytes("cpu")
     part = gnn_dist.load_partition(cfg["paths"]["memory"])

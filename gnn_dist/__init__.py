@@ -19,7 +19,7 @@ _LAZY = {
     "Trainer": "gnn_dist.trainer",
     "TrainerConfig": "gnn_dist.trainer",
 }
-_SUBMODULES = ("distributed", "nn", "models", "partition", "trainer", "checkpoint", "train", "cache", "model_file",
+_SUBMODULES = ("distributed", "nn", "models", "partition", "trainer", "checkpoints", "train", "cache", "model_file",
                "predict")
 
 __all__ = [*_LAZY, *_SUBMODULES, "__version__"]

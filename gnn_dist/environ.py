@@ -7,7 +7,7 @@ reads the environment and a test can see every variable that matters in one tabl
 ``RANK``, ``WORLD_SIZE``,           torchrun's launch variables (:func:`launch_variables`,
 ``LOCAL_RANK``, ``MASTER_ADDR``,    parsed by :mod:`gnn_dist.distributed.env`;
 ``MASTER_PORT``,                    ``LOCAL_WORLD_SIZE``: the ranks that share this machine's
-``LOCAL_WORLD_SIZE``                memory, :mod:`gnn_dist.memory_guard`)
+``LOCAL_WORLD_SIZE``                memory, :mod:`gnn_dist.memory_plan.guard`)
 ``GNN_DIST_KERNELS``                the default aggregation kernels (``--kernels`` wins)
 ``GNN_DIST_AGENT_PID``              the launcher agent's pid, set by ``gnn-dist train`` for its
                                     ranks (:mod:`gnn_dist.distributed.parent_watch`)

@@ -18,7 +18,7 @@ so that a refusal can name it.
   gets the same hold back (counted; released when every holder released it).
 
 Only rank 0 of a job takes the lock (the ranks of one job share the folder; see
-:func:`gnn_dist.checkpointing.hold_checkpoint_dir`). The descriptor is opened ``O_CLOEXEC`` (no
+:func:`gnn_dist.checkpoints.hold_checkpoint_dir`). The descriptor is opened ``O_CLOEXEC`` (no
 program the run starts inherits it) and a forked child closes its copy at once (without
 unlocking: the parent still holds it), so no other process keeps the lock alive after the run.
 :func:`check_free` is the pre-launch check (``gnn_dist.train --validate``): it reports a live

@@ -26,7 +26,7 @@ it, before anything is allocated for what it merely claims:
   100,000 levels deep (``RecursionError``).
 
 The errors are the caller's type (``error(message, path=...)``, e.g.
-:class:`~gnn_dist.checkpoint.CheckpointError` or :class:`~gnn_dist.model_file.ModelFileError`,
+:class:`~gnn_dist.checkpoints.CheckpointError` or :class:`~gnn_dist.model_file.ModelFileError`,
 both ``ValueError``: one line, exit code 2).
 """
 

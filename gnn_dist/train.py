@@ -153,7 +153,7 @@ def _check_memory(config: RunConfig) -> None:
     from partitioners.format import load_partition_meta
 
     from .distributed import all_ranks_agree, get_rank, get_world_size
-    from .memory_guard import check_training_memory, world_ranks
+    from .memory_plan.guard import check_training_memory, world_ranks
 
     try:
         meta = load_partition_meta(config.data.data)
@@ -245,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def body(ctx: Any) -> None:
         tune_allocator()  # glibc malloc thresholds (logged), before the partition and the steps allocate
         log.debug("config: " + json.dumps(config.to_dict(), sort_keys=True))   # -v; the metrics file has it too
-        from .checkpointing import hold_checkpoint_dir
+        from .checkpoints import hold_checkpoint_dir
         with hold_checkpoint_dir(config.trainer.checkpoint):   # rank 0 locks --checkpoint-dir for the job, or all fail
             run(config, device=ctx.device)
 

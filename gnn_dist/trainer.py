@@ -10,7 +10,7 @@ every collective.
 The training schedule (``pipeline=``, see :mod:`gnn_dist.pipeline`) decides when halo rows
 travel and in which :class:`~gnn_dist.distributed.Transport` (``halo_dtype``,
 ``simulate_link``); evaluation always uses the part's exact, synchronous exchange. The trainer
-holds four helpers: the schedule, the :class:`~gnn_dist.checkpointing.CheckpointManager`, the
+holds four helpers: the schedule, the :class:`~gnn_dist.checkpoints.CheckpointManager`, the
 :class:`~gnn_dist.metrics.MetricsFile` and the :class:`~gnn_dist.selection.ModelSelection` (which
 weights the run ends with, when it stops early); a step's figures are a
 :class:`~gnn_dist.metrics.StepStats`.
@@ -33,12 +33,12 @@ import torch
 
 from .cache.input import InputFeatures
 from .cache.store import FeatureStore, StoreCounts
-from .checkpointing import CheckpointManager
+from .checkpoints import CheckpointManager
 from .config import RESUME_MODES, TrainerConfig, to_dict
 from .distributed import (all_gather_json, all_ranks_agree, all_reduce_grads, all_reduce_sum, broadcast_module, get_rank,
                           is_distributed)
 from .metrics import MetricsFile, StepStats, progress_line, summary_line
-from .peak_memory import current_memory_bytes, peak_memory_bytes, peak_memory_kind, reset_peak
+from .measured_peak import current_memory_bytes, peak_memory_bytes, peak_memory_kind, reset_peak
 from .pipeline import Pipeline, build_schedule
 from .pipeline.recompute import with_recompute
 from .offload import ActivationOffload, check_offload_device
@@ -316,14 +316,14 @@ class Trainer:
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self) -> Path:
         """Checkpoint the state after ``self.epoch`` epochs (a collective; see
-        :meth:`CheckpointManager.save <gnn_dist.checkpointing.CheckpointManager.save>`)."""
+        :meth:`CheckpointManager.save <gnn_dist.checkpoints.CheckpointManager.save>`)."""
         return self.checkpoints.save(self)
 
     def resume(self, path: str | Path | None = None) -> bool:
         """Continue from a checkpoint (a collective); False when there is none. ``path`` defaults
         to the config's ``resume`` (``auto``/``latest``: the newest in ``checkpoint_dir``; else a
         checkpoint file). See :meth:`CheckpointManager.resume
-        <gnn_dist.checkpointing.CheckpointManager.resume>`."""
+        <gnn_dist.checkpoints.CheckpointManager.resume>`."""
         c = self.config.checkpoint
         if path is None and c.resume not in (None, *RESUME_MODES):
             path = c.resume

@@ -3,7 +3,7 @@
 ``gnn-dist train`` runs ``python -m gnn_dist.train --validate ...`` first, in one process, so a
 refused option is one line and exit code 2 instead of a failure inside every rank. The checks
 read ``partition.json`` only (no part file, no process group), build the model on torch's
-``meta`` device (no memory) and estimate the ranks' peak memory (:mod:`gnn_dist.memory_guard`):
+``meta`` device (no memory) and estimate the ranks' peak memory (:mod:`gnn_dist.memory_plan.guard`):
 what the ranks would refuse at start, found before they start.
 """
 
@@ -32,7 +32,7 @@ def check_run(config: RunConfig) -> str:
     from partitioners.format import load_partition_meta
 
     from .kernels import resolve_kernels
-    from .memory_guard import check_training_memory, world_ranks
+    from .memory_plan.guard import check_training_memory, world_ranks
     from .models import build_model
 
     path = config.data.data
@@ -50,7 +50,7 @@ def check_run(config: RunConfig) -> str:
         model = build_model(model_config, in_dim=int(meta.feature_dim),
                             out_dim=task.out_dim(int(meta.num_classes), model_config.hidden))
     _check_precompute(config, model)
-    from .checkpointing import check_resume
+    from .checkpoints import check_resume
 
     check_resume(config.trainer.checkpoint, model, config.trainer.optim.optimizer)   # the checkpoint's model and optimizer
     ranks = world_ranks(meta, config)   # gnn-dist train runs every rank on this machine

@@ -1,7 +1,7 @@
 """What a stage keeps between steps, and its checkpoints.
 
 :class:`StageState` stands where a graph-parallel trainer holds its schedule (``trainer.pipeline``):
-a stateful mode, so the :class:`~gnn_dist.checkpointing.CheckpointManager` has every rank write
+a stateful mode, so the :class:`~gnn_dist.checkpoints.CheckpointManager` has every rank write
 its own rank file: the step count, the history of each of the stage's layer inputs (its
 moving average, :class:`~gnn_dist.pipeline.stale.EMABuffer`) and the optimizer state of the
 parameters this stage trains (only its own have any). The main file (rank 0) holds the full
@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ..checkpointing import CheckpointManager
+from ..checkpoints import CheckpointManager
 from ..config import CheckpointConfig
 from ..pipeline.stale import EMABuffer
 

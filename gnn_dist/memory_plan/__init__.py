@@ -10,7 +10,7 @@ sizes and the run's settings, and the cheapest settings that fit a device.
 - :mod:`.search`: the candidate settings, cheapest first, and the first that fits;
 - :mod:`.plan`, :mod:`.render`: a whole run's plan, as JSON and as a table.
 
-It is *the* memory model: ``--max-memory``'s guard (:mod:`gnn_dist.memory_guard`) and the
+It is *the* memory model: ``--max-memory``'s guard (:mod:`gnn_dist.memory_plan.guard`) and the
 start-of-training log use it; ``gnn-dist plan`` prints it.
 """
 

@@ -6,7 +6,7 @@ Legend: ``I`` inner rows, ``H`` halo rows, ``S = I + H``, ``E`` local edges, ``R
 ``F`` input width, ``C`` classes, ``b`` bytes of an activation (4 fp32, 2 bf16), ``N_p``
 trainable parameters (the model's output width ``C`` is the embedding width, ``--hidden``, for
 link prediction; its decoder's parameters count too). Calibrated on this project's CPU ranks (peak RSS from a warm baseline,
-``gnn_dist.peak_memory``; sbm-medium, one and two parts): see ``docs/performance.md``
+``gnn_dist.measured_peak``; sbm-medium, one and two parts): see ``docs/performance.md``
 ("Memory planner") and ``benchmarks/memory_plan.py``.
 
 On CUDA the components are split between the device (what ``max_memory_allocated`` counts, plus

@@ -133,7 +133,7 @@ def _fsync(f: BinaryIO) -> None:
 
 class HashingWriter:
     """A write-only file object that forwards bytes to ``f`` and feeds them to sha256: ``size``
-    counts them, ``h`` hashes them (also for checkpoints, :mod:`gnn_dist.checkpoint`)."""
+    counts them, ``h`` hashes them (also for checkpoints, :mod:`gnn_dist.checkpoints`)."""
 
     def __init__(self, f: BinaryIO) -> None:
         self.f = f

@@ -19,7 +19,7 @@ the temporary folder is removed on any exception).
 
 Memory: the graph (memory maps, for an out-of-core graph), O(N) id arrays, the halo lists, the
 O(nodes) arrays of one part at a time, and chunks: a part's edge arrays and node data are
-gathered and written a chunk at a time (:func:`write_memory`).
+gathered and written a chunk at a time (:func:`~.writer_memory.write_memory`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import shutil
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -51,9 +51,7 @@ from .hetero import HETERO_MINOR_VERSION, HeteroFolderData, hetero_part_arrays
 from .meta import FileEntry
 from ..quality import check_assignment, quality_report
 from .relabel import Relabeling, node_chunks, relabel
-
-if TYPE_CHECKING:
-    from ..memory import GraphSize
+from .writer_memory import NODE_DATA_STEP_BYTES, write_memory
 
 __all__ = ["write_partition", "check_out_dir", "peak_rss_bytes", "write_memory"]
 
@@ -268,9 +266,6 @@ def _link_parts(graph: Graph, rl: Relabeling) -> list[dict[str, np.ndarray]] | N
     return out
 
 
-NODE_DATA_STEP_BYTES = 16 << 20
-"""Bytes of node data gathered per step of the writer."""
-
 
 def _meta_document(graph: Graph, num_parts: int, *, method: str, method_params: dict[str, Any],
                    seed: int | None, extra: dict[str, Any]) -> dict[str, Any]:
@@ -319,46 +314,6 @@ def weighted_degree(graph: Graph) -> np.ndarray | None:
     return out
 
 
-def write_memory(size: GraphSize, num_parts: int) -> int:
-    """Bytes :func:`write_partition` needs besides the graph and the assignment.
-
-    ``c`` is the width of the per-node counts (4 while ``E < 2**31``, else 8), ``k`` the edges
-    of one node chunk (:data:`~.relabel.CHUNK_EDGES`, at most ``E``), and the halo ids of all
-    parts are counted at ``min(E, N (P - 1))``. :func:`relabel` holds ``(14 + 3c) N`` (the
-    argsort and its narrow copy; then order, new ids, marks, int8 part ids, hotness,
-    out-degrees, self-loops) plus the
-    halos and a part's halo list as int64 and narrow (``12`` B per node of the largest part's
-    halo, counted at ``min(N, e_p)``). The part loop holds ``(8 + 3c) N`` (order, hotness,
-    self-loops, out-degrees, ``local_of``) plus the halos, and per part ``20 + 3c`` B per local
-    row (its ids, its in-degrees, out-degrees and self-loops, and one array being saved with its
-    int64 copy; weighted graphs: the
-    ``8 N`` of :func:`weighted_degree` and ``16`` B per local row of its part's rows; the largest part
-    counted at twice the mean and its halo at ``min(N - n_p, e_p)``), ``24 k`` for an edge
-    chunk being gathered and two queued for the background writer (``3 k`` edge feature rows
-    more with edge features), three node-data steps
-    (:data:`NODE_DATA_STEP_BYTES`: one gathered, two queued) and the 16 MiB block
-    ``write_array`` copies.
-    """
-    from ..memory import WRITE_BUFFER_BYTES
-    from .relabel import CHUNK_EDGES, count_dtype
-
-    n, e, p = size.num_nodes, size.num_edges, num_parts
-    c = count_dtype(e).itemsize
-    n_p, e_p = min(n, -(-2 * n // p)), min(e, -(-2 * e // p))
-    k = min(e, CHUNK_EDGES)
-    halos = 4 * min(e, n * (p - 1))
-    n_local = n_p + min(n - n_p, e_p)
-    relabel_bytes = (14 + 3 * c) * n + halos + 12 * min(n, e_p)
-    weights = 8 * n + 16 * n_local if size.weighted else 0  # weighted_degree [N, 2], a part's and its copy
-    part_bytes = ((8 + 3 * c) * n + halos + (20 + 3 * c) * n_local + (24 + 3 * size.edge_attr_bytes) * k + weights
-                  + 3 * min(NODE_DATA_STEP_BYTES, n_p * _row_bytes(size)) + WRITE_BUFFER_BYTES)
-    return max(relabel_bytes, part_bytes)
-
-
-def _row_bytes(size: GraphSize) -> int:
-    return max(size.feature_bytes, size.label_bytes, size.num_masks and 1)
-
-
 def _checked_request(graph: Graph, assignment: Any, num_parts: int, method: str,
                      extra_meta: dict[str, Any] | None) -> tuple[np.ndarray, int, dict[str, Any]]:
     """:func:`write_partition`'s arguments checked: the assignment as int32/int64, ``num_parts``
@@ -381,6 +336,60 @@ def _checked_request(graph: Graph, assignment: Any, num_parts: int, method: str,
     elif "edge_split" in extra:
         raise ValueError("extra_meta['edge_split'] describes an edge split, but the graph has no link_pairs")
     return a, int(num_parts), extra
+
+
+def _quality(graph: Graph, assignment: np.ndarray, num_parts: int, rl: Relabeling, given: dict[str, Any] | None,
+             stage_times: dict[str, float]) -> dict[str, Any]:
+    """The quality report: ``given``, or computed from the relabelling's halos and cut (which the
+    writer finds anyway), its time recorded as ``stage_times["quality"]``."""
+    if given is not None:
+        return given
+    t_quality = time.perf_counter()
+    halo = np.array([h.size for h in rl.halos], dtype=np.int64)
+    quality = _jsonable(quality_report(graph, assignment, num_parts, rl.edge_cut, halo))
+    stage_times["quality"] = round(time.perf_counter() - t_quality, 6)
+    return quality
+
+
+def _write_parts(graph: Graph, rl: Relabeling, num_parts: int, tmp: Path, links: Any, hetero: HeteroFolderData | None,
+                 progress: bool) -> tuple[list[dict[str, Any]], list[list[int]]]:
+    """Write every part's folder into ``tmp`` (its arrays, its link pairs, its typed arrays);
+    returns the parts' entries of partition.json and, for a typed graph, each part's count of
+    inner nodes per node type."""
+    halo_offsets_all = np.stack([np.searchsorted(h, rl.starts) for h in rl.halos]).astype(np.int64)
+    wdeg = weighted_degree(graph)
+    local_of = np.full(graph.num_nodes, -1, dtype=local_index_dtype(graph.num_nodes))
+    parts = []
+    type_counts = []
+    with npyio.background_io():  # hashing, writing and fsync overlap the next gathers
+        for p in tqdm(range(num_parts), desc="write parts", unit="part", disable=not progress):
+            parts.append(_write_part(graph, rl, p, tmp, halo_offsets_all, local_of, wdeg))
+            for name, pairs in (links[p] if links else {}).items():
+                entry = npyio.save_array(tmp, f"{part_dir_name(p)}/{name}", pairs)
+                parts[p]["files"][name] = entry.to_json()
+            if hetero is not None:
+                type_counts.append(_write_typed(graph, rl, p, tmp, hetero, parts[p]["files"]))
+    return parts, type_counts
+
+
+def _write_typed(graph: Graph, rl: Relabeling, p: int, tmp: Path, hetero: HeteroFolderData,
+                 files: dict[str, Any]) -> list[int]:
+    """Write part ``p``'s typed arrays (:func:`hetero_part_arrays`), recording them in ``files``;
+    returns its count of inner nodes per node type."""
+    inner = rl.order[rl.starts[p]:rl.starts[p + 1]].astype(np.int64)
+    typed = hetero_part_arrays(hetero, plain(graph.indptr), inner, rl.order[rl.halos[p]].astype(np.int64))
+    for name, arr in typed.items():
+        files[name] = npyio.save_array(tmp, f"{part_dir_name(p)}/{name}", arr).to_json()
+    return np.bincount(typed["node_type.npy"][:inner.size], minlength=len(hetero.section["node_types"])).tolist()
+
+
+def _record_times(quality: dict[str, Any], stage_times: dict[str, float], t0: float) -> None:
+    """Record the stage times (the caller's, the report's own, then the write's) and the peak RSS
+    in ``quality``."""
+    times = {**stage_times, **dict(quality.get("time_s") or {})}
+    times["write"] = round(time.perf_counter() - t0 - stage_times.get("quality", 0.0), 6)
+    quality["time_s"] = times
+    quality["peak_rss_bytes"] = max(int(quality.get("peak_rss_bytes") or 0), peak_rss_bytes())
 
 
 def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str | os.PathLike[str], *,
@@ -432,13 +441,7 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
     tmp.mkdir()
     try:
         rl = relabel(graph, a, num_parts, progress=progress)
-        if given is None:
-            t_quality = time.perf_counter()
-            halo = np.array([h.size for h in rl.halos], dtype=np.int64)
-            quality = _jsonable(quality_report(graph, a, num_parts, rl.edge_cut, halo))
-            stage_times["quality"] = round(time.perf_counter() - t_quality, 6)
-        else:
-            quality = given
+        quality = _quality(graph, a, num_parts, rl, given, stage_times)
         del a
         top_files = {NODE_MAP_FILE: npyio.save_array(tmp, NODE_MAP_FILE, rl.node_map).to_json()}
         links = _link_parts(graph, rl)
@@ -446,32 +449,11 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
         if graph.node_names is not None:
             top_files[ORIGINAL_NAMES_FILE] = npyio.save_array(tmp, ORIGINAL_NAMES_FILE,
                                                               graph.node_names).to_json()
-        halo_offsets_all = np.stack([np.searchsorted(h, rl.starts) for h in rl.halos]).astype(np.int64)
-        wdeg = weighted_degree(graph)
-        local_of = np.full(graph.num_nodes, -1, dtype=local_index_dtype(graph.num_nodes))
-        parts = []
-        type_counts = []
-        with npyio.background_io():  # hashing, writing and fsync overlap the next gathers
-            for p in tqdm(range(num_parts), desc="write parts", unit="part", disable=not progress):
-                parts.append(_write_part(graph, rl, p, tmp, halo_offsets_all, local_of, wdeg))
-                for name, pairs in (links[p] if links else {}).items():
-                    entry = npyio.save_array(tmp, f"{part_dir_name(p)}/{name}", pairs)
-                    parts[p]["files"][name] = entry.to_json()
-                if hetero is not None:
-                    inner = rl.order[rl.starts[p]:rl.starts[p + 1]].astype(np.int64)
-                    typed = hetero_part_arrays(hetero, plain(graph.indptr), inner,
-                                               rl.order[rl.halos[p]].astype(np.int64))
-                    for name, arr in typed.items():
-                        parts[p]["files"][name] = npyio.save_array(tmp, f"{part_dir_name(p)}/{name}", arr).to_json()
-                    type_counts.append(np.bincount(typed["node_type.npy"][:inner.size],
-                                                   minlength=len(hetero.section["node_types"])).tolist())
-        del rl, local_of, wdeg, links
+        parts, type_counts = _write_parts(graph, rl, num_parts, tmp, links, hetero, progress)
+        del rl, links
         _fsync_dir(tmp)
 
-        times = {**stage_times, **dict(quality.get("time_s") or {})}
-        times["write"] = round(time.perf_counter() - t0 - stage_times.get("quality", 0.0), 6)
-        quality["time_s"] = times
-        quality["peak_rss_bytes"] = max(int(quality.get("peak_rss_bytes") or 0), peak_rss_bytes())
+        _record_times(quality, stage_times, t0)
         meta = _meta_document(graph, num_parts, method=method, method_params=method_params,
                               seed=seed, extra=extra)
         if hetero is not None:

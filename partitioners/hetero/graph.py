@@ -113,17 +113,7 @@ class HeteroGraph:
         for rel, pair in edges.items():
             checked = self._check_relation(rel)  # before its edges: they need the types
             self.edges[checked] = self._check_edges(checked, pair)
-        self.edge_weights: dict[Relation, np.ndarray] = {}
-        for rel, w in (edge_weights or {}).items():
-            if rel not in self.edges:
-                raise GraphError(f"edge_weights names relation {rel!r}, which has no edges")
-            w = np.asarray(w, dtype=np.float32)
-            if w.shape != self.edges[rel][0].shape:
-                raise GraphError(f"relation {rel!r}: edge weights have shape {w.shape} but the relation "
-                                 f"has {self.edges[rel][0].size} edges")
-            if not np.all(np.isfinite(w)):
-                raise GraphError(f"relation {rel!r}: edge weights must be finite (a NaN or inf)")
-            self.edge_weights[rel] = w
+        self.edge_weights: dict[Relation, np.ndarray] = self._checked_edge_weights(edge_weights or {})
         self.features: dict[str, np.ndarray] = {}
         for t, x in (features or {}).items():
             n = self._count("features", t)
@@ -141,10 +131,33 @@ class HeteroGraph:
                                  f"nodes (expected [{n}] class ids)")
             y = _ids(f"node type {t!r}: labels", y, np.iinfo(np.int64).max)
             self.labels[t] = y
-        self.masks: dict[str, dict[str, np.ndarray]] = {}
-        for t, ms in (masks or {}).items():
+        self.masks: dict[str, dict[str, np.ndarray]] = self._checked_masks(masks or {})
+        self.target_type, self.num_classes = self._checked_target(target_type, num_classes)
+        self.name = name
+        self.preprocessing: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ checks
+    def _checked_edge_weights(self, edge_weights: Mapping[Relation, Any]) -> dict[Relation, np.ndarray]:
+        """The relations' edge weights as float32, one finite weight per edge of a relation."""
+        checked: dict[Relation, np.ndarray] = {}
+        for rel, w in edge_weights.items():
+            if rel not in self.edges:
+                raise GraphError(f"edge_weights names relation {rel!r}, which has no edges")
+            w = np.asarray(w, dtype=np.float32)
+            if w.shape != self.edges[rel][0].shape:
+                raise GraphError(f"relation {rel!r}: edge weights have shape {w.shape} but the relation "
+                                 f"has {self.edges[rel][0].size} edges")
+            if not np.all(np.isfinite(w)):
+                raise GraphError(f"relation {rel!r}: edge weights must be finite (a NaN or inf)")
+            checked[rel] = w
+        return checked
+
+    def _checked_masks(self, masks: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, np.ndarray]]:
+        """The types' split masks as bool, one flag per node of the type (a None mask is left out)."""
+        checked: dict[str, dict[str, np.ndarray]] = {}
+        for t, ms in masks.items():
             n = self._count("masks", t)
-            self.masks[t] = {}
+            checked[t] = {}
             for k, m in ms.items():
                 if k not in _MASKS:
                     raise GraphError(f"node type {t!r}: unknown mask {k!r}; masks are {', '.join(_MASKS)}")
@@ -154,7 +167,12 @@ class HeteroGraph:
                 if m.shape != (n,) or not (m.dtype == np.bool_ or np.isin(m, (0, 1)).all()):
                     raise GraphError(f"node type {t!r}: {k} mask has shape {m.shape} and dtype {m.dtype} "
                                      f"but the type has {n} nodes (expected bool [{n}])")
-                self.masks[t][k] = m.astype(bool)
+                checked[t][k] = m.astype(bool)
+        return checked
+
+    def _checked_target(self, target_type: str | None, num_classes: int | None) -> tuple[str | None, int]:
+        """The target type (default: the only labelled type) and its number of classes, checked
+        against the labels and masks."""
         if target_type is None and len(self.labels) == 1:
             target_type = next(iter(self.labels))
         if target_type is not None:
@@ -166,7 +184,6 @@ class HeteroGraph:
             if t != target_type and self.masks[t]:
                 raise GraphError(f"node type {t!r} has masks but is not the target type ({target_type!r}); "
                                  f"masks belong to the labelled target type")
-        self.target_type = target_type
         if target_type is not None:
             y = self.labels[target_type]
             found = int(y.max()) + 1 if y.size else 0
@@ -175,11 +192,8 @@ class HeteroGraph:
             elif found > num_classes:
                 raise GraphError(f"node type {target_type!r}: label {found - 1} is out of range for "
                                  f"num_classes = {num_classes}")
-        self.num_classes = int(num_classes or 0)
-        self.name = name
-        self.preprocessing: dict[str, int] = {}
+        return target_type, int(num_classes or 0)
 
-    # ------------------------------------------------------------------ checks
     def _count(self, what: str, t: Any) -> int:
         if t not in self.num_nodes_dict:
             raise GraphError(f"{what} names node type {t!r}, which is not one of the types "

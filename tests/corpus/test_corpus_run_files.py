@@ -36,9 +36,9 @@ from corpus_utils import small_graph
 from partitioners.format.writer import write_partition
 from train_helpers import ErrorLines
 
-from gnn_dist import checkpoint as ckpt
+from gnn_dist import checkpoints as ckpt
 from gnn_dist.atomic_file import StorageError, atomic_write
-from gnn_dist.checkpoint import CheckpointError
+from gnn_dist.checkpoints import CheckpointError
 from gnn_dist.model_file import ModelFileError, load_model_file, save_model_file
 
 pytestmark = pytest.mark.filterwarnings("ignore:Unable to enable fault handler:UserWarning")

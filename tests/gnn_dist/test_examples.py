@@ -188,7 +188,7 @@ def test_pyg_layer_on_blocks_equals_whole_graph(graph, layer):
 
 DOC_FILES = ("api.md", "concepts.md", "custom_models.md")
 API_MODULES = ("gnn_dist", "gnn_dist.partition", "gnn_dist.trainer", "gnn_dist.models", "gnn_dist.nn",
-               "gnn_dist.distributed", "gnn_dist.checkpoint", "gnn_dist.pipeline", "gnn_dist.cache",
+               "gnn_dist.distributed", "gnn_dist.checkpoints", "gnn_dist.pipeline", "gnn_dist.cache",
                "gnn_dist.model_file", "gnn_dist.predict", "partitioners", "partitioners.io",
                "partitioners.synthetic", "partitioners.catalog", "partitioners.methods",
                "partitioners.quality", "partitioners.format", "partitioners.cli")

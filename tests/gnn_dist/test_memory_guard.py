@@ -31,7 +31,7 @@ def _config(parts: str, *flags: str):
 def test_the_estimate_grows_with_the_model_and_the_storage(parts):
     from partitioners.format import load_partition_meta
 
-    from gnn_dist.memory_guard import RUNTIME_BYTES, estimate_rank_memory
+    from gnn_dist.memory_plan.guard import RUNTIME_BYTES, estimate_rank_memory
 
     meta = load_partition_meta(parts)
     small = estimate_rank_memory(meta, 0, _config(parts, "--hidden", "8"))
@@ -55,7 +55,7 @@ def test_a_tiny_limit_is_refused_naming_the_estimate(parts):
     from partitioners.format import load_partition_meta
     from partitioners.memory import MemoryLimitError
 
-    from gnn_dist.memory_guard import check_training_memory
+    from gnn_dist.memory_plan.guard import check_training_memory
 
     meta = load_partition_meta(parts)
     with pytest.raises(MemoryLimitError, match=r"needs ~\d+(\.\d)? [MG]iB for 2 rank\(s\) on this machine \(the largest, "
@@ -83,7 +83,7 @@ def test_a_layer_parallel_run_is_estimated_rank_by_rank(parts):
     from partitioners.format import load_partition_meta
     from partitioners.memory import MemoryLimitError
 
-    from gnn_dist.memory_guard import check_training_memory, estimate_rank_memory, world_ranks
+    from gnn_dist.memory_plan.guard import check_training_memory, estimate_rank_memory, world_ranks
     from gnn_dist.memory_plan import plan_from_meta
 
     meta = load_partition_meta(parts)

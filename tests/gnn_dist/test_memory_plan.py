@@ -117,7 +117,7 @@ def test_the_guard_is_the_planner(parts):
     from partitioners.format import load_partition_meta
 
     from gnn_dist.config_cli import parse_run_config
-    from gnn_dist.memory_guard import estimate_rank_memory
+    from gnn_dist.memory_plan.guard import estimate_rank_memory
     from gnn_dist.memory_plan import plan_from_meta
 
     meta = load_partition_meta(parts)

@@ -268,7 +268,7 @@ def test_model_selection_needs_validation_nodes(graph, tmp_path):
 # ----------------------------------------------------------------------------- checkpoints
 def test_resume_keeps_the_best_state_and_the_patience_count(part1, tmp_path, caplog):
     import gnn_dist
-    from gnn_dist.checkpoint import checkpoint_path, latest_checkpoint, load_checkpoint
+    from gnn_dist.checkpoints import checkpoint_path, latest_checkpoint, load_checkpoint
 
     model_kwargs = {**GAT, **RECIPE}
     options = {"select": "best-val", "patience": 5, "checkpoint_every": 2}
@@ -301,7 +301,7 @@ def test_resume_keeps_the_best_state_and_the_patience_count(part1, tmp_path, cap
     plain, _ = train(part1, model_kwargs, epochs=4, checkpoint_dir=str(tmp_path / "c"))
     switched = gnn_dist.Trainer(make_model(part1, **model_kwargs), part1, lr=0.05, log_every=0,
                                 checkpoint_dir=str(tmp_path / "c"), select="best-val")
-    with caplog.at_level(logging.WARNING, logger="gnn_dist.checkpointing"):
+    with caplog.at_level(logging.WARNING, logger="gnn_dist.checkpoints.manager"):
         assert switched.resume()
     assert "written with select='last' and holds no best-val weights" in caplog.text
     assert switched.selection.best is None and switched.fit(1)[0]["epoch"] == 4 and switched.selection.best["epoch"] == 4

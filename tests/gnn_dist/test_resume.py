@@ -85,7 +85,7 @@ def test_resume_reproduces_the_uninterrupted_run(two_rank_runs):
     assert [r["epoch"] for r in resumed] == list(range(EPOCHS))  # absolute epochs, each once
     keys = ("epoch", "train_loss", "train_acc", "val_acc", "test_acc", "comm_bytes")
     assert [{k: r[k] for k in keys} for r in resumed] == [{k: r[k] for k in keys} for r in straight]
-    from gnn_dist.checkpoint import load_checkpoint
+    from gnn_dist.checkpoints import load_checkpoint
 
     a = load_checkpoint(Path(runs["dirs"]["straight"], f"checkpoint-{EPOCHS:06d}.pt"))
     b = load_checkpoint(Path(runs["dirs"]["resumed"], f"checkpoint-{EPOCHS:06d}.pt"))
@@ -162,7 +162,7 @@ def test_trainer_resume_is_exact_and_absolute(part1, tmp_path):
 
 
 def test_checkpoint_every_and_after_the_last_epoch(part1, tmp_path):
-    from gnn_dist.checkpoint import latest_checkpoint
+    from gnn_dist.checkpoints import latest_checkpoint
 
     trainer = make_trainer(part1, tmp_path, checkpoint_every=2)
     trainer.fit(5)
@@ -170,12 +170,12 @@ def test_checkpoint_every_and_after_the_last_epoch(part1, tmp_path):
         "checkpoint-000002.pt", "checkpoint-000002.pt.sha256", "checkpoint-000004.pt", "checkpoint-000004.pt.sha256",
         "checkpoint-000005.pt", "checkpoint-000005.pt.sha256", "latest"]  # no temp files
     assert latest_checkpoint(tmp_path) == tmp_path / "checkpoint-000005.pt"
-    from gnn_dist.checkpoint import load_checkpoint   # the pointer and the folder name the newest file
+    from gnn_dist.checkpoints import load_checkpoint   # the pointer and the folder name the newest file
     assert load_checkpoint(tmp_path / "latest")["epoch"] == load_checkpoint(tmp_path)["epoch"] == 5
 
 
 def test_checkpoint_holds_the_whole_state(part1, tmp_path):
-    from gnn_dist.checkpoint import load_checkpoint
+    from gnn_dist.checkpoints import load_checkpoint
 
     trainer = make_trainer(part1, tmp_path, optimizer="adamw", weight_decay=0.01)
     trainer.fit(1)
@@ -201,7 +201,7 @@ def test_resume_from_a_missing_or_empty_folder_starts_at_zero(part1, tmp_path):
 
 
 def test_latest_falls_back_to_the_highest_checkpoint(part1, tmp_path):
-    from gnn_dist.checkpoint import latest_checkpoint
+    from gnn_dist.checkpoints import latest_checkpoint
 
     trainer = make_trainer(part1, tmp_path, checkpoint_every=1)
     trainer.fit(3)
@@ -210,7 +210,7 @@ def test_latest_falls_back_to_the_highest_checkpoint(part1, tmp_path):
 
 
 def test_missing_and_corrupt_checkpoints_are_named(part1, tmp_path):
-    from gnn_dist.checkpoint import CheckpointError, load_checkpoint
+    from gnn_dist.checkpoints import CheckpointError, load_checkpoint
 
     trainer = make_trainer(part1, tmp_path)
     trainer.fit(1)
@@ -233,7 +233,7 @@ def test_missing_and_corrupt_checkpoints_are_named(part1, tmp_path):
     torch.save({"weights": torch.zeros(2)}, other)
     with pytest.raises(CheckpointError, match=r"other\.pt: has no checksum file other\.pt\.sha256"):
         load_checkpoint(other)
-    from gnn_dist.checkpoint import parse_checkpoint
+    from gnn_dist.checkpoints import parse_checkpoint
 
     with pytest.raises(CheckpointError, match=r"other\.pt: not a gnn-dist checkpoint"):
         parse_checkpoint(other.read_bytes(), other)
@@ -249,7 +249,7 @@ def test_missing_and_corrupt_checkpoints_are_named(part1, tmp_path):
 
 
 def test_resume_refuses_another_model_or_optimizer(part1, tmp_path):
-    from gnn_dist.checkpoint import CheckpointError
+    from gnn_dist.checkpoints import CheckpointError
 
     make_trainer(part1, tmp_path).fit(1)
     with pytest.raises(CheckpointError, match=r"another model: hidden_dim=8 \(this run: 16\)"):
@@ -289,7 +289,7 @@ def test_keep_checkpoints_leaves_the_later_ones_of_an_earlier_run(part1, tmp_pat
 
 
 def test_prune_deletes_only_this_ranks_files(tmp_path):
-    from gnn_dist.checkpoint import prune_checkpoints
+    from gnn_dist.checkpoints import prune_checkpoints
 
     names = [f"checkpoint-00000{e}{suffix}.pt" for e in (1, 2, 3)
              for suffix in ("", ".rank-00000-of-00002", ".rank-00001-of-00002")]
@@ -321,7 +321,7 @@ def test_a_checkpoint_that_would_run_code_is_refused_before_anything_runs(part1,
     plain values, and the code never runs."""
     import hashlib
 
-    from gnn_dist.checkpoint import CheckpointError
+    from gnn_dist.checkpoints import CheckpointError
 
     trainer = make_trainer(part1, tmp_path)
     trainer.fit(1)

@@ -74,7 +74,7 @@ def _params(trainer: Any) -> dict[str, torch.Tensor]:
 
 def _resume_runs(rank: int, world_size: int, data: str, other_data: str, root: str) -> dict[str, Any]:
     import gnn_dist
-    from gnn_dist.checkpoint import CheckpointError, checkpoint_path, rank_state_path
+    from gnn_dist.checkpoints import CheckpointError, checkpoint_path, rank_state_path
 
     warnings = _Warnings()
     part = gnn_dist.load_partition(data)
@@ -272,7 +272,7 @@ def test_single_rank_stale_resume(tmp_path):
     data = bytearray(rank_file.read_bytes())
     data[len(data) // 2] ^= 0xFF  # same size, other bytes
     rank_file.write_bytes(bytes(data))
-    from gnn_dist.checkpoint import CheckpointError
+    from gnn_dist.checkpoints import CheckpointError
 
     with pytest.raises(CheckpointError, match=r"rank-00000-of-00001\.pt: the rank file's sha256 .* is not the .* "
                                               r"written with it: corrupt"):
@@ -285,7 +285,7 @@ def test_a_checkpoint_without_pipeline_state_falls_back(tmp_path, caplog):
 
     part = gnn_dist.load_partition(write_parts(tmp_path / "p1", num_parts=1))
     make_trainer(part, str(tmp_path / "ck"), pipeline="stale").fit(1)
-    from gnn_dist.checkpoint import load_checkpoint, save_checkpoint
+    from gnn_dist.checkpoints import load_checkpoint, save_checkpoint
 
     state = load_checkpoint(tmp_path / "ck" / "checkpoint-000001.pt")
     del state["pipeline_state"]
@@ -326,7 +326,7 @@ def test_stale_state_that_does_not_fit_is_named(tmp_path):
 def test_rank_file_errors_name_the_file(tmp_path):
     import hashlib
 
-    from gnn_dist.checkpoint import CheckpointError, load_rank_state, save_rank_state
+    from gnn_dist.checkpoints import CheckpointError, load_rank_state, save_rank_state
 
     entry = save_rank_state(tmp_path, 2, 0, 1, {"steps": 2, "layers": {}})
     with pytest.raises(CheckpointError, match=r"rank-00000-of-00001\.pt: not the rank file this checkpoint "
@@ -345,7 +345,7 @@ def test_rank_file_errors_name_the_file(tmp_path):
 
 
 def test_prune_deletes_an_earlier_runs_rank_files_on_rank_0(tmp_path):
-    from gnn_dist.checkpoint import prune_checkpoints
+    from gnn_dist.checkpoints import prune_checkpoints
 
     for name in ("checkpoint-000001.rank-00003-of-00004.pt", "checkpoint-000001.rank-00001-of-00002.pt",
                  "checkpoint-000002.rank-00003-of-00004.pt"):

@@ -213,7 +213,7 @@ def two_jobs(rank: int, world_size: int, sync: str, first: list[str], second: li
     ``sync/resume`` exists (``sync/paused`` holds its pid meanwhile). Ranks 1 and 2: ranks 0 and 1 of
     the second job (port ``port``), which starts once ``sync/go`` exists and touches
     ``sync/done-R`` when it ends. Each returns its exit code and the error lines it logged."""
-    import gnn_dist.checkpoint as ckpt
+    import gnn_dist.checkpoints.files as ckpt
     from gnn_dist.train import main
     from train_helpers import launch_env
 
@@ -294,7 +294,7 @@ def test_a_second_run_on_the_same_folder_is_refused_before_it_trains(tmp_path, c
     assert lines0[0].startswith(f"error: --checkpoint-dir {ckpt} {owner}")
     assert "run id pid-" in lines0[0] and "started " in lines0[0]
     assert lines0[0].endswith("wait for that run to finish, or choose another --checkpoint-dir")
-    from gnn_dist.checkpoint import latest_checkpoint, load_checkpoint
+    from gnn_dist.checkpoints import latest_checkpoint, load_checkpoint
 
     assert not (ckpt / ".lock").exists()   # released at its end
     assert latest_checkpoint(ckpt) == ckpt / "checkpoint-000004.pt"

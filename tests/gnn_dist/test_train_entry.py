@@ -223,7 +223,7 @@ def test_quiet_keeps_warnings_errors_and_the_final_line(folders, capsys):
 
 def test_the_summary_names_each_ranks_peak_memory():
     from gnn_dist.metrics import summary_line
-    from gnn_dist.peak_memory import current_memory_bytes, peak_memory_bytes, peak_memory_kind
+    from gnn_dist.measured_peak import current_memory_bytes, peak_memory_bytes, peak_memory_kind
 
     history = [{"epoch": 0, "epoch_time_s": 0.5, "val_acc": None},
                {"epoch": 1, "epoch_time_s": 1.5, "val_acc": 0.5, "test_acc": 0.25}]
@@ -242,7 +242,7 @@ def test_the_cpu_peak_restarts_from_the_current_memory():
 
     import numpy as np
 
-    from gnn_dist.peak_memory import current_memory_bytes, peak_memory_bytes, reset_peak
+    from gnn_dist.measured_peak import current_memory_bytes, peak_memory_bytes, reset_peak
 
     if not sys.platform.startswith("linux"):
         assert not reset_peak("cpu")

@@ -20,7 +20,7 @@ from typing import Any
 
 from partitioners.memory import MemoryLimitError, available_memory, format_bytes, parse_size
 
-from .memory_plan import RUNTIME_BYTES
+from .model import RUNTIME_BYTES
 
 __all__ = ["RUNTIME_BYTES", "RankEstimate", "estimate_rank_memory", "world_ranks", "check_training_memory",
            "memory_limit"]
@@ -56,7 +56,7 @@ def estimate_rank_memory(meta: Any, rank: int, config: Any) -> RankEstimate:
     trained as ``config`` (a :class:`~gnn_dist.config.RunConfig`) says, on the CPU: part ``rank``
     of a graph-parallel run; of a layer/hybrid-parallel one (``r = s P + g``), stage ``rank // P``
     over part ``rank % P``."""
-    from .memory_plan import Workload, plan_rank, sizes_from_meta
+    from . import Workload, plan_rank, sizes_from_meta
 
     sizes = sizes_from_meta(meta)
     stage, part = divmod(rank, len(sizes))

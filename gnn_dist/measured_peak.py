@@ -5,7 +5,7 @@
 - **CPU**: the process's peak resident set size, ``getrusage(RUSAGE_SELF).ru_maxrss`` (KiB on
   Linux, bytes on macOS): everything the process touched, torch's import and the interpreter
   included (about 0.3-0.4 GiB of a small run), which the training memory estimate
-  (:mod:`.memory_guard`) counts as its runtime term too.
+  (:mod:`.memory_plan.guard`) counts as its runtime term too.
 
 Where neither is available (no ``resource`` module, Windows) the peak is unknown (None).
 

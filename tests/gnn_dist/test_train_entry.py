@@ -111,7 +111,7 @@ def test_feature_cache_flags_train_the_same_losses(folders, tmp_path):
     (["--feature-cache-budget", "4XB"], r"--feature-cache-budget: .*4XB"),
     (["--feature-storage", "disk"], r"--feature-storage: invalid choice: 'disk'"),
     (["--dropout", "1.5"], r"--dropout: 1.5 is not valid: expected a probability in \[0, 1\)"),
-    (["--hidden", "0"], r"--hidden: 0 is not valid: expected an integer >= 1"),
+    (["--hidden", "0"], r"--hidden: 0 is not valid: expected an integer in \[1, 1048576\]"),
     (["--lr", "-1"], r"--lr: -1.0 is not valid: expected a positive number"),
     (["--lr", "x"], r"argument --lr: expected a number, got 'x'"),
     (["--model", "mlp"], r"--model: invalid choice: 'mlp'"),

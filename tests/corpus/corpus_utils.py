@@ -98,3 +98,13 @@ def edit_npy_header(data: bytes, old: bytes, new: bytes) -> bytes:
     body = header.replace(old, new, 1).rstrip(b" \n")
     assert len(body) < end, "the edited header does not fit in the old one's padding"
     return body + b" " * (end - 1 - len(body)) + b"\n" + data[end:]
+
+
+def one_line(exc: pytest.ExceptionInfo, *names: str) -> str:
+    """The raised error's message, asserted to be one line naming each of ``names``."""
+    text = str(exc.value)
+    assert "\n" not in text, text
+    for name in names:
+        assert name in text, (name, text)
+    return text
+

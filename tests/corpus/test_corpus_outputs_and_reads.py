@@ -26,7 +26,7 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
-from corpus_utils import error_lines, run_cli, small_graph
+from corpus_utils import error_lines, one_line, run_cli, small_graph
 from partitioners.cli import EXIT_USAGE
 from partitioners.format.writer import write_partition
 from train_helpers import ErrorLines
@@ -100,14 +100,6 @@ def full_disk_under(monkeypatch: pytest.MonkeyPatch, root: Path) -> Iterator[Non
     with monkeypatch.context() as m:
         m.setattr(os, "fdopen", fdopen)
         yield
-
-
-def one_line(exc: pytest.ExceptionInfo, *names: str) -> str:
-    text = str(exc.value)
-    assert "\n" not in text, text
-    for name in names:
-        assert name in text, (name, text)
-    return text
 
 
 def gz(text_parts: Iterator[bytes]) -> bytes:

@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 import torch
 
-from corpus_utils import small_graph
+from corpus_utils import one_line, small_graph
 from partitioners.format.writer import write_partition
 from train_helpers import ErrorLines
 
@@ -82,14 +82,6 @@ def deadline(seconds: int = 20) -> Iterator[None]:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
-
-
-def one_line(exc: pytest.ExceptionInfo, *names: str) -> str:
-    text = str(exc.value)
-    assert "\n" not in text, text
-    for name in names:
-        assert name in text, (name, text)
-    return text
 
 
 def resign(folder: Path, state: dict[str, Any], epoch: int = 2) -> Path:

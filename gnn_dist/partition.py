@@ -20,6 +20,7 @@ import torch.distributed as dist
 from partitioners.format import PartData, PartitionMeta, load_part, load_partition_meta
 
 from .distributed.halo import HaloExchanger
+from .hetero.part import TypedPart, training_meta
 from .distributed.halo_check import check_halo_agreement, halo_digests
 from .distributed import all_gather_json, all_ranks_agree, get_rank, get_world_size, raise_on_all_ranks
 from .kernels import Kernels, default_kernels, resolve_kernels
@@ -64,6 +65,10 @@ class LocalPartition:
     block: Block
     exchanger: HaloExchanger
     device: torch.device
+    typed: TypedPart | None = None
+    """A typed (heterogeneous) part's types, per-type features and rows (:mod:`gnn_dist.hetero`);
+    None for a homogeneous one. Its :attr:`meta` is then :func:`~gnn_dist.hetero.training_meta`'s
+    view: the target type's classes, the widest feature width."""
     link_pairs: dict[str, torch.Tensor] | None = None
     """The edge split's positive pairs stored in this part, by split (``train``/``val``/``test``):
     int64 ``[2, E_s]`` new global ids, destinations owned by this part (CPU); None without an
@@ -74,7 +79,10 @@ class LocalPartition:
     @functools.cached_property
     def x(self) -> torch.Tensor | None:
         """The inner rows' features ``[I, F]`` on :attr:`device` (copied from :attr:`features`
-        on first use, then kept), or None when the partition has none."""
+        on first use, then kept), or None when the partition has none. A typed part's are its
+        featured types' rows, zero-padded to the widest (:meth:`~gnn_dist.hetero.TypedPart.static_input`)."""
+        if self.typed is not None:
+            return self.typed.static_input(self.num_inner, self.device)
         return _tensor(self.features, self.device)
 
     @property
@@ -168,13 +176,6 @@ def _build_block(data: PartData, num_inner: int, num_halo: int, device: torch.de
     return prepare(block)
 
 
-def refuse_typed(meta: PartitionMeta, path: str | Path) -> None:
-    """A typed (heterogeneous) folder is partitioned but not trained by this version: one line."""
-    if getattr(meta, "hetero", None) is not None:
-        raise ValueError(f"{path}: a typed (heterogeneous) partition: typed graphs are partitioned but not yet "
-                         f"trained by this version of gnn-dist (models rgcn/hgt; docs/heterogeneous.md)")
-
-
 def load_partition(path: str | Path, rank: int | None = None, device: torch.device | str | None = None,
                    *, verify: bool = True, group: dist.ProcessGroup | None = None,
                    kernels: str | Kernels | None = None) -> LocalPartition:
@@ -199,8 +200,6 @@ def load_partition(path: str | Path, rank: int | None = None, device: torch.devi
         meta = load_partition_meta(path)
     except Exception as exc:  # shared with the peers below (after the world-size check), then re-raised
         error = exc
-    if meta is not None:  # typed folders (format 1.3): the same on every rank
-        refuse_typed(meta, path)
     cur_rank, world_size = get_rank(group), get_world_size(group)
     if meta is not None and world_size != meta.num_parts:  # before any collective: a clear error, no hang
         raise ValueError(f"{path}: the partition has num_parts={meta.num_parts} but the job runs "
@@ -242,9 +241,21 @@ def load_partition(path: str | Path, rank: int | None = None, device: torch.devi
         train_mask=mask(data.train_mask), val_mask=mask(data.val_mask), test_mask=mask(data.test_mask),
         global_ids=_tensor(data.global_ids, device), original_ids=original_ids,
         block=block, exchanger=exchanger, device=device, link_pairs=_link_pairs(data))
+    if data.typed is not None:
+        _attach_typed(part, data)
     _warm_up_kernels(block)
     log.debug("loaded %r", part)
     return part
+
+
+def _attach_typed(part: LocalPartition, data: PartData) -> None:
+    """A typed part: its types on the block, the target type's labels, the training view of the meta."""
+    typed = TypedPart.load(part.meta, data.typed, part.original_ids, part.num_inner)
+    part.typed = typed
+    part.block.types = typed.block_types(data.typed["edge_type"], part.device)
+    labels = typed.union_labels(data.typed, part.num_inner)
+    part.y = None if labels is None else labels.to(part.device)
+    part.meta = training_meta(part.meta)
 
 
 def _link_pairs(data: PartData) -> dict[str, torch.Tensor] | None:

@@ -108,7 +108,8 @@ def build(config: RunConfig, device: Any = None) -> Any:
     from .models import resolve_edge_dim
 
     config.model = resolve_edge_dim(config.model, part.edge_feature_dim, str(part.path))   # --edge-dim: the partition's
-    model = build_model(config.model, in_dim=part.feature_dim, out_dim=task.out_dim(part.num_classes, config.model.hidden))
+    model = build_model(config.model, in_dim=part.feature_dim, out_dim=task.out_dim(part.num_classes, config.model.hidden),
+                        typed=part.typed)
     trainer = Trainer(model, part, config.trainer, run_config=config.to_dict())
     trainer.predicted_peak = _log_memory_plan(part, config)
     return trainer

@@ -35,6 +35,7 @@ from .cache.input import InputFeatures
 from .cache.store import FeatureStore, StoreCounts
 from .checkpoints import CheckpointManager
 from .config import RESUME_MODES, TrainerConfig, to_dict
+from .distributed.per_rank import is_per_rank
 from .distributed import (all_gather_json, all_ranks_agree, all_reduce_grads, all_reduce_sum, broadcast_module, get_rank,
                           is_distributed)
 from .metrics import MetricsFile, StepStats, progress_line, summary_line
@@ -134,14 +135,14 @@ class Trainer:
 
     @staticmethod
     def _check_part(part: Any) -> None:
-        if part.features is None:
+        if part.features is None and getattr(part, "typed", None) is None:
             raise ValueError(f"{part.path}: the partition has no node features to train on")
 
     @staticmethod
     def _check_model_fits(model: torch.nn.Module, part: Any, task: Task) -> None:
         """The model's input/output widths against the partition's and the task's (same on every
         rank: no collective)."""
-        in_dim, out_dim = getattr(model, "in_dim", None), getattr(model, "out_dim", None)
+        in_dim, out_dim = getattr(model, "features_in", getattr(model, "in_dim", None)), getattr(model, "out_dim", None)
         if isinstance(in_dim, int) and in_dim != part.feature_dim:
             raise ValueError(f"{part.path}: the model's input width in_dim={in_dim} does not match the "
                              f"partition's feature width {part.feature_dim}; build the model with "
@@ -161,7 +162,8 @@ class Trainer:
         all_reduce_grads(self.model.parameters())
         if not is_distributed():
             return 0
-        return sum(p.numel() * p.element_size() for p in self.model.parameters() if p.requires_grad)
+        return sum(p.numel() * p.element_size() for p in self.model.parameters()
+                   if p.requires_grad and not is_per_rank(p))
 
     def _check_finite_loss(self, value: float) -> None:
         """Raise (on every rank alike: ``value`` is the all-reduced loss) when the loss is not finite."""

@@ -46,9 +46,13 @@ def check_run(config: RunConfig) -> str:
     from .models import resolve_edge_dim
 
     model_config = resolve_edge_dim(config.model, meta.edge_feature_dim, str(path))   # as train.build resolves it
+    from .hetero.part import TypedPart, training_meta
+
+    meta = training_meta(meta)   # a typed folder's: the target type's classes, the widest features
     with torch.device("meta"):
         model = build_model(model_config, in_dim=int(meta.feature_dim),
-                            out_dim=task.out_dim(int(meta.num_classes), model_config.hidden))
+                            out_dim=task.out_dim(int(meta.num_classes), model_config.hidden),
+                            typed=TypedPart.schema(meta) if meta.hetero is not None else None)
     _check_precompute(config, model)
     from .checkpoints import check_resume
 
@@ -82,16 +86,43 @@ def check_data(config: RunConfig, meta: object) -> object:
     and the labels (or pairs) its task needs; what every rank also checks before it loads its part
     (a job started by torchrun directly). Raises ``ValueError`` naming the folder and the fix."""
     path = config.data.data
-    from .partition import refuse_typed
+    from .hetero.part import check_target_type, training_meta
 
-    refuse_typed(meta, path)   # type: ignore[arg-type]
-    if not getattr(meta, "feature_dim", 0):
+    check_typed_model(config, meta)
+    check_target_type(meta, config.data.target_type, str(path))
+    meta = training_meta(meta)
+    if getattr(meta, "hetero", None) is not None:
+        from .hetero.part import typed_features_problem
+
+        why = typed_features_problem(meta, config.model.embedding_dim)
+        if why is not None:
+            raise ValueError(f"{path}: {why}")
+    elif not getattr(meta, "feature_dim", 0):
         raise ValueError(f"{path}: the partition has no node features to train on (partition it with features, "
                          f"e.g. gnn-dist partition --features F.npy)")
     edge_split = getattr(meta, "edge_split", None)
     task = config.trainer.task.resolve(meta.label_kind, where=str(path), edge_split=edge_split is not None)  # type: ignore[attr-defined]
     task.check_data(meta, path)
     return task
+
+
+def check_typed_model(config: RunConfig, meta: object) -> None:
+    """A typed partition trains with a model registered ``typed=True`` (R-GCN), and only it;
+    ``--embedding-dim`` applies to typed partitions."""
+    from .models import model_spec
+
+    typed_folder = getattr(meta, "hetero", None) is not None
+    spec = model_spec(config.model.model)
+    path = config.data.data
+    if typed_folder and not spec.typed:
+        raise ValueError(f"{path}: a typed (heterogeneous) partition: model {spec.name!r} trains homogeneous graphs; "
+                         f"use --model rgcn (docs/heterogeneous.md)")
+    if not typed_folder and spec.typed:
+        raise ValueError(f"{path}: model {spec.name!r} trains typed (heterogeneous) partitions; this one is "
+                         f"homogeneous (partition a typed graph: docs/heterogeneous.md)")
+    if not typed_folder and config.model.embedding_dim is not None:
+        raise ValueError(f"{path}: --embedding-dim applies to typed partitions (learnable rows of the featureless "
+                         f"node types); this one is homogeneous")
 
 
 def _check_precompute(config: RunConfig, model: object) -> None:

@@ -37,6 +37,7 @@ from ..distributed import all_gather_json, all_ranks_agree, broadcast_bytes, bro
 from ..partition import partition_fingerprint
 from ..selection import ModelSelection
 from . import files as ckpt
+from . import node_rows
 from .format import CheckpointError
 from .resume import _RUN_FIELDS, _saved_optim, check_applies, check_fits, model_info
 from .state import rng_state, set_rng_state
@@ -130,21 +131,45 @@ class CheckpointManager:
                 entry = ckpt.save_rank_state(self.directory, trainer.epoch, self.rank, info["num_parts"],
                                              trainer.pipeline.state_dict())
             info["rank_files"] = all_gather_json(entry)
+        rows = self._node_rows(trainer)   # the per-rank rows by id, on rank 0 (a collective)
         with all_ranks_write(f"writing the checkpoint {path}"):   # a full disk: one line on every rank, exit 1
             if self.rank == 0:
-                ckpt.save_checkpoint(self.directory, trainer.epoch, {**self._state(trainer), "pipeline_state": info,
-                                                                     "halo_widths": widths})
+                ckpt.save_checkpoint(self.directory, trainer.epoch, {**self._state(trainer, rows),
+                                                                     "pipeline_state": info, "halo_widths": widths})
         if self.rank == 0:
             log.info(f"saved {path}")
         if self.config.checkpoint_keep is not None:
             self._prune(trainer.epoch, self.config.checkpoint_keep)
         return path
 
-    def _state(self, trainer: TrainerState) -> dict[str, Any]:
-        return {"model": trainer.selection.training_state(trainer.model), "optimizer": trainer.optimizer.state_dict(),
-                "epoch": trainer.epoch, "rng": rng_state(), "config": to_dict(trainer.config),
-                "model_info": model_info(trainer.model), "world_size": get_world_size(),
-                "partition": self.fingerprint, "history": trainer.history, "selection": trainer.selection.state_dict()}
+    def _state(self, trainer: TrainerState, rows: dict[str, Any] | None) -> dict[str, Any]:
+        model = trainer.model
+        state = {"model": trainer.selection.training_state(model), "optimizer": trainer.optimizer.state_dict(),
+                 "epoch": trainer.epoch, "rng": rng_state(), "config": to_dict(trainer.config),
+                 "model_info": model_info(model), "world_size": get_world_size(),
+                 "partition": self.fingerprint, "history": trainer.history, "selection": trainer.selection.state_dict()}
+        if rows is None:
+            return state
+        selection = state["selection"]
+        if selection.get("weights") is not None:
+            selection = {**selection, "weights": node_rows.shared_state(selection["weights"], model)}
+        return {**state, "model": node_rows.shared_state(state["model"], model), "selection": selection,
+                "optimizer": node_rows.shared_optimizer_state(state["optimizer"], trainer.optimizer, model),
+                "node_rows": rows}
+
+    @staticmethod
+    def _node_rows(trainer: TrainerState) -> dict[str, Any] | None:
+        """The per-rank rows of the weights, the best epoch's weights and the optimizer, each
+        gathered by id on rank 0 (:mod:`.node_rows`); None on the other ranks and for a model
+        without per-rank rows (its checkpoints are unchanged)."""
+        model = trainer.model
+        if not node_rows.per_rank_parameters(model):
+            return None
+        best = trainer.selection.state_dict().get("weights")
+        rows = {"model": node_rows.gather_state_rows(trainer.selection.training_state(model), model),
+                "best": None if best is None else node_rows.gather_state_rows(best, model),
+                "optimizer": node_rows.gather_optimizer_rows(trainer.optimizer, model)}
+        return rows if rows["model"] is not None else None
 
     def _schedule_info(self, trainer: TrainerState) -> dict[str, Any]:
         s = trainer.config.schedule
@@ -316,9 +341,11 @@ class CheckpointManager:
             if k in info and k in now and info[k] != now[k]:
                 log.warning(f"{path}: the checkpoint's model has {k}={info[k]!r}, this run {now[k]!r}; "
                             f"the resumed run will not reproduce the uninterrupted one")
+        rows = state.get("node_rows") or {}
         try:
-            trainer.model.load_state_dict(state["model"])
+            trainer.model.load_state_dict(node_rows.local_state(state["model"], rows.get("model"), trainer.model, str(path)))
             trainer.optimizer.load_state_dict(state["optimizer"])
+            node_rows.restore_optimizer_rows(trainer.optimizer, trainer.model, rows.get("optimizer"), str(path))
         except (RuntimeError, ValueError, KeyError) as exc:
             raise CheckpointError(f"the checkpoint does not fit this model/optimizer ({exc})", path=path) from exc
         for k in ("lr", "weight_decay"):
@@ -326,8 +353,12 @@ class CheckpointManager:
                 log.warning(f"{path}: the checkpoint has {k}={theirs.get(k)}, continuing with {k}={getattr(mine, k)}")
             for group in trainer.optimizer.param_groups:
                 group[k] = getattr(mine, k)
+        selection = state.get("selection")
+        if rows and selection and selection.get("weights") is not None:   # this rank's rows of the best weights
+            selection = {**selection, "weights": node_rows.local_state(selection["weights"], rows.get("best"),
+                                                                        trainer.model, str(path))}
         try:
-            why = trainer.selection.load_state_dict(state.get("selection"))
+            why = trainer.selection.load_state_dict(selection)
         except ValueError as exc:
             raise CheckpointError(f"the checkpoint's model-selection state is damaged ({exc})", path=path) from exc
         if why is not None:

@@ -148,8 +148,11 @@ def _check_config_kinds(theirs: Any, mine: Any, field: str, path: str | Path) ->
 
 def _check_weights(state: dict[str, Any], model: torch.nn.Module, path: str | Path) -> None:
     """The checkpoint's weights (and the model selection's best weights) have this model's
-    tensor names and shapes (``model`` may be on the meta device)."""
-    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    tensor names and shapes (``model`` may be on the meta device); its per-rank rows are saved
+    apart, by id (:mod:`.node_rows`)."""
+    from .node_rows import shared_state
+
+    shapes = {k: tuple(v.shape) for k, v in shared_state(model.state_dict(), model).items()}
     for field, weights in (("model", state["model"]), ("selection.weights", (state.get("selection") or {})
                                                                             .get("weights"))):
         if weights is None:

@@ -99,6 +99,12 @@ class ModelConfig:
     """Width of the edge features the model reads, models gine (which needs them) and gat (which reads
     them when the partition has them); must equal the partition's edge_feature_dim, or 0: gat ignores
     them (default: the partition's)."""
+    num_bases: int | None = flag("--num-bases", metavar="B")
+    """With model rgcn: the basis decomposition of the relation weights, B bases shared by every
+    relation (default: one full weight per relation)."""
+    embedding_dim: int | None = flag("--embedding-dim", metavar="D")
+    """On a typed (heterogeneous) partition: the width of the learnable rows of the node types
+    without features, each row kept and updated by its owner only (docs/heterogeneous.md)."""
     seed: int = flag("--seed", default=0)
     """Seed of the initial weights, dropout masks and boundary samples."""
 
@@ -116,6 +122,8 @@ class ModelConfig:
         int_at_least("out_heads", self.out_heads, 1, optional=True, maximum=MAX_HEADS)
         require(is_number(self.attn_dropout) and 0 <= self.attn_dropout < 1, "attn_dropout", self.attn_dropout,
                 "a probability in [0, 1)")
+        int_at_least("num_bases", self.num_bases, 1, optional=True, maximum=MAX_WIDTH)
+        int_at_least("embedding_dim", self.embedding_dim, 1, optional=True, maximum=MAX_WIDTH)
         run_checks("model", self)   # the model's options, edge features and own check (gnn_dist.models.options)
         int_at_least("seed", self.seed, 0, maximum=MAX_SEED)
 
@@ -124,12 +132,17 @@ class ModelConfig:
 class DataConfig:
     data: str | None = flag("--data")
     """Partition folder (gnn-dist partition --out)."""
+    target_type: str | None = flag("--target-type", metavar="TYPE")
+    """On a typed partition: the node type whose labels the run learns; the one the folder was
+    partitioned for (the default; another is refused: re-partition with --target-type)."""
     verify: bool = flag("--no-verify", default=True, action="store_false")
     """Check the sha256 of the part files at load (the flag skips it)."""
 
     def __post_init__(self) -> None:
         require(self.data is None or (isinstance(self.data, str) and self.data != ""), "data", self.data,
                 "a partition folder")
+        require(self.target_type is None or (isinstance(self.target_type, str) and self.target_type != ""),
+                "target_type", self.target_type, "a node type's name")
         require(isinstance(self.verify, bool), "verify", self.verify, "true or false")
 
 

@@ -22,6 +22,7 @@ from torch import nn
 
 from .errors import CollectiveError
 from .keepalive import keep_alive
+from .per_rank import is_per_rank
 from .process_group import get_world_size, is_distributed
 
 __all__ = [
@@ -127,7 +128,7 @@ def barrier(group: dist.ProcessGroup | None = None) -> None:
 
 
 def _module_tensors(module: nn.Module) -> list[tuple[str, torch.Tensor]]:
-    named = [(f"parameter {n}", p) for n, p in module.named_parameters()]
+    named = [(f"parameter {n}", p) for n, p in module.named_parameters() if not is_per_rank(p)]
     named += [(f"buffer {n}", b) for n, b in module.named_buffers()]
     return named
 
@@ -147,7 +148,8 @@ def _flat_broadcast(tensors: list[torch.Tensor], src: int, group: dist.ProcessGr
 
 def broadcast_module(module: nn.Module, src: int = 0, *,
                      group: dist.ProcessGroup | None = None) -> nn.Module:
-    """Copy every parameter **and buffer** of ``module`` from rank ``src`` to all ranks.
+    """Copy every parameter **and buffer** of ``module`` from rank ``src`` to all ranks (not the
+    parameters that hold a rank's own rows, :mod:`.per_rank`).
 
     Before any tensor moves, the ranks compare the list of names, shapes and dtypes; a module
     that differs from ``src``'s raises ``ValueError`` on every rank, naming the first
@@ -189,7 +191,7 @@ def all_reduce_grads(parameters: Iterable[nn.Parameter], *, average: bool = Fals
     """Sum (or average) the ``.grad`` of ``parameters`` over ranks, in buckets of at most
     ``bucket_bytes`` per (dtype, device); a parameter without ``.grad`` counts as zeros (its
     ``.grad`` is created), so every rank runs the same collectives. No-op without a
-    multi-rank group.
+    multi-rank group. Parameters that hold a rank's own rows (:mod:`.per_rank`) are left out.
 
     Every rank must pass the same parameters in the same order (the model's
     ``parameters()``).
@@ -198,7 +200,7 @@ def all_reduce_grads(parameters: Iterable[nn.Parameter], *, average: bool = Fals
         raise ValueError(f"bucket_bytes must be positive, got {bucket_bytes}")
     if not is_distributed(group):
         return
-    params = [p for p in parameters if p.requires_grad]
+    params = [p for p in parameters if p.requires_grad and not is_per_rank(p)]
     for p in params:
         if p.grad is None:
             p.grad = torch.zeros_like(p)

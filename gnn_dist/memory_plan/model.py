@@ -27,6 +27,7 @@ from .layers import jk_terms, layer_shapes, tensor_input
 from .sizes import PartSizes
 from .stages import stage_bytes, stage_layers, stage_parameters
 from .task import task_bytes
+from .typed import embedding_values, typed_layer_parameters
 
 __all__ = ["Workload", "Component", "RankPlan", "plan_rank", "RUNTIME_BYTES", "STEP_RUNTIME_BYTES",
            "CUDA_CONTEXT_BYTES", "COMPONENTS"]
@@ -89,6 +90,10 @@ class Workload:
     """``--stages`` (layer/hybrid)."""
     chunks: int = 1
     """``--chunks`` (layer/hybrid; above 1 the stage keeps a second copy of its history)."""
+    embedding_dim: int | None = None
+    """``--embedding-dim`` (a typed partition's learnable rows: :mod:`.typed`)."""
+    num_bases: int | None = None
+    """``--num-bases`` (R-GCN's basis decomposition)."""
 
     @classmethod
     def from_config(cls, config: Any, device: str = "cpu", meta: Any = None) -> "Workload":
@@ -104,7 +109,8 @@ class Workload:
                    offload=getattr(t.memory, "offload_activations", False),
                    feature_storage=t.features.feature_storage, feature_cache_budget=t.features.feature_cache_budget,
                    static_halo=t.features.static_halo, halo_dtype=t.schedule.halo_dtype, device=device,
-                   task=_task_name(t.task, meta), decoder=t.task.decoder, eval_negatives=t.task.eval_negatives)
+                   task=_task_name(t.task, meta), decoder=t.task.decoder, eval_negatives=t.task.eval_negatives,
+                   embedding_dim=getattr(m, "embedding_dim", None), num_bases=getattr(m, "num_bases", None))
 
     def replace(self, **changes: Any) -> "Workload":
         return dataclasses.replace(self, **changes)
@@ -200,6 +206,12 @@ def _task_of(name: str, decoder: str) -> Any:
 
 
 def _layers(w: Workload, s: PartSizes) -> list[LayerShape]:
+    if s.typed is not None:   # the first layer reads the widest of the features and the learnable rows
+        shapes = layer_shapes(w.model, feature_dim=max(s.feature_dim, w.embedding_dim or 0), hidden=w.hidden,
+                              classes=_out_dim(w, s), layers=w.layers, heads=None, out_heads=None, dropout=w.dropout,
+                              jk=w.jk)
+        per_row = s.typed.relation_rows / max(s.inner, 1)
+        return [dataclasses.replace(sh, relations=per_row) for sh in shapes]
     return layer_shapes(w.model, feature_dim=s.feature_dim, hidden=w.hidden, classes=_out_dim(w, s),
                         layers=w.layers, heads=w.heads, out_heads=w.out_heads, dropout=w.dropout, jk=w.jk)
 
@@ -269,7 +281,11 @@ def num_parameters(w: Workload, s: PartSizes) -> int:
 
 
 def _parameter_counts(w: Workload, s: PartSizes) -> tuple[int, tuple[int, ...]]:
-    """``(the model's trainable parameters, each convolution's)``."""
+    """``(the model's trainable parameters, each convolution's)``; a typed model's include this
+    rank's learnable rows (:mod:`.typed`)."""
+    if s.typed is not None:
+        per_conv = tuple(typed_layer_parameters(s.typed, sh.w_in, sh.w_out, w.num_bases) for sh in _layers(w, s))
+        return sum(per_conv) + embedding_values(s.typed, w.embedding_dim), per_conv
     return _count_parameters(w.model, s.feature_dim, w.hidden, _out_dim(w, s), w.layers, w.heads, w.out_heads, w.jk,
                              w.task, w.decoder)
 

@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .typed import TypedSizes, typed_sizes
+
 __all__ = ["PartSizes", "HALO_MODELS", "LINK_SPLITS", "SPEC_EDGE_SPLIT", "sizes_from_meta", "sizes_from_spec"]
 
 HALO_MODELS: dict[str, tuple[float, float]] = {"rmat": (0.42, 0.68), "sbm": (0.35, 0.37)}
@@ -61,6 +63,8 @@ class PartSizes:
     """This part's positive pairs of the edge split's train, val and test splits (0: no split)."""
     link_global: tuple[int, int, int] = (0, 0, 0)
     """The same over every part (the split's ``counts``)."""
+    typed: TypedSizes | None = None
+    """A typed part's types, relations and rows per type (:mod:`.typed`); None when homogeneous."""
 
     @property
     def rows(self) -> int:
@@ -79,10 +83,24 @@ def sizes_from_meta(meta: Any) -> list[PartSizes]:
         out.append(PartSizes(part_id=int(pm.part_id), num_parts=int(meta.num_parts), inner=int(pm.num_inner),
                              halo=int(pm.num_halo), edges=int(pm.num_local_edges),
                              send=int(send.shape[0]) if send is not None else int(pm.num_halo),
-                             feature_dim=int(meta.feature_dim), num_classes=int(meta.num_classes),
+                             feature_dim=_feature_dim(meta), num_classes=_num_classes(meta),
                              num_nodes=int(meta.num_nodes), link_pairs=_part_pairs(pm.files),
-                             link_global=link_global))  # type: ignore[arg-type]
+                             link_global=link_global, typed=typed_sizes(meta, int(pm.part_id))))  # type: ignore[arg-type]
     return out
+
+
+def _feature_dim(meta: Any) -> int:
+    """The features' width (a typed folder: its widest type's)."""
+    sec = getattr(meta, "hetero", None)
+    if sec is None:
+        return int(meta.feature_dim)
+    return max(int(t.get("feature_dim") or 0) for t in sec["node_types"])
+
+
+def _num_classes(meta: Any) -> int:
+    """The classes (a typed folder: its target type's)."""
+    sec = getattr(meta, "hetero", None)
+    return int(meta.num_classes) if sec is None else int(sec.get("num_classes", 0))
 
 
 def _part_pairs(files: dict[str, Any]) -> tuple[int, int, int]:

@@ -240,13 +240,16 @@ class GIN(BasicGNN):
 def build_model(spec: str | Any, *, in_dim: int, out_dim: int, hidden_dim: int | None = None,
                 num_layers: int | None = None, dropout: float | None = None, seed: int | None = None,
                 heads: int | None = None, input_dropout: float | None = None, activation: str | None = None,
-                jk: str | None = None, **layer_kwargs: Any) -> BasicGNN:
+                jk: str | None = None, typed: Any = None, **layer_kwargs: Any) -> BasicGNN:
     """The model ``MODELS[name]``. ``spec`` is its name (then ``hidden_dim`` and ``num_layers``
     are required) or a :class:`~gnn_dist.config.ModelConfig` (``model``, ``hidden``, ``layers``,
     ``dropout``, ``input_dropout``, ``activation``, ``jk``, ``heads``, ``out_heads``, ``attn_dropout``,
     ``seed``; keyword arguments override it). ``heads`` (GAT only) is left at the model's default
     when None; GAT's ``out_heads`` and ``attn_dropout`` are layer keyword arguments; ``jk`` is
-    passed only when not ``"last"``, to a model whose ``jk_modes`` hold it."""
+    passed only when not ``"last"``, to a model whose ``jk_modes`` hold it. A typed model
+    (``register_model(..., typed=True)``, R-GCN) also takes ``typed``, the rank's
+    :class:`~gnn_dist.hetero.TypedPart` (``part.typed``), and the config's ``num_bases`` and
+    ``embedding_dim``."""
     if not isinstance(spec, str):
         hidden_dim = spec.hidden if hidden_dim is None else hidden_dim
         num_layers = spec.layers if num_layers is None else num_layers
@@ -262,9 +265,19 @@ def build_model(spec: str | Any, *, in_dim: int, out_dim: int, hidden_dim: int |
             layer_kwargs.setdefault("attn_dropout", spec.attn_dropout)
         if getattr(spec, "edge_dim", None):   # resolved against the partition (models.edge_features)
             layer_kwargs.setdefault("edge_dim", spec.edge_dim)
+        if getattr(spec, "num_bases", None) is not None:
+            layer_kwargs.setdefault("num_bases", spec.num_bases)
+        if getattr(spec, "embedding_dim", None) is not None:
+            layer_kwargs.setdefault("embedding_dim", spec.embedding_dim)
         spec = spec.model
     name = spec
     model = model_spec(name)
+    if model.typed:   # a typed model is built for the rank's typed part (gnn_dist.hetero.TypedPart)
+        if typed is None:
+            raise ValueError(f"model {name!r} trains typed (heterogeneous) partitions: build it with typed=part.typed")
+        layer_kwargs["typed"] = typed
+    else:
+        layer_kwargs.pop("embedding_dim", None)
     if hidden_dim is None or num_layers is None:
         raise ValueError("build_model needs hidden_dim and num_layers (or a ModelConfig)")
     if heads is not None:

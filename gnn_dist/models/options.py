@@ -40,7 +40,7 @@ def check_model_options(model: Any) -> tuple[str, str] | None:
     (:func:`check_edge_dim`), then the model's own check (:attr:`~.spec.ModelSpec.check`)."""
     spec = MODEL_SPECS[model.model]
     for name, value, unset in (("heads", model.heads, None), ("out_heads", model.out_heads, None),
-                               ("attn_dropout", model.attn_dropout, 0)):
+                               ("attn_dropout", model.attn_dropout, 0), ("num_bases", model.num_bases, None)):
         if value != unset and name not in spec.options:
             takes = sorted(n for n, s in MODEL_SPECS.items() if name in s.options)
             raise ConfigError(name, f"{value} applies to models {', '.join(takes) or 'none'}, not {model.model!r}")

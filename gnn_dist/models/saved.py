@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 __all__ = ["LayerShape", "Terms", "SavedFormula", "OutsideFormula", "activation_terms", "generic_saved",
            "gcn_saved", "sage_saved", "gat_saved", "gin_saved", "gine_saved", "gine_outside", "gcnii_saved",
-           "gcnii_outside", "residual_outside", "resgcn_saved", "ressage_saved"]
+           "gcnii_outside", "residual_outside", "resgcn_saved", "ressage_saved", "rgcn_saved"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,8 @@ class LayerShape:
     last: bool = False
     dropout: bool = True
     """A hidden layer's dropout saves its mask (dropout > 0)."""
+    relations: float = 0.0
+    """A typed layer's relation aggregates per inner row (``A / I``: :mod:`gnn_dist.memory_plan.typed`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,13 @@ OutsideFormula = Callable[[int, int, bool], Terms]
 def activation_terms(s: LayerShape) -> Terms:
     """A hidden layer's nonlinearity keeps its output ``I w_out``, its dropout the boolean mask."""
     return Terms() if s.last else Terms(inner=s.w_out, mask=s.w_out if s.dropout else 0)
+
+
+def rgcn_saved(s: LayerShape) -> Terms:
+    """R-GCN (:class:`~gnn_dist.nn.RGCNConv`): per destination type its rows and its relations'
+    aggregates, concatenated for one product, ``I (1 + A / I) w_in`` in all, and one float32
+    scale per edge; plus the activation and dropout."""
+    return Terms(inner=round(s.w_in * (1 + s.relations)), edge=1) + activation_terms(s)
 
 
 def generic_saved(s: LayerShape) -> Terms:

@@ -57,6 +57,9 @@ class ModelSpec:
     (fitted per built-in model, ``benchmarks/memory_plan.py``)."""
     workspace_edge: int = 0
     """float32 values per edge and head that its backward holds transiently (GAT's softmax: 2)."""
+    typed: bool = False
+    """Trains typed (heterogeneous) partitions, and only them: built with ``typed=`` (the rank's
+    :class:`~gnn_dist.hetero.TypedPart`) and ``embedding_dim=`` (R-GCN)."""
     stage_adapter: type | None = field(default=None)
     """The layer-parallel stage adapter (:func:`gnn_dist.layer_parallel.register_adapter` sets it)."""
 
@@ -121,7 +124,7 @@ M = TypeVar("M", bound=type)
 
 def register_model(name: str, *, saved: SavedFormula | None = None, outside: OutsideFormula | None = None,
                    options: tuple[str, ...] = (), check: Callable[[Any], tuple[str, str] | None] | None = None,
-                   workspace_factor: float = 1.0, workspace_edge: int = 0) -> Callable[[M], M]:
+                   workspace_factor: float = 1.0, workspace_edge: int = 0, typed: bool = False) -> Callable[[M], M]:
     """Class decorator: the class is ``--model name``, with what the runtime needs to know of it
     (the fields of :class:`ModelSpec`)."""
     if not isinstance(name, str) or not name or name != name.strip():
@@ -135,7 +138,7 @@ def register_model(name: str, *, saved: SavedFormula | None = None, outside: Out
         if known is None:
             MODEL_SPECS[name] = ModelSpec(name=name, model_cls=cls, saved=saved, outside=outside, options=options,
                                           check=check, workspace_factor=workspace_factor,
-                                          workspace_edge=workspace_edge)
+                                          workspace_edge=workspace_edge, typed=typed)
         return cls
     return deco
 

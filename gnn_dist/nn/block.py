@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from ..kernels import Kernels, KernelBackend, default_kernels, resolve_kernels
+from .block_types import BlockTypes
 
 __all__ = ["Block", "BlockError"]
 
@@ -69,6 +70,9 @@ class Block:
     """float32 ``[E, D_e]`` edge features, row ``e`` those of edge ``e`` (CSR order, aligned with
     :attr:`indices` and :attr:`edge_index`), or None. Every block derived from this one (a
     sub-block, a split by source) carries its edges' rows."""
+    types: BlockTypes | None = None
+    """A typed block's node and edge types (:class:`~gnn_dist.nn.block_types.BlockTypes`), carried
+    by every block derived from it; None for a homogeneous graph."""
     kernels: Kernels | None = None
     """The aggregation kernels of this block (and the blocks derived from it); None: the
     process's default (:func:`~gnn_dist.kernels.default_kernels`). See :meth:`with_kernels`."""
@@ -201,7 +205,7 @@ class Block:
                     self_loops=self.self_loops[rows], src_original_ids=self.src_original_ids[rows],
                     weighted_degree=None if self.weighted_degree is None else self.weighted_degree[rows],
                     edge_attr=None if self.edge_attr is None else self.edge_attr[edge_pos],
-                    kernels=self.kernels)
+                    types=None if self.types is None else self.types.derived(rows, edge_pos), kernels=self.kernels)
         sub._cache["dst_index"] = row
         return sub, rows
 
@@ -310,7 +314,8 @@ class Block:
         return replace(self, indptr=mv(self.indptr), indices=mv(self.indices), edge_weight=mv(self.edge_weight),
                        in_degree=mv(self.in_degree), out_degree=mv(self.out_degree),
                        self_loops=mv(self.self_loops), src_original_ids=mv(self.src_original_ids),
-                       weighted_degree=mv(self.weighted_degree), edge_attr=mv(self.edge_attr))
+                       weighted_degree=mv(self.weighted_degree), edge_attr=mv(self.edge_attr),
+                       types=None if self.types is None else self.types.to(device))
 
     def dst_rows(self, x_src: torch.Tensor) -> torch.Tensor:
         """The destinations' rows of ``x_src`` (``[S, ...]``, destinations first): ``x_src[:D]``, or

@@ -52,7 +52,7 @@ def _sub_block(block: Block, edges: torch.Tensor, lo: int, hi: int) -> Block:
                 self_loops=block.self_loops[rows], src_original_ids=block.src_original_ids[rows],
                 weighted_degree=None if block.weighted_degree is None else block.weighted_degree[rows],
                 edge_attr=None if block.edge_attr is None else block.edge_attr[edges],
-                kernels=block.kernels)
+                types=None if block.types is None else block.types.derived(rows, edges), kernels=block.kernels)
     # its sources are renumbered from ``lo``: which edges are self-loops is the full block's answer
     sub._cache["self_loop_mask"] = block.self_loop_mask[edges]
     return sub

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import PartitionFormatError
 from .checks import layout_problems, structure_problems, value_problems
+from .hetero import HETERO_FILES, type_files
 from .layout import ORIGINAL_NAMES_FILE
 from .meta import PartitionMeta, parse_meta, read_meta_json
 from .npyio import load_array
@@ -77,6 +78,9 @@ class PartData:
     """The validation pairs, like :attr:`link_train` (not edges of the partition's graph)."""
     link_test: np.ndarray | None = None
     """The test pairs, like :attr:`link_train` (not edges of the partition's graph)."""
+    typed: dict[str, np.ndarray] | None = None
+    """A typed folder's part files by name without ``.npy`` (``node_type``, ``edge_type``,
+    ``in_degree_rel``, ``features-TYPE``, ``labels-TYPE``: :mod:`.hetero`); None when homogeneous."""
     meta: PartitionMeta = field(repr=False)
 
     @property
@@ -119,9 +123,11 @@ def load_part(path: str | os.PathLike[str], part_id: int, *, mmap: bool = True,
         problems = value_problems(meta, pm, arrays)
     for name, msg in problems:
         raise PartitionFormatError(msg, path=str(root / pm.files[name].path))
+    typed_names = set(HETERO_FILES) | set(type_files(meta.hetero)) if meta.hetero is not None else set()
+    typed = {name.removesuffix(".npy"): arr for name, arr in arrays.items() if name in typed_names}
     return PartData(part_id=pm.part_id, num_parts=meta.num_parts, num_inner=pm.num_inner,
-                    num_halo=pm.num_halo, global_id_range=pm.global_id_range, meta=meta,
-                    **{name.removesuffix(".npy"): arr for name, arr in arrays.items()})
+                    num_halo=pm.num_halo, global_id_range=pm.global_id_range, meta=meta, typed=typed or None,
+                    **{name.removesuffix(".npy"): arr for name, arr in arrays.items() if name not in typed_names})
 
 
 def load_original_names(path: str | os.PathLike[str], *, mmap: bool = True,

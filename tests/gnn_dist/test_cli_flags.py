@@ -13,14 +13,14 @@ from gnn_dist.config_cli import UsageError, build_parser, field_docs, flag_names
 
 FLAGS = [
     "--activation", "--attn-dropout", "--backend", "--boundary-sample-rate", "--checkpoint-dir",
-    "--checkpoint-every", "--chunk-by", "--chunks", "--config", "--data", "--decoder", "--dropout", "--edge-dim", "--epochs", "--eval-every", "--eval-negatives", "--feature-cache-budget",
+    "--checkpoint-every", "--chunk-by", "--chunks", "--config", "--data", "--decoder", "--dropout", "--edge-dim", "--embedding-dim", "--epochs", "--eval-every", "--eval-negatives", "--feature-cache-budget",
     "--feature-cache-policy", "--feature-storage", "--first-layer-chunk-rows", "--halo-bits", "--halo-bits-every",
     "--halo-dtype", "--halo-grad-dtype", "--heads", "--help",
     "--hidden", "--history-smoothing", "--hits-k", "--import", "--input-dropout", "--jk", "--keep-checkpoints", "--kernels", "--layers", "--log-every", "--loss", "--lr",
-    "--max-memory", "--metrics", "--model", "--no-static-halo", "--no-verify", "--offload-activations", "--optimizer", "--out-heads",
+    "--max-memory", "--metrics", "--model", "--no-static-halo", "--no-verify", "--num-bases", "--offload-activations", "--optimizer", "--out-heads",
     "--overlap-chunks", "--parallel", "--patience", "--pipeline", "--precision", "--precompute-first-layer", "--quiet", "--recompute", "--resume",
     "--resume-any-partition", "--save-model", "--seed", "--select", "--simulate-link", "--stages", "--stale-smoothing",
-    "--task", "--tensorboard",
+    "--target-type", "--task", "--tensorboard",
     "--timeout", "--validate", "--verbose", "--weight-decay",
 ]
 

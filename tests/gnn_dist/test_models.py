@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from gnn_dist.models import GAT, GCN, GIN, MODELS, FullGraph, GraphSAGE, build_model
+from gnn_dist.models import GAT, GCN, GIN, MODEL_SPECS, MODELS, FullGraph, GraphSAGE, build_model
 from gnn_dist.nn import Block
 from gnn_dist.nn.part import exchange_then_run
 
@@ -85,7 +85,11 @@ def make(name: str, in_dim: int = 6, **kw) -> torch.nn.Module:
     return build_model(name, in_dim=in_dim, hidden_dim=16, out_dim=3, num_layers=3, **kw)
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
+HOMOGENEOUS = sorted(name for name, spec in MODEL_SPECS.items() if not spec.typed)
+"""The models of homogeneous graphs (R-GCN's typed runs: tests/gnn_dist/test_rgcn_*.py)."""
+
+
+@pytest.mark.parametrize("name", HOMOGENEOUS)
 def test_forward_shape_and_repr(name):
     indptr, indices = random_graph(0)
     model = make(name)
@@ -103,7 +107,7 @@ def test_gat_heads():
         GAT(6, 10, 3, num_layers=2, heads=4)
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("name", HOMOGENEOUS)
 @pytest.mark.parametrize("num_parts", [2, 3])
 def test_parts_with_dropout_equal_one_device(name, num_parts):
     """Training mode, dropout on: P threaded parts give the whole graph's logits and (summed
@@ -166,7 +170,7 @@ def test_input_checks():
 
 def test_build_model():
     assert isinstance(build_model("gat", in_dim=4, hidden_dim=8, out_dim=2, num_layers=2, heads=2), GAT)
-    with pytest.raises(ValueError, match=r"unknown model 'mlp'; choose one of gat, gcn, gcnii, gin, .*resgcn, ressage, sage"):
+    with pytest.raises(ValueError, match=r"unknown model 'mlp'; choose one of gat, gcn, gcnii, gin, .*resgcn, ressage, rgcn, sage"):
         build_model("mlp", in_dim=4, hidden_dim=8, out_dim=2, num_layers=2)
     with pytest.raises(ValueError, match=r"heads=4 does not apply to the 'gcn' model \(its options: none\)"):
         build_model("gcn", in_dim=4, hidden_dim=8, out_dim=2, num_layers=2, heads=4)

@@ -73,8 +73,8 @@ def test_a_folder_without_features_in_the_ranks(folders, capsys):
 
 
 
-def test_a_typed_folder_is_refused_before_launch(tmp_path, capsys):
+def test_a_typed_folder_needs_a_typed_model_before_launch(tmp_path, capsys):
     partition_graph(load_dataset("mag-tiny"), 1, "metis", str(tmp_path / "mag"), seed=0)
     code = main(["--data", str(tmp_path / "mag"), "--validate"])
-    _one_line(capsys, code, r"mag: a typed \(heterogeneous\) partition: typed graphs are partitioned but not yet "
-                            r"trained by this version")
+    _one_line(capsys, code, r"mag: a typed \(heterogeneous\) partition: model 'gcn' trains homogeneous graphs; "
+                            r"use --model rgcn")

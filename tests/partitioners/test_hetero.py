@@ -225,17 +225,6 @@ def test_cli_partitions_mag_tiny_and_inspect_verifies(tmp_path) -> None:
     assert main(["inspect", str(out), "--verify"]) == 0
 
 
-def test_the_runtime_refuses_a_typed_folder_in_one_line(typed_folder) -> None:
-    pytest.importorskip("torch")
-    from gnn_dist.partition import load_partition
-
-    root, _ = typed_folder
-    with pytest.raises(ValueError) as info:
-        load_partition(root, rank=0)
-    msg = str(info.value)
-    assert "\n" not in msg and str(root) in msg and "not yet trained" in msg and "rgcn/hgt" in msg
-
-
 # ------------------------------------------------------------------------- OGB heterogeneous reader
 def _write_ogb_folder(root: Path, g: HeteroGraph) -> None:
     """``g`` in ogbn-mag's layout: raw/num-node-dict, relations/S___R___D, node-feat, node-label, split."""

@@ -1,0 +1,116 @@
+"""R-GCN runs through ``gnn_dist.train`` (what ``gnn-dist train`` runs) on typed folders:
+
+- mistakes known from the flags and the folder are one line and exit code 2 before any rank
+  starts (a homogeneous model on a typed folder and the reverse, a featureless type without
+  ``--embedding-dim``, ``--target-type`` naming another type, ``--embedding-dim`` on a
+  homogeneous folder);
+- a checkpointed run resumed in fresh processes continues exactly as the uninterrupted one, also
+  on another cut of the same graph with another number of ranks (the learnable rows and their
+  Adam moments are saved by id), with ``--select best-val`` (the best epoch's rows too);
+- every schedule and wire format trains it: stale, boundary sampling, compressed halos,
+  recomputation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from gnn_dist.train import main
+from mp_utils import run_ranks
+from train_helpers import ErrorLines
+
+RGCN = ["--model", "rgcn", "--embedding-dim", "8", "--hidden", "8", "--lr", "0.01", "--dropout", "0.5",
+        "--seed", "3", "--log-every", "0"]
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    from partitioners.api import partition_graph
+    from partitioners.catalog import load_dataset
+
+    root = tmp_path_factory.mktemp("rgcn_runs")
+    mag = load_dataset("mag-tiny")
+    for parts in (1, 2, 3):
+        partition_graph(mag, parts, "metis", str(root / f"mag{parts}"), seed=0)
+    partition_graph(load_dataset("sbm-tiny"), 1, "metis", str(root / "sbm"), seed=0)
+    return root
+
+
+def _one_line(capsys, code: int, pattern: str) -> None:
+    err = capsys.readouterr().err.strip()
+    lines = [line for line in err.splitlines() if "error" in line]
+    assert code == 2 and len(lines) == 1 and re.search(pattern, lines[0]), err
+
+
+@pytest.mark.parametrize("folder, flags, pattern", [
+    ("mag1", ["--model", "gcn"], r"mag1: a typed \(heterogeneous\) partition: model 'gcn' trains homogeneous "
+                                 r"graphs; use --model rgcn"),
+    ("sbm", ["--model", "rgcn"], r"sbm: model 'rgcn' trains typed \(heterogeneous\) partitions; this one is "
+                                 r"homogeneous"),
+    ("mag1", ["--model", "rgcn"], r"node type\(s\) author, institution, field have no features: give them "
+                                  r"learnable rows with --embedding-dim D"),
+    ("mag1", ["--model", "rgcn", "--embedding-dim", "8", "--target-type", "author"],
+     r"the partition was cut for target type 'paper'.*re-partition with --target-type author"),
+    ("mag1", ["--model", "rgcn", "--embedding-dim", "8", "--target-type", "venue"],
+     r"--target-type 'venue' is not a node type of the partition \(types: paper, author, institution, field\)"),
+    ("sbm", ["--model", "gcn", "--embedding-dim", "8"], r"--embedding-dim applies to typed partitions"),
+    ("mag1", ["--model", "gcn", "--num-bases", "2"], r"--num-bases: 2 applies to models rgcn, not 'gcn'"),
+])
+def test_mistakes_are_one_line_before_launch(folders, capsys, folder, flags, pattern):
+    _one_line(capsys, main(["--data", str(folders / folder), *flags, "--validate"]), pattern)
+
+
+def test_the_checks_pass_a_good_run(folders):
+    assert main(["--data", str(folders / "mag1"), *RGCN, "--num-bases", "2", "--target-type", "paper",
+                 "--validate"]) == 0
+
+
+def losses(path: Path) -> list[float]:
+    return [r["train_loss"] for r in map(json.loads, path.read_text().splitlines()) if "epoch" in r]
+
+
+def run_jobs(rank: int, world_size: int, jobs: list[list[str]]) -> list[tuple[int, list[str]] | None]:
+    out: list[tuple[int, list[str]] | None] = []
+    for job in jobs:
+        with ErrorLines("gnn_dist.train") as errors:
+            code = main(job)
+        out.append(None if code == 0 else (code, errors.lines))
+    return out
+
+
+def test_resume_is_exact_on_the_same_and_on_another_cut(folders, tmp_path):
+    def job(parts: int, epochs: int, name: str, *extra: str) -> list[str]:
+        return ["--data", str(folders / f"mag{parts}"), *RGCN, "--epochs", str(epochs), "--select", "best-val",
+                "--checkpoint-dir", str(tmp_path / name), "--checkpoint-every", "3",
+                "--metrics", str(tmp_path / f"{name}.jsonl"), *extra]
+
+    assert run_ranks(run_jobs, 2, [job(2, 6, "straight"), job(2, 3, "cut")], timeout=240) == [[None, None]] * 2
+    (tmp_path / "other").mkdir()
+    for f in (tmp_path / "cut").glob("checkpoint-*"):
+        (tmp_path / "other" / f.name).write_bytes(f.read_bytes())
+    (tmp_path / "other" / "latest").write_text("checkpoint-000003.pt\n")
+    (tmp_path / "other.jsonl").write_bytes((tmp_path / "cut.jsonl").read_bytes())
+    assert run_ranks(run_jobs, 2, [job(2, 6, "cut", "--resume")], timeout=240) == [[None]] * 2
+    assert run_ranks(run_jobs, 3, [job(3, 6, "other", "--resume", "--resume-any-partition")],
+                     timeout=240) == [[None]] * 3
+    straight = losses(tmp_path / "straight.jsonl")
+    assert len(straight) == 6 and straight[3:] != straight[:3]
+    for name in ("cut", "other"):
+        got = losses(tmp_path / f"{name}.jsonl")
+        assert len(got) == 6 and all(math.isclose(a, b, rel_tol=1e-5) for a, b in zip(got, straight)), (name, got)
+
+
+@pytest.mark.parametrize("flags", [["--pipeline", "stale"], ["--boundary-sample-rate", "0.5"],
+                                   ["--halo-dtype", "int8"], ["--recompute", "layers"],
+                                   ["--pipeline", "overlap", "--halo-dtype", "bf16"]])
+def test_every_schedule_and_wire_format_trains_it(folders, tmp_path, flags):
+    metrics = tmp_path / "m.jsonl"
+    argv = ["--data", str(folders / "mag2"), *RGCN, "--epochs", "8", "--metrics", str(metrics), *flags]
+    assert run_ranks(run_jobs, 2, [argv], timeout=240) == [[None]] * 2
+    got = losses(metrics)
+    assert len(got) == 8 and all(math.isfinite(v) for v in got) and got[-1] < got[0], got

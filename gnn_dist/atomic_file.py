@@ -8,7 +8,9 @@ A write the filesystem refuses (a full disk, ``ENOSPC``; a quota, ``EDQUOT``; a 
 ``EROFS``; no permission; an I/O error) raises :class:`StorageError`: one line naming the file and
 the reason, after the temporary file is removed. It is an ``OSError`` (not a ``ValueError``: the
 input was fine, the machine was not), which ``gnn_dist.train`` reports as one line with exit code
-1. Around a write that one rank makes, :func:`all_ranks_write` makes every rank raise it.
+1. Around a write that one rank makes, :func:`all_ranks_write` makes every rank raise it;
+:func:`rescued_write` writes what a refused write held to another folder (``--save-model``'s
+weights). :func:`check_output_file` checks a path a run will write to, before it runs.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ import contextlib
 import errno as errno_codes
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["atomic_write", "StorageError", "all_ranks_write"]
+__all__ = ["atomic_write", "StorageError", "all_ranks_write", "check_output_file", "rescued_write"]
 
 
 class StorageError(OSError):
@@ -134,3 +137,46 @@ def all_ranks_write(what: str) -> Iterator[None]:
     for rank, message in enumerate(gathered):
         if message is not None:
             raise StorageError(f"{what} failed on rank {rank}: {message}")
+
+
+def check_output_file(path: str | os.PathLike, what: str) -> Path:
+    """``path`` as a file this process may write: its folder exists, it is not a folder itself.
+    Raises ``ValueError`` naming ``what`` (the flag) and the fix."""
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"{what} {path}: is a folder; give the path of a file")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise ValueError(f"{what} {path}: the folder {parent} does not exist; create it first")
+    if not os.access(parent, os.W_OK):
+        raise ValueError(f"{what} {path}: the folder {parent} is not writable")
+    return p
+
+
+def rescued_write(failed: StorageError, path: Path, write: Callable[[Any], None],
+                  folders: Sequence[str | os.PathLike], what: str) -> StorageError:
+    """The error to raise for a write of ``path`` the filesystem refused (``failed``), after
+    writing the same file (``write(f)``) to the first of ``folders`` that takes it (same name,
+    or a timestamped one if taken), so what it holds is not lost (``--save-model``'s trained
+    weights): its message names where it is, or why no folder took it."""
+    tried: list[str] = []
+    seen: set[str] = set()
+    for folder in folders:
+        d = Path(folder)
+        key = os.path.realpath(d)
+        if key in seen or key == os.path.realpath(path.parent) or not d.is_dir():
+            continue
+        seen.add(key)
+        target = d / path.name
+        if target.exists() or os.path.realpath(target) == os.path.realpath(path):
+            target = d / f"{path.stem}.{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}{path.suffix}"
+        try:
+            atomic_write(target, write, what=what)
+        except StorageError as exc:
+            tried.append(f"{d}: {exc.reason}")
+            continue
+        return StorageError(f"{failed}; the trained weights were saved to {target} instead: move it to {path} (or "
+                            f"predict with --model-file {target})", path=path, code=failed.errno)
+    where = f" (tried {'; '.join(tried)})" if tried else " (no other folder to try)"
+    return StorageError(f"{failed}; the trained weights could not be saved elsewhere either{where}: free space and "
+                        f"train again (or resume from a checkpoint)", path=path, code=failed.errno)

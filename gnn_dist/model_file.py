@@ -45,7 +45,6 @@ import json
 import math
 import os
 import tempfile
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +52,8 @@ from typing import Any
 
 import torch
 
+from .atomic_file import check_output_file, rescued_write
+from .checkpoints.node_rows import gather_state_rows, local_state, pack_tables, shared_state, unpack_tables
 from .config import ConfigError, ModelConfig, RunConfig, to_dict
 
 __all__ = ["MODEL_FORMAT", "MODEL_VERSION", "ModelFile", "ModelFileError", "save_model_file", "load_model_file",
@@ -156,31 +157,51 @@ class ModelFile:
         them (a link model: its outputs are node embeddings, its ``link_decoder`` scores pairs)."""
         return self.task.predicts_nodes
 
-    def build(self, device: torch.device | str | None = None) -> torch.nn.Module:
+    def schema(self) -> Any:
+        """A typed model's types and relations (:class:`~gnn_dist.hetero.TypedPart` without rows),
+        from the header's ``typed`` section; None for a homogeneous model."""
+        sec = self.header.get("typed")
+        if sec is None:
+            return None
+        from .hetero.part import TypedPart, section_problem
+
+        why = section_problem(sec)
+        if why is not None:
+            raise ModelFileError(why, path=self.path)
+        return TypedPart.from_section(sec)
+
+    def build(self, device: torch.device | str | None = None, typed: Any = None) -> torch.nn.Module:
         """The model with its task's modules (a link model's ``link_decoder``), with the file's
-        weights, in eval mode, on ``device`` (default CPU).
+        weights, in eval mode, on ``device`` (default CPU). A typed model is built for ``typed``
+        (a rank's :class:`~gnn_dist.hetero.TypedPart`: its learnable rows are picked from the
+        file's by id; None: for no rows, as the checks build it).
 
         The model is first built on torch's ``meta`` device (no memory) and every tensor's name,
         dtype and shape compared with the file's, so a header whose widths or layers do not match
         the tensors it carries is refused before anything is allocated for it."""
         config, task = self.model_config, self.task
+        schema = self.schema()
         try:
             with torch.device("meta"):
-                expected = _tensor_table(dict(_build(config, self.in_dim, self.out_dim, task).state_dict()))
+                expected = _tensor_table(_shared_weights(_build(config, self.in_dim, self.out_dim, task, schema)))
         except (ValueError, TypeError, RuntimeError) as exc:
             first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
             raise ModelFileError(f"its header's model does not build here ({first})", path=self.path) from None
-        table = _tensor_table(self.state_dict)
+        try:
+            shared, tables = unpack_tables(self.state_dict)
+        except ValueError as exc:
+            raise ModelFileError(f"{exc}: corrupt or modified", path=self.path) from None
+        table = _tensor_table(shared)
         if expected != table:
             diff = sorted(k for k in set(expected) | set(table) if expected.get(k) != table.get(k))
             shown = "; ".join(f"{k}: the header's model has {_entry(expected.get(k))}, the file {_entry(table.get(k))}"
                               for k in diff[:3])
             raise ModelFileError(f"its header's model is not the one its tensors are weights of ({shown}"
                                  f"{'; ...' if len(diff) > 3 else ''}): corrupt or modified", path=self.path)
-        model = _build(config, self.in_dim, self.out_dim, task)
+        model = _build(config, self.in_dim, self.out_dim, task, typed if typed is not None else schema)
         try:
-            model.load_state_dict(self.state_dict, strict=True)
-        except RuntimeError as exc:
+            model.load_state_dict(local_state(shared, tables, model, str(self.path)), strict=True)
+        except (RuntimeError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0]
             raise ModelFileError(f"its weights do not fit the model its header describes ({first})",
                                  path=self.path) from None
@@ -190,8 +211,20 @@ class ModelFile:
         """Refuse (:class:`ModelFileError`) a partition (``meta``, a ``PartitionMeta`` of folder
         ``data``) the model cannot predict on: other feature width, other classes or label kind.
         A folder without labels is fine (prediction needs features only), and a link model's
-        folder may have any labels (it predicts none)."""
-        if not meta.feature_dim:
+        folder may have any labels (it predicts none). A typed model predicts on a folder of a
+        graph with its node types (names, counts, feature widths) and relations."""
+        from .hetero.part import schema_section, training_meta
+
+        mine, theirs = self.header.get("typed"), schema_section(meta)
+        if (mine is None) != (theirs is None):
+            kind = "typed (heterogeneous)" if mine is not None else "homogeneous"
+            raise ModelFileError(f"the model was trained on a {kind} graph, {data} is not one", path=self.path)
+        if mine is not None:
+            if {k: mine[k] for k in ("node_types", "relations")} != {k: theirs[k] for k in ("node_types", "relations")}:
+                raise ModelFileError(f"{data} has other node types or relations than the graph the model was trained "
+                                     f"on; predict on a partition of that graph (any number of parts)", path=self.path)
+            meta = training_meta(meta)
+        if not meta.feature_dim and mine is None:
             raise ModelFileError(f"{data} has no node features to predict from", path=self.path)
         if int(meta.feature_dim) != self.in_dim:
             raise ModelFileError(f"the model takes in_dim={self.in_dim} features per node but {data} has "
@@ -210,14 +243,20 @@ class ModelFile:
                                  f"on data labelled like the training data", path=self.path)
 
 
-def _build(config: ModelConfig, in_dim: int, out_dim: int, task: Any) -> torch.nn.Module:
-    """The model ``config`` describes, with ``task``'s own modules (None: none)."""
+def _build(config: ModelConfig, in_dim: int, out_dim: int, task: Any, typed: Any = None) -> torch.nn.Module:
+    """The model ``config`` describes (a typed one for ``typed``), with ``task``'s own modules
+    (None: none)."""
     from .models import build_model
 
-    model = build_model(config, in_dim=in_dim, out_dim=out_dim)
+    model = build_model(config, in_dim=in_dim, out_dim=out_dim, typed=typed)
     if task is not None:
         task.add_modules(model)
     return model
+
+
+def _shared_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The model's state dict without its per-rank rows (saved as tables by id)."""
+    return shared_state(dict(model.state_dict()), model)
 
 
 def _entry(entry: dict[str, Any] | None) -> str:
@@ -253,23 +292,10 @@ def _plain(value: Any) -> Any:
     return value if value is None or isinstance(value, (bool, int, str)) else str(value)
 
 
-def check_output_file(path: str | os.PathLike, what: str) -> Path:
-    """``path`` as a file this process may write: its folder exists, it is not a folder itself.
-    Raises ``ValueError`` naming ``what`` (the flag) and the fix."""
-    p = Path(path)
-    if p.is_dir():
-        raise ValueError(f"{what} {path}: is a folder; give the path of a file")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise ValueError(f"{what} {path}: the folder {parent} does not exist; create it first")
-    if not os.access(parent, os.W_OK):
-        raise ValueError(f"{what} {path}: the folder {parent} is not writable")
-    return p
-
-
 def save_model_file(path: str | os.PathLike, model: torch.nn.Module, model_config: ModelConfig | dict[str, Any],
                     meta: Any, *, info: dict[str, Any] | None = None, task: Any = None,
-                    rescue: Sequence[str | os.PathLike] = ()) -> Path:
+                    rescue: Sequence[str | os.PathLike] = (),
+                    rows: dict[str, dict[str, torch.Tensor]] | None = None) -> Path:
     """Write ``model``'s weights as a model file at ``path`` (atomically: temp file, fsync, rename).
 
     ``model_config`` is what builds it again (a :class:`~gnn_dist.config.ModelConfig` or its
@@ -287,13 +313,20 @@ def save_model_file(path: str | os.PathLike, model: torch.nn.Module, model_confi
     :class:`~gnn_dist.atomic_file.StorageError` and leaves nothing at ``path``; the weights are
     then written to the first folder of ``rescue`` that takes them (same file name, or a
     timestamped one if taken), and the error's one line says where (or why none took them).
+    A model with per-rank rows (a typed model's learnable rows) is saved with ``rows``, their
+    whole tables by id (:func:`~gnn_dist.checkpoints.node_rows.gather_state_rows`), and its
+    header records the types and relations (``typed``).
     """
     from .atomic_file import StorageError, atomic_write
 
+    from .hetero.part import TypedPart, schema_section
+
     config = model_config if isinstance(model_config, ModelConfig) else ModelConfig(**model_config)
     p = Path(path)
-    state = {name: t.detach().to("cpu", copy=True).contiguous() for name, t in model.state_dict().items()}
-    in_dim, out_dim = int(getattr(model, "in_dim", meta.feature_dim)), int(getattr(model, "out_dim", meta.num_classes))
+    state = {name: t.detach().to("cpu", copy=True).contiguous() for name, t in _shared_weights(model).items()}
+    section = schema_section(meta)
+    in_dim = int(getattr(model, "features_in", getattr(model, "in_dim", meta.feature_dim)))
+    out_dim = int(getattr(model, "out_dim", meta.num_classes))
     label_kind = meta.label_kind or "class"
     if task is None:
         from .tasks import task_for_label_kind
@@ -301,57 +334,30 @@ def save_model_file(path: str | os.PathLike, model: torch.nn.Module, model_confi
         kind = task_for_label_kind(label_kind)
         task = kind() if kind is not None else None
     with torch.device("meta"):
-        expected = _tensor_table(dict(_build(config, in_dim, out_dim, task).state_dict()))
+        expected = _tensor_table(_shared_weights(_build(config, in_dim, out_dim, task,
+                                                        None if section is None else TypedPart.from_section(section))))
     table = _tensor_table(state)
+    state = pack_tables(state, rows or {})
     if expected != table:
         diff = sorted(k for k in set(expected) | set(table) if expected.get(k) != table.get(k))
         raise ModelFileError(f"the model's weights are not those of the model {to_dict(config)} describes "
                              f"(they differ in {', '.join(diff[:4])}); pass the ModelConfig that built it", path=p)
     header = {"model": to_dict(config), "class": type(model).__name__, "in_dim": in_dim, "out_dim": out_dim,
               "num_classes": int(meta.num_classes), "label_kind": label_kind, "tensors": table,
-              "training": _plain(info or {})}
+              "training": _plain(info or {})} | ({} if section is None else {"typed": section})
     if task is not None:
         header |= {"task": task.name, "loss": task.loss}
         if task.model_options():   # node tasks have none: their headers are as before
             header["task_options"] = task.model_options()
+    header["tensors"] = _tensor_table(state)   # with the per-rank rows' tables (by id)
     header_text = json.dumps(header, sort_keys=True, allow_nan=False)
     payload = {"format": MODEL_FORMAT, "version": MODEL_VERSION, "header": header_text,
                "sha256": _digest(MODEL_VERSION, header_text, state, sorted(state)), "state_dict": state}
     try:
         atomic_write(p, lambda f: torch.save(payload, f), what="the model file ")
     except StorageError as exc:
-        raise _rescued(exc, p, payload, rescue) from None
+        raise rescued_write(exc, p, lambda f: torch.save(payload, f), rescue, "the model file ") from None
     return p
-
-
-def _rescued(failed: Any, path: Path, payload: dict[str, Any], folders: Sequence[str | os.PathLike]) -> Exception:
-    """The error to raise for ``--save-model path`` refused by the filesystem (``failed``, a
-    :class:`~gnn_dist.atomic_file.StorageError`), after writing ``payload`` (the whole model
-    file) to the first of ``folders`` that takes it, so the trained weights are not lost: its
-    message names where they are, or why no folder took them."""
-    from .atomic_file import StorageError, atomic_write
-
-    tried: list[str] = []
-    seen: set[str] = set()
-    for folder in folders:
-        d = Path(folder)
-        key = os.path.realpath(d)
-        if key in seen or key == os.path.realpath(path.parent) or not d.is_dir():
-            continue
-        seen.add(key)
-        target = d / path.name
-        if target.exists() or os.path.realpath(target) == os.path.realpath(path):
-            target = d / f"{path.stem}.{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}{path.suffix}"
-        try:
-            atomic_write(target, lambda f: torch.save(payload, f), what="the model file ")
-        except StorageError as exc:
-            tried.append(f"{d}: {exc.reason}")
-            continue
-        return StorageError(f"{failed}; the trained weights were saved to {target} instead: move it to {path} (or "
-                            f"predict with --model-file {target})", path=path, code=failed.errno)
-    where = f" (tried {'; '.join(tried)})" if tried else " (no other folder to try)"
-    return StorageError(f"{failed}; the trained weights could not be saved elsewhere either{where}: free space and "
-                        f"train again (or resume from a checkpoint)", path=path, code=failed.errno)
 
 
 MAX_LAYERS = 4096
@@ -483,8 +489,9 @@ def save_trained_model(config: RunConfig, trainer: Any, final: dict[str, Any]) -
     metrics = config.trainer.report.metrics_path
     rescue = [d for d in (config.trainer.checkpoint.checkpoint_dir, tempfile.gettempdir(),
                           None if metrics is None else str(Path(metrics).parent or ".")) if d]
+    rows = gather_state_rows(dict(trainer.model.state_dict()), trainer.model)   # per-rank rows by id (a collective)
     with all_ranks_write(f"writing the model file {path}"):   # a full disk: one line, exit 1, the weights kept
         if get_rank() == 0:
             save_model_file(path, trainer.model, config.model, meta, info=info, task=getattr(trainer, "task", None),
-                            rescue=rescue)
+                            rescue=rescue, rows=rows)
     return path

@@ -111,9 +111,12 @@ class Predictions(_NpzOutput):
     embeddings: np.ndarray | None = None
     embedding_layer: int | None = None
     """The layer of ``embeddings``; None for a link model's output."""
+    node_type: str | None = None
+    """A typed model's: the type whose nodes these are (the target type), ``node_ids`` their ids
+    within it; None for a homogeneous model."""
 
     def arrays(self) -> dict[str, np.ndarray]:
-        out = {"node_ids": self.node_ids}
+        out = {"node_ids": self.node_ids} | ({} if self.node_type is None else {"node_type": np.str_(self.node_type)})
         for name in ("probabilities", "predicted", "embeddings"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
@@ -129,7 +132,8 @@ class Predictions(_NpzOutput):
         if self.embeddings is not None:
             layer = "the model's output" if self.embedding_layer is None else f"layer {self.embedding_layer}"
             what.append(f"embeddings of {layer} ({self.embeddings.shape[1]} wide)")
-        return ", ".join([f"{len(self.node_ids)} nodes", *what])
+        nodes = f"{len(self.node_ids)} nodes" + ("" if self.node_type is None else f" of type {self.node_type}")
+        return ", ".join([nodes, *what])
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +269,9 @@ def predict(data: str | os.PathLike, model_file: str | os.PathLike, *, embedding
     wanted = None if pairs is None else shared_pairs(pairs, int(meta.num_nodes))   # rank 0 reads it, once
     _check_same_files(model_file, mf.sha256, pairs, None)   # the pairs are rank 0's on every rank
     part = load_partition(data, device=device, verify=verify)
+    if part.typed is not None:   # a typed model's learnable rows: this rank's, picked from the file's by id
+        with all_ranks_agree(f"building the model of {model_file} for this rank's rows"):
+            model = mf.build(device, typed=part.typed)
     view = _Capture(part, chosen)
     with torch.no_grad():
         x = InputFeatures(part) if getattr(model, "accepts_layer_input", False) else part.x
@@ -302,8 +309,16 @@ def _node_predictions(mf: ModelFile, logits: torch.Tensor, layer_output: torch.T
         probs, pred, emb = None, None, (layer_output if chosen is not None else logits)
     columns = {"probabilities": None if probs is None else probs.float(), "predicted": pred,
                "embeddings": None if emb is None else emb.float()}
-    got = _gather_by_id(part.original_ids[:part.num_inner].to(torch.int64), columns)
-    return None if got is None else Predictions(**got, embedding_layer=chosen)
+    ids = part.original_ids[:part.num_inner].to(torch.int64)
+    typed = part.typed
+    if typed is not None:   # the target type's nodes, by their ids within the type
+        t = typed.type_names.index(typed.target_type)
+        rows = typed.inner_rows[t].to(ids.device)
+        ids = ids[rows] - typed.offsets[t]
+        columns = {k: None if v is None else v[rows] for k, v in columns.items()}
+    got = _gather_by_id(ids, columns)
+    return None if got is None else Predictions(**got, embedding_layer=chosen,
+                                                node_type=None if typed is None else typed.target_type)
 
 
 def _gather_by_id(ids: torch.Tensor, columns: dict[str, torch.Tensor | None]) -> dict[str, Any] | None:

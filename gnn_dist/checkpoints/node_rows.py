@@ -20,7 +20,7 @@ from ..distributed import gather_rows, get_rank
 from ..distributed.per_rank import is_per_rank, row_ids
 
 __all__ = ["per_rank_parameters", "shared_state", "gather_state_rows", "local_state", "gather_optimizer_rows",
-           "shared_optimizer_state", "restore_optimizer_rows"]
+           "shared_optimizer_state", "restore_optimizer_rows", "pack_tables", "unpack_tables", "IDS_SUFFIX"]
 
 
 def per_rank_parameters(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
@@ -123,3 +123,31 @@ def restore_optimizer_rows(optimizer: torch.optim.Optimizer, model: torch.nn.Mod
         state = {k: v.to(p.device) if torch.is_tensor(v) else v for k, v in entry["scalars"].items()}
         state.update({k: v[pos].to(device=p.device, dtype=p.dtype).clone() for k, v in table.items() if k != "ids"})
         optimizer.state[p] = state
+
+
+IDS_SUFFIX = ".ids"
+"""A packed table's ids entry: ``NAME.ids`` beside ``NAME`` (:func:`pack_tables`)."""
+
+
+def pack_tables(state: dict[str, torch.Tensor], tables: dict[str, dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """A flat state dict (a model file's): ``state`` and, per table, ``NAME`` its rows and
+    ``NAME.ids`` their ids."""
+    out = dict(state)
+    for name, table in tables.items():
+        out[name], out[name + IDS_SUFFIX] = table["values"], table["ids"]
+    return out
+
+
+def unpack_tables(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, dict[str, torch.Tensor]]]:
+    """:func:`pack_tables` undone: ``(the other entries, {name: {"ids", "values"}})``; an ids
+    entry must be int64 ``[n]`` beside a table of ``n`` rows (``ValueError`` otherwise)."""
+    names = [k[:-len(IDS_SUFFIX)] for k in state if k.endswith(IDS_SUFFIX) and k[:-len(IDS_SUFFIX)] in state]
+    tables = {}
+    for name in names:
+        ids, values = state[name + IDS_SUFFIX], state[name]
+        if ids.dtype != torch.int64 or ids.dim() != 1 or values.dim() < 1 or values.shape[0] != ids.numel() \
+                or (ids.numel() > 1 and not bool((ids[1:] > ids[:-1]).all())):
+            raise ValueError(f"{name}{IDS_SUFFIX} is not the ascending int64 ids of {name}'s rows")
+        tables[name] = {"ids": ids, "values": values}
+    skip = set(names) | {n + IDS_SUFFIX for n in names}
+    return {k: v for k, v in state.items() if k not in skip}, tables

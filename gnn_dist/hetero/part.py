@@ -22,7 +22,8 @@ import torch
 
 from ..nn.block_types import BlockTypes
 
-__all__ = ["TypedPart", "training_meta", "check_target_type", "typed_features_problem"]
+__all__ = ["TypedPart", "training_meta", "check_target_type", "typed_features_problem", "schema_section",
+           "section_problem"]
 
 
 @dataclass(eq=False)
@@ -96,8 +97,12 @@ class TypedPart:
     @classmethod
     def schema(cls, meta: Any) -> "TypedPart":
         """The folder's types and relations with no rows (what a model is built from before any
-        part is read: the pre-launch check)."""
-        sec = meta.hetero
+        part is read: the pre-launch check, a model file)."""
+        return cls.from_section(meta.hetero)
+
+    @classmethod
+    def from_section(cls, sec: dict[str, Any]) -> "TypedPart":
+        """:meth:`schema` of a typed folder's ``hetero`` section (or a model file's ``typed``)."""
         none = torch.zeros(0, dtype=torch.long)
         return cls(type_names=tuple(t["name"] for t in sec["node_types"]),
                    relations=tuple(tuple(r) for r in sec["relations"]), target_type=sec.get("target_type"),
@@ -114,6 +119,35 @@ class TypedPart:
         y = torch.zeros(num_inner, dtype=torch.long)
         y[self.inner_rows[self.type_names.index(self.target_type)]] = torch.from_numpy(np.array(labels, dtype=np.int64))
         return y
+
+
+SCHEMA_KEYS = ("name", "count", "offset", "feature_dim")
+"""What a model file records of each node type (:func:`schema_section`)."""
+
+
+def schema_section(meta: Any) -> dict[str, Any] | None:
+    """What a typed model is built from, as a model file records it: the node types (name, count,
+    offset, feature width), the relations and the target type; None for a homogeneous folder."""
+    sec = getattr(meta, "hetero", None)
+    if sec is None:
+        return None
+    return {"node_types": [{"name": t["name"], "count": t["count"], "offset": t["offset"],
+                            "feature_dim": t.get("feature_dim") or 0} for t in sec["node_types"]],
+            "relations": [list(r) for r in sec["relations"]], "target_type": sec.get("target_type")}
+
+
+def section_problem(sec: Any) -> str | None:
+    """Why a model file's ``typed`` section is malformed (None: it is well formed)."""
+    ok = isinstance(sec, dict) and isinstance(sec.get("node_types"), list) and isinstance(sec.get("relations"), list)
+    types = sec.get("node_types") if ok else []
+    ok = ok and 0 < len(types) <= 1 << 16 and all(
+        isinstance(t, dict) and isinstance(t.get("name"), str)
+        and all(type(t.get(k)) is int and 0 <= t[k] < 1 << 62 for k in SCHEMA_KEYS[1:]) for t in types)
+    names = [t["name"] for t in types] if ok else []
+    ok = ok and len(set(names)) == len(names) and 0 < len(sec["relations"]) <= 1 << 16 and all(
+        isinstance(r, list) and len(r) == 3 and all(isinstance(x, str) for x in r) and r[0] in names
+        and r[2] in names for r in sec["relations"])
+    return None if ok else "its typed section (node types and relations) is malformed"
 
 
 def training_meta(meta: Any) -> Any:

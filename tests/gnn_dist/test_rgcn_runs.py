@@ -114,3 +114,31 @@ def test_every_schedule_and_wire_format_trains_it(folders, tmp_path, flags):
     assert run_ranks(run_jobs, 2, [argv], timeout=240) == [[None]] * 2
     got = losses(metrics)
     assert len(got) == 8 and all(math.isfinite(v) for v in got) and got[-1] < got[0], got
+
+
+def predict_job(rank: int, world_size: int, data: str, model_file: str) -> dict | None:
+    from gnn_dist.predict import predict
+
+    got = predict(data, model_file)
+    return None if got is None else got.arrays()
+
+
+def test_a_saved_model_predicts_the_same_on_any_cut(folders, tmp_path):
+    """The model file holds the learnable rows by id: predicted on 1 or 3 parts, the target type's
+    probabilities are those of the 2-part run, and their test accuracy its final one."""
+    import numpy as np
+    from partitioners.catalog import load_dataset
+
+    model, metrics = tmp_path / "rgcn.model", tmp_path / "m.jsonl"
+    argv = ["--data", str(folders / "mag2"), *RGCN, "--epochs", "6", "--save-model", str(model),
+            "--metrics", str(metrics)]
+    assert run_ranks(run_jobs, 2, [argv], timeout=240) == [[None]] * 2
+    one = run_ranks(predict_job, 1, str(folders / "mag1"), str(model), timeout=240)[0]
+    three = run_ranks(predict_job, 3, str(folders / "mag3"), str(model), timeout=240)[0]
+    mag = load_dataset("mag-tiny")
+    assert str(one["node_type"]) == "paper" and list(one["node_ids"]) == list(range(mag.num_nodes_dict["paper"]))
+    np.testing.assert_allclose(three["probabilities"], one["probabilities"], rtol=1e-5, atol=1e-6)
+    test = mag.masks["paper"]["test"]
+    acc = float((one["predicted"][test] == mag.labels["paper"][test]).mean())
+    final = [json.loads(line) for line in metrics.read_text().splitlines()][-1]
+    assert math.isclose(acc, final["test_acc"], abs_tol=1e-9), (acc, final)

@@ -29,7 +29,8 @@ def partition_graph(graph: Graph | HeteroGraph, num_parts: int, method: str = "m
                     refine: bool = False, balance: str | Sequence[str] = ("nodes",),
                     overwrite: bool = False, progress: bool = False,
                     read_time_s: float | None = None,
-                    extra_meta: dict[str, Any] | None = None) -> dict[str, Any]:
+                    extra_meta: dict[str, Any] | None = None, part_weights: Sequence[float] | None = None,
+                    refine_objective: str = "volume") -> dict[str, Any]:
     """Partition ``graph`` into ``num_parts`` parts with ``method`` and write ``out_dir``.
 
     A :class:`~partitioners.hetero.HeteroGraph` is partitioned as its union graph, balanced per
@@ -49,6 +50,11 @@ def partition_graph(graph: Graph | HeteroGraph, num_parts: int, method: str = "m
         read_time_s: time the caller spent reading the graph, recorded as ``time_s.read``.
         extra_meta: more top-level keys for ``partition.json`` (e.g. ``split``: how the masks
             were made), passed to :func:`~partitioners.format.write_partition`.
+        part_weights: ``num_parts`` positive numbers sizing the parts to their devices: part
+            ``p`` gets ``w_p / sum(w)`` of every balance criterion, within the balance tolerance
+            (default: None, equal parts). Recorded, normalised, in ``method_params``.
+        refine_objective: what ``refine`` lowers: ``"volume"`` (the total, default) or
+            ``"max-volume"`` (the busiest part's halo send/receive volume).
 
     Returns:
         The quality report as recorded in ``partition.json`` (``edge_cut``, ``comm_volume``,
@@ -56,14 +62,20 @@ def partition_graph(graph: Graph | HeteroGraph, num_parts: int, method: str = "m
         (``read``, ``partition``, ``quality``, ``write``), ``peak_rss_bytes``, and ``num_parts``,
         ``num_nodes``, ``num_edges``, ``method``, ``seed``, ``out_dir``.
     """
+    from .method_record import method_params
     from .methods import assign_parts
+    from .methods.refiners import get_refiner
+    from .methods.targets import check_part_weights
 
+    fractions = None if part_weights is None else check_part_weights(part_weights, num_parts)
+    get_refiner(refine_objective)  # refuse an unknown objective before any work
     if isinstance(graph, HeteroGraph):
         from .hetero.partition import partition_hetero
 
         return partition_hetero(graph, num_parts, method, out_dir, seed=seed, refine=refine,
                                 overwrite=overwrite, progress=progress, read_time_s=read_time_s,
-                                extra_meta=extra_meta)
+                                extra_meta=extra_meta, part_weights=fractions,
+                                refine_objective=refine_objective)
     if out_dir is None:
         raise ValueError("partition_graph needs out_dir: the partition folder to write")
     check_out_dir(out_dir, overwrite)  # fail before a long partitioning run, not after
@@ -75,19 +87,22 @@ def partition_graph(graph: Graph | HeteroGraph, num_parts: int, method: str = "m
     warn_sparse_ids(graph)
     t = time.perf_counter()
     assignment = assign_parts(graph, num_parts, method, seed=seed, balance=balance_t, refine=refine,
-                              progress=progress)
+                              progress=progress, part_weights=fractions,
+                              refine_objective=refine_objective)
     time_s["partition"] = time.perf_counter() - t
     log.info("assigned %d nodes to %d parts with %s in %.2fs", graph.num_nodes, num_parts, method,
              time_s["partition"])
 
     # the quality report comes from the writer's own pass over the edges (halos, cut)
     meta = write_partition(graph, assignment, num_parts, out_dir, method=method,
-                           method_params={"balance": list(balance_t), "refine": bool(refine)},
+                           method_params=method_params(balance_t, refine, refine_objective=refine_objective,
+                                                       part_weights=fractions),
                            seed=seed, quality=None, overwrite=overwrite, progress=progress,
                            extra_meta=extra_meta, time_s=time_s)
     report = dict(meta["quality"])
     report.update(num_parts=meta["num_parts"], num_nodes=meta["num_nodes"],
-                  num_edges=meta["num_edges"], method=method, seed=seed, out_dir=str(out_dir))
+                  num_edges=meta["num_edges"], method=method, seed=seed, out_dir=str(out_dir),
+                  method_params=meta["method_params"])
     return report
 
 

@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 
 from . import __version__
 from .cli_args import (BALANCE_CRITERIA, OneLineParser, UsageError, balance_list, memory_size, nonneg_int,
-                       positive_int, unknown_flags_first, with_progress_bars)
+                       positive_int, unknown_flags_first, weight_list, with_progress_bars)
 from .cli_convert import add_convert_verb, cmd_convert
 from .cli_plan import add_plan_verb, cmd_plan
 from .cli_train import (LOOPBACK_ENV, LOOPBACK_RDZV_BACKEND, add_launch_verbs, cmd_predict, cmd_train, train_command,
@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``gnn-dist`` parser: verbs ``datasets``, ``partition``, ``convert``, ``inspect``, ``train``, ``predict``, ``plan``, ``report``."""
     from .cli_input import _split_fractions, add_input_arguments
     from .io import FORMATS
-    from .methods import METHODS
+    from .methods import METHODS, refiner_names
     from .normalize import NORMALIZATIONS
 
     parser = OneLineParser(prog="gnn-dist", description="Partition a graph for exact "
@@ -133,6 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "or a module name; repeatable)")
     p.add_argument("--refine", action="store_true",
                    help="then move boundary nodes to lower the communication volume, keeping balance")
+    p.add_argument("--refine-objective", choices=refiner_names(), default="volume", metavar="OBJ",
+                   help="what --refine lowers: volume (the total halo rows, default) or max-volume (the "
+                        "busiest part's halo send/receive volume per layer, which sets a synchronous exchange's time)")
+    p.add_argument("--part-weights", type=weight_list, default=None, metavar="W,W,...",
+                   help="size the parts to their devices: one positive weight per part (e.g. 2,1,1 gives part 0 "
+                        "half of every --balance criterion); recorded in partition.json (default: equal parts)")
     p.add_argument("--balance", type=balance_list, default=("nodes",), metavar="LIST",
                    help="what to balance: comma-separated of nodes,edges,train (default: nodes)")
     p.add_argument("--symmetrize", action="store_true", help="add the reverse of every edge (--input only)")
@@ -193,6 +199,7 @@ def _check_request(args: argparse.Namespace) -> None:
     elif not Path(args.input).exists():
         raise FileNotFoundError(f"--input {args.input}: no such file or directory")
     check_input_request(args)
+    _check_refine_flags(args)
     check_out_dir(args.out, args.overwrite)
     if args.input is not None and input_format(args) == "npy-dir":  # sized from its headers
         from .outofcore.npy_dir import open_npy_dir
@@ -204,6 +211,16 @@ def _check_request(args: argparse.Namespace) -> None:
         size = args.npy_dir.sizes(args.npy_dir.num_nodes(), symmetric=args.symmetrize)
         _check_parts(args.parts, size.num_nodes, args.input)
         _check_memory(args, size)  # before the on-disk build
+
+
+def _check_refine_flags(args: argparse.Namespace) -> None:
+    """``--part-weights`` gives one weight per part; ``--refine-objective`` needs ``--refine``."""
+    weights = args.part_weights
+    if weights is not None and len(weights) != args.parts:
+        raise UsageError(f"--part-weights {','.join(f'{w:g}' for w in weights)} gives {len(weights)} "
+                         f"weight(s) for --parts {args.parts}; give one per part")
+    if args.refine_objective != "volume" and not args.refine:
+        raise UsageError(f"--refine-objective {args.refine_objective} applies to --refine; add --refine")
 
 
 def _check_parts(num_parts: int, num_nodes: int, what: str) -> None:
@@ -288,7 +305,8 @@ def _partition(args: argparse.Namespace) -> int:
     _check_memory(args, graph, log_estimate=getattr(args, "npy_dir", None) is None)
     report = partition_graph(graph, args.parts, args.method, args.out, seed=args.seed,
                              refine=args.refine, balance=args.balance, overwrite=args.overwrite,
-                             progress=not args.no_progress, read_time_s=read_s, extra_meta=extra_meta)
+                             progress=not args.no_progress, read_time_s=read_s, extra_meta=extra_meta,
+                             part_weights=args.part_weights, refine_objective=args.refine_objective)
     for line in report_lines(report):
         log.info(line)
     if report.get("empty_parts"):
@@ -297,7 +315,6 @@ def _partition(args: argparse.Namespace) -> int:
     log.info(f"wrote {args.out}")
     if args.json:
         report["source"] = args.dataset or args.input
-        report["method_params"] = {"balance": list(args.balance), "refine": bool(args.refine)}
         report["split"] = extra_meta.get("split")
         _emit_json(report)
     return EXIT_OK

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = ["BALANCE_CRITERIA", "UsageError", "balance_list", "int_at_least", "memory_size", "nonneg_int",
-           "positive_int", "OneLineParser", "nearest_flags", "parse_unknown_first"]
+           "positive_int", "weight_list", "OneLineParser", "nearest_flags", "parse_unknown_first"]
 
 BALANCE_CRITERIA = ("nodes", "edges", "train")
 
@@ -28,6 +28,28 @@ def balance_list(value: str) -> tuple[str, ...]:
             f"unknown criterion {bad[0]!r} in {value!r}; choose from {', '.join(BALANCE_CRITERIA)}, "
             f"comma-separated (e.g. nodes,edges)")
     return tuple(dict.fromkeys(items))
+
+
+def weight_list(value: str) -> tuple[float, ...]:
+    """``--part-weights 2,1,1``: positive finite numbers, comma-separated, as given (their count
+    is checked against ``--parts`` once both are known; normalising is the library's)."""
+    import math
+
+    items = [v.strip() for v in value.split(",")]
+    out = []
+    for item in items:
+        try:
+            w = float(item)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{item!r} in {value!r} is not a number; give one positive weight per part, "
+                f"comma-separated (e.g. 2,1,1)") from None
+        if not math.isfinite(w) or w <= 0:
+            raise argparse.ArgumentTypeError(
+                f"{item!r} in {value!r} is not a positive number; every part needs a weight > 0 "
+                f"(e.g. 2,1,1)")
+        out.append(w)
+    return tuple(out)
 
 
 def int_at_least(minimum: int, what: str) -> Callable[[str], int]:

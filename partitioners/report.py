@@ -47,6 +47,15 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         f"balance (max/mean): nodes {q['node_balance']:.3f}  edges {q['edge_balance']:.3f}"
         f"  train {q['train_balance']:.3f}",
     ]
+    if all(_number(q.get(k)) for k in ("max_send_volume", "mean_send_volume", "max_recv_volume",
+                                       "mean_recv_volume")):
+        lines.append(f"per-part halo volume (rows per layer): send max {q['max_send_volume']} "
+                     f"mean {q['mean_send_volume']:.1f}  receive max {q['max_recv_volume']} "
+                     f"mean {q['mean_recv_volume']:.1f}")
+    weights = q.get("part_weights")
+    if isinstance(weights, list) and weights and all(_number(w) for w in weights):
+        lines.append("part weights (target fractions; balances are against them): "
+                     + " ".join(f"{w:.4g}" for w in weights))
     sizes = q.get("part_sizes")
     sizes = sizes if isinstance(sizes, list) and all(_number(v) for v in sizes) else []
     if sizes:

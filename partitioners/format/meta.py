@@ -131,6 +131,14 @@ class PartitionMeta:
         """Mask files every part has (``train_mask.npy``, ...), possibly none."""
         return tuple(m for m in MASKS if self.parts and m in self.parts[0].files)
 
+    @property
+    def part_weights(self) -> tuple[float, ...]:
+        """Each part's fraction of the balance criteria, as recorded (``method_params``); equal
+        parts (``1 / P`` each) when the folder records none."""
+        from ..method_record import recorded_part_weights
+
+        return recorded_part_weights(self.method_params, self.num_parts)
+
     def part_starts(self) -> np.ndarray:
         """int64 ``[P + 1]``: part ``p`` owns new global ids ``[starts[p], starts[p+1])``."""
         starts = np.zeros(self.num_parts + 1, dtype=np.int64)
@@ -353,6 +361,7 @@ def _method_fields(raw: dict[str, Any], meta_path: Path) -> tuple[str, dict[str,
     method_params = raw.get("method_params") or {}
     if not isinstance(method_params, dict):
         raise _err(meta_path, f"field method_params must be an object, got {method_params!r}")
+    _check_part_weights(method_params.get("part_weights"), raw.get("num_parts"), meta_path)
     seed = raw.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
                              or not 0 <= seed <= INT64_MAX):
@@ -361,6 +370,16 @@ def _method_fields(raw: dict[str, Any], meta_path: Path) -> tuple[str, dict[str,
     if quality is not None and not isinstance(quality, dict):
         raise _err(meta_path, f"field quality must be an object or null, got {type(quality).__name__}")
     return method, method_params, seed, quality
+
+
+def _check_part_weights(weights: Any, num_parts: Any, meta_path: Path) -> None:
+    """``method_params.part_weights``, when recorded: one positive fraction per part."""
+    if weights is None:
+        return
+    if (not isinstance(weights, list) or len(weights) != num_parts
+            or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and w > 0 for w in weights)):
+        raise _err(meta_path, f"field method_params.part_weights must list num_parts = {num_parts} "
+                              f"positive numbers, got {weights!r}")
 
 
 def _check_parts_cover(parts: list[PartMeta], num_nodes: int, num_edges: int, meta_path: Path) -> None:

@@ -339,14 +339,19 @@ def _checked_request(graph: Graph, assignment: Any, num_parts: int, method: str,
 
 
 def _quality(graph: Graph, assignment: np.ndarray, num_parts: int, rl: Relabeling, given: dict[str, Any] | None,
-             stage_times: dict[str, float]) -> dict[str, Any]:
+             stage_times: dict[str, float], method_params: dict[str, Any]) -> dict[str, Any]:
     """The quality report: ``given``, or computed from the relabelling's halos and cut (which the
-    writer finds anyway), its time recorded as ``stage_times["quality"]``."""
+    writer finds anyway; balances against ``method_params["part_weights"]`` when recorded), its
+    time recorded as ``stage_times["quality"]``."""
     if given is not None:
         return given
     t_quality = time.perf_counter()
     halo = np.array([h.size for h in rl.halos], dtype=np.int64)
-    quality = _jsonable(quality_report(graph, assignment, num_parts, rl.edge_cut, halo))
+    send = sum((np.diff(np.searchsorted(h, rl.starts)) for h in rl.halos),
+               np.zeros(num_parts, dtype=np.int64))  # a halo list is grouped by owner part
+    fractions = method_params.get("part_weights")
+    quality = _jsonable(quality_report(graph, assignment, num_parts, rl.edge_cut, halo, send,
+                                       tuple(fractions) if fractions else None))
     stage_times["quality"] = round(time.perf_counter() - t_quality, 6)
     return quality
 
@@ -441,7 +446,7 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
     tmp.mkdir()
     try:
         rl = relabel(graph, a, num_parts, progress=progress)
-        quality = _quality(graph, a, num_parts, rl, given, stage_times)
+        quality = _quality(graph, a, num_parts, rl, given, stage_times, method_params)
         del a
         top_files = {NODE_MAP_FILE: npyio.save_array(tmp, NODE_MAP_FILE, rl.node_map).to_json()}
         links = _link_parts(graph, rl)

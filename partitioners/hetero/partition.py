@@ -48,9 +48,10 @@ def typed_weights(union: UnionGraph, types: list[str]) -> tuple[tuple[str, ...],
     return tuple(names), np.stack(rows)
 
 
-def _metis_typed(union: UnionGraph, num_parts: int, W_CN: np.ndarray, seed: int, imbalance: float) -> np.ndarray:
+def _metis_typed(union: UnionGraph, num_parts: int, W_CN: np.ndarray, seed: int, imbalance: float,
+                 fractions: tuple[float, ...] | None = None) -> np.ndarray:
     from ..methods.metis import (_as_int32, _import_pymetis, combined_weights, induced_subgraph,
-                                 place_isolated, symmetric_adjacency)
+                                 metis_tpwgts, place_isolated, symmetric_adjacency)
 
     graph = union.graph
     n = graph.num_nodes
@@ -66,93 +67,83 @@ def _metis_typed(union: UnionGraph, num_parts: int, W_CN: np.ndarray, seed: int,
     assignment = np.zeros(n, dtype=np.int32)
     if xadj.size > 1:
         result = pymetis.part_graph(num_parts, pymetis.CSRAdjacency(xadj, adjncy), vweights=vweights,
-                                    options=options)
+                                    options=options, tpwgts=metis_tpwgts(fractions))
         assignment[connected] = _as_int32(result.vertex_part)
     if not connected.all():
-        place_isolated(assignment, ~connected, W_CN, num_parts)
+        place_isolated(assignment, ~connected, W_CN, num_parts, fractions)
     return assignment
 
 
 def rebalance_typed(union: UnionGraph, assignment: np.ndarray, num_parts: int, names: tuple[str, ...],
                     W_CN: np.ndarray, *, imbalance: float = 0.03, seed: int = 0,
-                    max_rounds: int = 16) -> np.ndarray:
-    """``assignment`` with nodes moved until every part is within every typed bound: the loop of
-    :func:`partitioners.methods.refine.rebalance_parts` with the typed criteria ``W_CN``."""
-    from ..methods._common import balance_bounds
-    from ..methods.refine import _drain, _simple_in_adjacency, _State, volume_table
+                    max_rounds: int = 16, part_weights: Any = None) -> np.ndarray:
+    """``assignment`` with nodes moved until every part is within every typed bound (its own,
+    with ``part_weights``): :func:`partitioners.methods.rebalance.rebalance_weights` with the
+    typed criteria ``W_CN``."""
+    from ..methods.rebalance import rebalance_weights
 
-    graph = union.graph
-    P = int(num_parts)
     part = np.asarray(assignment, dtype=np.int32).copy()
-    load_CP = np.stack([np.bincount(part, weights=w, minlength=P) for w in W_CN]).astype(np.int64)
-    bound_C = balance_bounds(W_CN, P, imbalance)
-    if P == 1 or np.all(load_CP <= bound_C[:, None]):
-        return part
-    ptr, src, mult = _simple_in_adjacency(graph)
-    cnt = volume_table(ptr, src, mult, part, P)
-    state = _State(ptr, src, mult, cnt, part, W_CN, load_CP, bound_C, W_CN.sum(axis=1) / P)
-    tie = np.random.default_rng(seed).permutation(graph.num_nodes)
-    for _ in range(max_rounds):
-        over_CP = state.load_CP > bound_C[:, None]
-        if not over_CP.any():
-            break
-        moves = 0
-        r = state.leaving()
-        for c, a in zip(*np.nonzero(over_CP)):
-            moves += _drain(state, int(c), int(a), r, tie)
-        if moves == 0:
-            break
-    excess = (state.load_CP / bound_C[:, None]).max(axis=1)
-    if np.any(excess > 1.0 + 1e-12):
-        log.warning("typed rebalance: could not bring every part within bounds; heaviest part / bound "
-                    "per criterion: %s", dict(zip(names, np.round(excess, 3).tolist())))
-    return state.part
+    return rebalance_weights(union.graph, part, num_parts, names, W_CN, imbalance=imbalance,
+                             seed=seed, max_rounds=max_rounds, part_weights=part_weights,
+                             what="typed rebalance")
 
 
 def assign_typed(hg: HeteroGraph, union: UnionGraph, num_parts: int, method: str = "metis", *,
                  seed: int = 0, refine: bool = False, imbalance: float = 0.03,
-                 progress: bool = False) -> np.ndarray:
-    """int32 ``[N]`` part of every union node, balanced per type and in training nodes
-    (module docstring)."""
+                 progress: bool = False, part_weights: Any = None,
+                 refine_objective: str = "volume") -> np.ndarray:
+    """int32 ``[N]`` part of every union node, balanced per type and in training nodes, each
+    part to its share of ``part_weights`` (module docstring)."""
     from ..methods import assign_parts
     from ..methods._common import check_imbalance, check_num_parts
+    from ..methods.targets import check_part_weights
 
     num_parts = check_num_parts(num_parts, union.graph.num_nodes)
     imbalance = check_imbalance(imbalance)
+    fractions = check_part_weights(part_weights, num_parts)
     if num_parts == 1:
         return np.zeros(union.graph.num_nodes, dtype=np.int32)
     names, W_CN = typed_weights(union, hg.node_types)
     if method == "metis":
-        assignment = _metis_typed(union, num_parts, W_CN, seed, imbalance)
+        assignment = _metis_typed(union, num_parts, W_CN, seed, imbalance, fractions)
         if refine:
-            from ..methods.refine import refine_volume
+            from ..methods.refiners import get_refiner
 
-            assignment = refine_volume(union.graph, assignment, num_parts, balance=("nodes",),
-                                       imbalance=imbalance, seed=seed)
+            assignment = get_refiner(refine_objective)(
+                union.graph, assignment, num_parts, balance=("nodes",), imbalance=imbalance,
+                seed=seed, part_weights=fractions)
     else:
         assignment = assign_parts(union.graph, num_parts, method, seed=seed, balance=("nodes",),
-                                  refine=refine, imbalance=imbalance, progress=progress)
-    return rebalance_typed(union, assignment, num_parts, names, W_CN, imbalance=imbalance, seed=seed)
+                                  refine=refine, imbalance=imbalance, progress=progress,
+                                  part_weights=fractions, refine_objective=refine_objective)
+    return rebalance_typed(union, assignment, num_parts, names, W_CN, imbalance=imbalance, seed=seed,
+                           part_weights=fractions)
 
 
 def type_balance(union: UnionGraph, assignment: np.ndarray, num_parts: int,
-                 types: list[str]) -> dict[str, float]:
-    """Heaviest part / mean part per typed criterion (1.0 = perfect)."""
+                 types: list[str], part_weights: Any = None) -> dict[str, float]:
+    """Heaviest part / its target per typed criterion (1.0 = perfect; the target is the mean
+    part, or the part's share of ``part_weights``)."""
+    from ..methods.targets import check_part_weights, part_targets
+
     names, W_CN = typed_weights(union, types)
     load = np.stack([np.bincount(assignment, weights=w, minlength=num_parts) for w in W_CN])
-    mean = W_CN.sum(axis=1) / num_parts
-    return {n: float(x) for n, x in zip(names, load.max(axis=1) / mean)}
+    target = part_targets(W_CN, num_parts, check_part_weights(part_weights, num_parts))
+    return {n: float(x) for n, x in zip(names, (load / target).max(axis=1))}
 
 
 def partition_hetero(hg: HeteroGraph, num_parts: int, method: str = "metis",
                      out_dir: str | os.PathLike[str] | None = None, *, seed: int = 0,
                      refine: bool = False, overwrite: bool = False, progress: bool = False,
                      read_time_s: float | None = None, imbalance: float = 0.03,
-                     extra_meta: dict[str, Any] | None = None) -> dict[str, Any]:
+                     extra_meta: dict[str, Any] | None = None, part_weights: Any = None,
+                     refine_objective: str = "volume") -> dict[str, Any]:
     """Partition ``hg`` and write a typed folder (format 1.3) at ``out_dir``; the report of
-    :func:`partitioners.api.partition_graph`, with ``type_balance`` (heaviest / mean part per
-    type and for the training nodes)."""
+    :func:`partitioners.api.partition_graph`, with ``type_balance`` (heaviest part / its target
+    per type and for the training nodes)."""
     from ..format.writer import check_out_dir, write_partition
+    from ..method_record import method_params
+    from ..methods.targets import check_part_weights
 
     if out_dir is None:
         raise ValueError("partition_graph needs out_dir: the partition folder to write")
@@ -162,10 +153,12 @@ def partition_hetero(hg: HeteroGraph, num_parts: int, method: str = "metis",
         time_s["read"] = float(read_time_s)
     t = time.perf_counter()
     union = hg.to_union()
+    fractions = check_part_weights(part_weights, num_parts)
     assignment = assign_typed(hg, union, num_parts, method, seed=seed, refine=refine,
-                              imbalance=imbalance, progress=progress)
+                              imbalance=imbalance, progress=progress, part_weights=fractions,
+                              refine_objective=refine_objective)
     time_s["partition"] = time.perf_counter() - t
-    balance = type_balance(union, assignment, num_parts, hg.node_types)
+    balance = type_balance(union, assignment, num_parts, hg.node_types, fractions)
     log.info("assigned %d typed nodes to %d parts with %s in %.2fs; heaviest/mean per type: %s",
              union.graph.num_nodes, num_parts, method, time_s["partition"],
              {k: round(v, 3) for k, v in balance.items()})
@@ -184,10 +177,13 @@ def partition_hetero(hg: HeteroGraph, num_parts: int, method: str = "metis",
                             in_degree_rel=union.in_degree_rel, section=section,
                             features=hg.features, labels=hg.labels)
     meta = write_partition(union.graph, assignment, num_parts, out_dir, method=method,
-                           method_params={"balance": ["types", "train"], "refine": bool(refine)},
+                           method_params=method_params(["types", "train"], refine,
+                                                       refine_objective=refine_objective,
+                                                       part_weights=fractions),
                            seed=seed, overwrite=overwrite, progress=progress, extra_meta=extra_meta,
                            time_s=time_s, hetero=data)
     report = dict(meta["quality"])
     report.update(num_parts=meta["num_parts"], num_nodes=meta["num_nodes"], num_edges=meta["num_edges"],
-                  method=method, seed=seed, out_dir=str(out_dir), type_balance=balance)
+                  method=method, seed=seed, out_dir=str(out_dir), type_balance=balance,
+                  method_params=meta["method_params"])
     return report

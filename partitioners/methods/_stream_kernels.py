@@ -99,12 +99,13 @@ def _place_lonely(choice: np.ndarray, lonely: np.ndarray, feasible: np.ndarray, 
 
 @numba.njit(cache=True, nogil=True)
 def decide_batches(ip: np.ndarray, idx: np.ndarray, first: int, lo: int, m: int, batch: int,
-                   part: np.ndarray, load: np.ndarray, bound: float, w: float, npp: float,
+                   part: np.ndarray, load: np.ndarray, bound: np.ndarray, w: float, npp: np.ndarray,
                    tol: float, fennel: bool, alpha_gamma: float) -> int:
     """Place the chunk's nodes ``lo..m-1`` (chunk-local; the chunk's node ``i`` is node
     ``first + i``, its in-edges ``idx[ip[i]:ip[i + 1]]``) batch by batch, updating ``part`` and
-    the parts' relative loads ``load``; each node weighs ``w``, a part may hold ``bound``;
-    ``npp`` nodes make a load of 1. Returns where it stopped: ``m``, or the start of a batch
+    the parts' relative loads ``load``; each node weighs ``w``, part ``p`` may hold ``bound[p]``;
+    ``npp[p]`` nodes make a load of 1 in part ``p``'s own units (its share: part weights).
+    Returns where it stopped: ``m``, or the start of a batch
     that overfills a part (nothing of it placed)."""
     num_parts = load.size
     while lo < m:
@@ -129,7 +130,7 @@ def decide_batches(ip: np.ndarray, idx: np.ndarray, first: int, lo: int, m: int,
                 for p in range(num_parts):
                     if feasible[p]:
                         signal = signal or counts[r, p] > 0
-                        score = _score(counts[r, p], load[p], bound, npp, fennel, alpha_gamma)
+                        score = _score(counts[r, p], load[p], bound[p], npp[p], fennel, alpha_gamma)
                         if score > best:  # the first of equal scores, as argmax
                             best = score
                             choice[r] = p
@@ -140,7 +141,7 @@ def decide_batches(ip: np.ndarray, idx: np.ndarray, first: int, lo: int, m: int,
         for r in range(b):
             incoming[choice[r]] += w
         for p in range(num_parts):
-            if load[p] + incoming[p] > bound + tol and incoming[p] > 0:
+            if load[p] + incoming[p] > bound[p] + tol and incoming[p] > 0:
                 return lo
         for p in range(num_parts):
             load[p] += incoming[p]

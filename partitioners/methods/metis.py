@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..graph import Graph
 from ._common import vertex_weights
+from .targets import check_part_weights, part_shares
 
 if TYPE_CHECKING:
     from ..memory import GraphSize
@@ -117,8 +118,11 @@ def symmetric_adjacency_on_disk(graph: Graph, dtype: np.dtype | type = np.int64,
 
 def metis_assign(graph: Graph, num_parts: int, *, seed: int = 0,
                  balance: str | tuple[str, ...] = ("nodes",), imbalance: float = 0.03,
-                 ) -> np.ndarray:
+                 part_weights: Any = None) -> np.ndarray:
     """int32 ``[N]``: METIS's k-way partition (arguments checked by the caller).
+
+    ``part_weights`` (:mod:`.targets`) become METIS's target part weights (``tpwgts``: part
+    ``p`` gets the fraction ``w_p / sum(w)`` of the vertex weight); None: equal parts.
 
     Isolated nodes (no edge to or from another node) do not enter METIS: it partitions the
     subgraph of the others, renumbered, and the isolated ones then fill the parts by balance
@@ -127,6 +131,7 @@ def metis_assign(graph: Graph, num_parts: int, *, seed: int = 0,
     n = graph.num_nodes
     if num_parts == 1:
         return np.zeros(n, dtype=np.int32)
+    fractions = check_part_weights(part_weights, num_parts)
     pymetis = _import_pymetis()
     idx_dtype = np.int64 if pymetis._internal._idx_type_width() == 64 else np.int32
     t0 = time.perf_counter()
@@ -154,7 +159,7 @@ def metis_assign(graph: Graph, num_parts: int, *, seed: int = 0,
     t1 = time.perf_counter()
     if xadj.size > 1:
         result = pymetis.part_graph(num_parts, pymetis.CSRAdjacency(xadj, adjncy),
-                                    vweights=vweights, options=options)
+                                    vweights=vweights, options=options, tpwgts=metis_tpwgts(fractions))
         parts = _as_int32(result.vertex_part)
     else:  # no edges at all: every node is isolated
         parts = np.zeros(0, dtype=np.int32)
@@ -164,16 +169,27 @@ def metis_assign(graph: Graph, num_parts: int, *, seed: int = 0,
     if num_isolated:
         assignment = np.empty(n, dtype=np.int32)
         assignment[connected] = parts
-        place_isolated(assignment, ~connected, W_CN, num_parts)
+        place_isolated(assignment, ~connected, W_CN, num_parts, fractions)
         logger.info("metis: %d isolated nodes placed by balance, outside METIS", num_isolated)
     else:
         assignment = parts
     if len(names) > 1:
-        from .refine import rebalance_parts
+        from .rebalance import rebalance_parts
 
         assignment = rebalance_parts(graph, assignment, num_parts, balance=names,
-                                     imbalance=imbalance, seed=seed)
+                                     imbalance=imbalance, seed=seed, part_weights=fractions)
     return assignment
+
+
+def metis_tpwgts(fractions: tuple[float, ...] | None) -> list[float] | None:
+    """pymetis's ``tpwgts``: one target fraction per part (pymetis always passes one constraint,
+    so ``nparts`` floats, not ``nparts * ncon``), summing to 1; None for equal parts (METIS's
+    default, and the call made before part weights existed)."""
+    if fractions is None:
+        return None
+    out = [float(f) for f in fractions]
+    out[-1] = max(0.0, 1.0 - sum(out[:-1]))  # exactly 1 in floats: pymetis warns otherwise
+    return out
 
 
 def _as_int32(parts: object) -> np.ndarray:
@@ -201,16 +217,19 @@ def induced_subgraph(xadj: np.ndarray, adjncy: np.ndarray, keep: np.ndarray,
 
 
 def place_isolated(assignment: np.ndarray, isolated: np.ndarray, W_CN: np.ndarray,
-                   num_parts: int) -> None:
+                   num_parts: int, fractions: tuple[float, ...] | None = None) -> None:
     """Fill ``assignment[isolated]`` (in place) so that the parts' loads stay even.
 
     Isolated nodes with the same weights (``W_CN[:, v]``, int64 ``[C, N]``) form a group; heavier
     groups go first. A group's ``k`` nodes are spread so that the heaviest part, in the criteria
     they weigh in, is as light as possible (:func:`_fill_counts`); a group that weighs in no
-    criterion evens out the node counts. Nodes go in id order, lightest part first.
+    criterion evens out the node counts. Nodes go in id order, lightest part first. Loads are
+    relative to each part's target (``fractions``: :mod:`.targets`).
     """
     mean_C = W_CN.sum(axis=1).astype(np.float64) / num_parts
     mean_C[mean_C == 0] = 1.0
+    share_P = part_shares(fractions, num_parts)
+    target_CP = mean_C[:, None] * share_P[None, :]
     placed = ~isolated
     load_CP = np.stack([np.bincount(assignment[placed], weights=w[placed], minlength=num_parts)
                         for w in W_CN]).astype(np.float64)
@@ -227,26 +246,26 @@ def place_isolated(assignment: np.ndarray, isolated: np.ndarray, W_CN: np.ndarra
         w_C = patterns[g].astype(np.float64)
         counted = w_C > 0
         if counted.any():
-            take = _fill_counts(load_CP[counted], w_C[counted], mean_C[counted], members.size)
+            take = _fill_counts(load_CP[counted], w_C[counted], target_CP[counted], members.size)
         else:
-            take = _fill_counts(sizes[None, :], np.ones(1), np.array([1.0]), members.size)
-        order = np.argsort((load_CP[counted] / mean_C[counted, None]).max(axis=0)
-                           if counted.any() else sizes, kind="stable")
+            take = _fill_counts(sizes[None, :], np.ones(1), share_P[None, :], members.size)
+        order = np.argsort((load_CP[counted] / target_CP[counted]).max(axis=0)
+                           if counted.any() else sizes / share_P, kind="stable")
         assignment[members] = np.repeat(order, take[order]).astype(np.int32)
         load_CP += w_C[:, None] * take[None, :]
         sizes += take
 
 
-def _fill_counts(load_cP: np.ndarray, w_c: np.ndarray, mean_c: np.ndarray, k: int) -> np.ndarray:
+def _fill_counts(load_cP: np.ndarray, w_c: np.ndarray, target_cP: np.ndarray, k: int) -> np.ndarray:
     """int64 ``[P]``: how many of ``k`` equal nodes (weights ``w_c > 0``) each part takes so that
-    ``max_c (load + take * w) / mean`` is as even as possible (water-filling on a level ``lam``).
+    ``max_c (load + take * w) / target`` is as even as possible (water-filling on a level ``lam``).
     """
     def fits(lam: float) -> np.ndarray:
-        room = ((lam * mean_c[:, None] - load_cP) / w_c[:, None]).min(axis=0)
+        room = ((lam * target_cP - load_cP) / w_c[:, None]).min(axis=0)
         return np.maximum(np.floor(room), 0).astype(np.int64)
 
     lo = 0.0
-    hi = float((load_cP / mean_c[:, None]).max()) + k * float((w_c / mean_c).max()) + 1.0
+    hi = float((load_cP / target_cP).max()) + k * float((w_c[:, None] / target_cP).max()) + 1.0
     for _ in range(200):  # bisection to the smallest level that holds all k nodes
         mid = (lo + hi) / 2
         if mid <= lo or mid >= hi:
@@ -258,7 +277,7 @@ def _fill_counts(load_cP: np.ndarray, w_c: np.ndarray, mean_c: np.ndarray, k: in
     take = fits(hi)
     excess = int(take.sum()) - k
     if excess > 0:  # the parts that reach the level first give the extra nodes back
-        level = ((load_cP + take[None, :] * w_c[:, None]) / mean_c[:, None]).max(axis=0)
+        level = ((load_cP + take[None, :] * w_c[:, None]) / target_cP).max(axis=0)
         back = np.argsort(-level, kind="stable")
         back = back[take[back] > 0][:excess]
         take[back] -= 1

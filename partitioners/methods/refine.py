@@ -39,7 +39,7 @@ input's heaviest part when the input is already worse than that; no move makes a
 than its bound in a criterion the moved node weighs in. Measured on ``rmat_graph`` at P=8:
 18% lower volume than METIS alone, in about 3.5x METIS's time (benchmarks/partition_methods.py).
 
-:func:`rebalance_parts` uses the same machinery for the opposite job: bring every criterion
+:func:`~.rebalance.rebalance_parts` uses the same machinery for the opposite job: bring every criterion
 within its bound (after METIS, which pymetis lets balance only one weight), paying volume.
 This module is torch-free.
 """
@@ -54,12 +54,13 @@ import numpy as np
 
 from ..graph import Graph
 from ..quality import check_assignment
-from ._common import balance_bounds, check_imbalance, vertex_weights
+from ._common import check_imbalance, vertex_weights
+from .targets import check_part_weights, part_bounds, part_targets
 
 if TYPE_CHECKING:
     from ..memory import GraphSize
 
-__all__ = ["refine_volume", "rebalance_parts", "volume_table", "refine_memory"]
+__all__ = ["refine_volume", "volume_table", "refine_memory", "lifted_bounds", "initial_state"]
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +114,8 @@ def refine_memory(size: GraphSize, num_parts: int) -> int:
 
 def refine_volume(graph: Graph, assignment: Any, num_parts: int, *,
                   balance: str | tuple[str, ...] = ("nodes",), imbalance: float = 0.03,
-                  max_passes: int = 8, seed: int = 0) -> np.ndarray:
+                  max_passes: int = 8, seed: int = 0,
+                  part_weights: Any = None) -> np.ndarray:
     """int32 ``[N]``: ``assignment`` with boundary nodes moved to lower the communication volume.
 
     Args:
@@ -124,6 +126,7 @@ def refine_volume(graph: Graph, assignment: Any, num_parts: int, *,
         imbalance: allowed excess of a part over the mean, per criterion (default: 0.03).
         max_passes: most passes (default: 8).
         seed: orders candidates of equal gain.
+        part_weights: relative part sizes (:mod:`.targets`); None: equal parts.
 
     The volume never increases and no part exceeds its balance bound (module docstring).
     """
@@ -133,16 +136,11 @@ def refine_volume(graph: Graph, assignment: Any, num_parts: int, *,
     imbalance = check_imbalance(imbalance)
     if isinstance(max_passes, bool) or not isinstance(max_passes, (int, np.integer)) or max_passes < 0:
         raise ValueError(f"max_passes must be a non-negative integer, got {max_passes!r}")
+    fractions = check_part_weights(part_weights, P)
     if P == 1 or max_passes == 0:
         return part
     t0 = time.perf_counter()
-    names, W_CN = vertex_weights(graph, balance)
-    load_CP = np.stack([np.bincount(part, weights=w, minlength=P) for w in W_CN]).astype(np.int64)
-    bound_C = np.maximum(balance_bounds(W_CN, P, imbalance), load_CP.max(axis=1))
-    mean_C = W_CN.sum(axis=1) / P
-    ptr, src, mult = _simple_in_adjacency(graph)
-    cnt = volume_table(ptr, src, mult, part, P)
-    state = _State(ptr, src, mult, cnt, part, W_CN, load_CP, bound_C, mean_C)
+    state = initial_state(graph, part, P, balance, imbalance, fractions)
     tie = np.random.default_rng(seed).permutation(n)
     total = 0
     for pass_no in range(max_passes):
@@ -164,105 +162,28 @@ def refine_volume(graph: Graph, assignment: Any, num_parts: int, *,
     return state.part
 
 
-def rebalance_parts(graph: Graph, assignment: Any, num_parts: int, *,
-                    balance: str | tuple[str, ...] = ("nodes",), imbalance: float = 0.03,
-                    max_rounds: int = 16, seed: int = 0) -> np.ndarray:
-    """int32 ``[N]``: ``assignment`` with nodes moved until every part is within every bound.
+def lifted_bounds(bound_CP: np.ndarray, load_CP: np.ndarray) -> np.ndarray:
+    """``bound_CP`` raised, per criterion, by the input's excess over it: an input already worse
+    than its bounds may stay as bad, no worse. The integer loads are compared with ``floor``
+    of the raised bound (the same comparisons), so unweighted it is the heaviest part's load."""
+    excess_C = (load_CP / bound_CP).max(axis=1, keepdims=True)
+    lifted = np.maximum(bound_CP, np.floor(bound_CP * excess_C + 1e-6))
+    return np.where(excess_C > 1.0, lifted, bound_CP)
 
-    For multi-criteria balance where the partitioner balances only one combined weight (METIS
-    through pymetis takes a single constraint). For each criterion ``c`` and part ``A`` above
-    its bound, nodes of ``A`` that weigh in ``c`` go, best volume gain first (module
-    docstring), to the part ``B`` with the most room in ``c``: directly when they fit there in
-    every criterion, else swapped with a node of ``B`` that weighs less in ``c`` (best gain to
-    ``A`` first) when the swap leaves both parts within bounds (or no worse) in every criterion.
-    Swaps matter when one criterion is tight everywhere (``nodes`` after METIS): moving a
-    training node then needs a non-training node to move back. Rounds repeat until every part
-    is within bounds, a round changes nothing, or ``max_rounds``; leftover excess is logged as
-    a warning. Gains are computed once per round (moves in between make them approximate: the
-    volume may rise; this step buys balance). Deterministic for a given seed.
-    """
-    n = graph.num_nodes
+
+def initial_state(graph: Graph, part: np.ndarray, num_parts: int, balance: str | tuple[str, ...],
+                  imbalance: float, fractions: tuple[float, ...] | None) -> "_State":
+    """The refinement state of ``part`` (int32 ``[N]``, updated in place by the moves):
+    adjacency, ``cnt``, loads of the ``balance`` criteria and their bounds, lifted to the
+    input's own excess (:func:`lifted_bounds`)."""
     P = int(num_parts)
-    part = check_assignment(assignment, n, P).astype(np.int32)
-    imbalance = check_imbalance(imbalance)
-    names, W_CN = vertex_weights(graph, balance)
+    _, W_CN = vertex_weights(graph, balance)
     load_CP = np.stack([np.bincount(part, weights=w, minlength=P) for w in W_CN]).astype(np.int64)
-    bound_C = balance_bounds(W_CN, P, imbalance)
-    if P == 1 or np.all(load_CP <= bound_C[:, None]):
-        return part
-    t0 = time.perf_counter()
+    bound_CP = lifted_bounds(part_bounds(W_CN, P, imbalance, fractions), load_CP)
     ptr, src, mult = _simple_in_adjacency(graph)
     cnt = volume_table(ptr, src, mult, part, P)
-    state = _State(ptr, src, mult, cnt, part, W_CN, load_CP, bound_C, W_CN.sum(axis=1) / P)
-    tie = np.random.default_rng(seed).permutation(n)
-    moves = 0
-    for _ in range(max_rounds):
-        over_CP = state.load_CP > bound_C[:, None]
-        if not over_CP.any():
-            break
-        round_moves = 0
-        r = state.leaving()
-        for c, a in zip(*np.nonzero(over_CP)):
-            round_moves += _drain(state, int(c), int(a), r, tie)
-        moves += round_moves
-        if round_moves == 0:
-            break
-    excess = (state.load_CP / bound_C[:, None]).max(axis=1)
-    if np.any(excess > 1.0 + 1e-12):
-        logger.warning("rebalance: could not bring every part within bounds; heaviest part / bound "
-                       "per criterion: %s", dict(zip(names, np.round(excess, 3).tolist())))
-    logger.info("rebalance: %d moves in %.2fs", moves, time.perf_counter() - t0)
-    return state.part
-
-
-def _drain(state: "_State", c: int, a: int, r: np.ndarray, tie: np.ndarray) -> int:
-    """Move weight of criterion ``c`` out of part ``a`` (moves and swaps); the nodes moved."""
-    W_CN, bound_C, part = state.W_CN, state.bound_C, state.part
-    moved = 0
-    tried: set[int] = set()
-    while state.load_CP[c, a] > bound_C[c]:
-        room = bound_C[c] - state.load_CP[c]
-        room[a] = -np.inf
-        room[list(tried)] = -np.inf
-        b = int(np.argmax(room))
-        if room[b] <= 0:
-            break
-        tried.add(b)
-        movers = np.flatnonzero((part == a) & (W_CN[c] > 0))
-        g_mv = state.gains_of(movers, r[movers], masked=False)[:, b]
-        movers = movers[np.lexsort((tie[movers], -g_mv))]
-        partners = np.flatnonzero(part == b)
-        g_pt = state.gains_of(partners, r[partners], masked=False)[:, a]
-        # lightest in c first, then best gain to a
-        partners = partners[np.lexsort((tie[partners], -g_pt, W_CN[c, partners]))]
-        used = np.zeros(partners.size, dtype=bool)
-        for v in movers:
-            if state.load_CP[c, a] <= bound_C[c] or state.load_CP[c, b] >= bound_C[c]:
-                break
-            v = int(v)
-            w = W_CN[:, v]
-            if np.all((w == 0) | (state.load_CP[:, b] + w <= bound_C)):
-                state._apply(v, a, b)
-                moved += 1
-                continue
-            lighter = np.flatnonzero(~used & (W_CN[c, partners] < w[c]))
-            for j in lighter[:64]:  # bounded search for a partner
-                x = int(partners[j])
-                if part[x] != b:
-                    used[j] = True
-                    continue
-                d = w - W_CN[:, x]  # what a gains back is x, what b gains is v
-                new_a = state.load_CP[:, a] - d
-                new_b = state.load_CP[:, b] + d
-                ok_a = (new_a <= bound_C) | (new_a <= state.load_CP[:, a])
-                ok_b = (new_b <= bound_C) | (new_b <= state.load_CP[:, b])
-                if np.all(ok_a & ok_b):
-                    state._apply(v, a, b)
-                    state._apply(x, b, a)
-                    used[j] = True
-                    moved += 2
-                    break
-    return moved
+    return _State(ptr, src, mult, cnt, part, W_CN, load_CP, bound_CP,
+                  part_targets(W_CN, P, fractions))
 
 
 _NEVER = np.iinfo(np.int64).min // 2  # the gain of a move that is not allowed
@@ -273,20 +194,21 @@ class _State:
 
     ``ptr``/``src``/``mult``: distinct in-neighbours of each node (self excluded) and the number
     of edges from each; ``cnt`` int32 ``[N, P]``; ``W_CN`` the balance weights, ``load_CP`` the
-    part loads, ``bound_C`` the largest allowed load and ``mean_C`` the mean part per criterion.
+    part loads, ``bound_CP`` the largest allowed and ``target_CP`` the target load of each part
+    per criterion (:mod:`.targets`).
     """
 
     def __init__(self, ptr: np.ndarray, src: np.ndarray, mult: np.ndarray, cnt: np.ndarray,
                  part: np.ndarray, W_CN: np.ndarray, load_CP: np.ndarray,
-                 bound_C: np.ndarray, mean_C: np.ndarray) -> None:
+                 bound_CP: np.ndarray, target_CP: np.ndarray) -> None:
         self.ptr, self.src, self.mult, self.cnt, self.part = ptr, src, mult, cnt, part
-        self.W_CN, self.load_CP, self.bound_C, self.mean_C = W_CN, load_CP, bound_C, mean_C
+        self.W_CN, self.load_CP, self.bound_CP, self.target_CP = W_CN, load_CP, bound_CP, target_CP
         self.num_parts = cnt.shape[1]
         self.parts = np.arange(self.num_parts)
         self.dst = np.repeat(np.arange(ptr.size - 1, dtype=src.dtype), np.diff(ptr))
         # one criterion of unit weights (the default): room is "load <= bound - 1", kept up to date
         self.unit = W_CN.shape[0] == 1 and bool(np.all(W_CN == 1))
-        self.unit_room = load_CP[0] + 1 <= bound_C[0]
+        self.unit_room = load_CP[0] + 1 <= bound_CP[0]
 
     # ------------------------------------------------------------------ vectorised
     def leaving(self) -> np.ndarray:
@@ -361,7 +283,7 @@ class _State:
         gain = r[:, None] - add_vP - has[rows, a][:, None] + has
         if masked:
             w = self.W_CN[:, vs, None]
-            room = np.all((w == 0) | (self.load_CP[:, None, :] + w <= self.bound_C[:, None, None]),
+            room = np.all((w == 0) | (self.load_CP[:, None, :] + w <= self.bound_CP[:, None, :]),
                           axis=0)
         else:
             room = np.ones(gain.shape, dtype=bool)
@@ -370,7 +292,7 @@ class _State:
 
     def fullness(self) -> np.ndarray:
         """float64 ``[P]``: each part's largest load relative to the mean part."""
-        return (self.load_CP / self.mean_C[:, None]).max(axis=0)
+        return (self.load_CP / self.target_CP).max(axis=0)
 
     # ------------------------------------------------------------------ one node at a time
     def _room(self, v: int) -> np.ndarray:
@@ -380,7 +302,7 @@ class _State:
             room[self.part[v]] = False
             return room
         w = self.W_CN[:, v][:, None]
-        room = np.all((w == 0) | (self.load_CP + w <= self.bound_C[:, None]), axis=0)
+        room = np.all((w == 0) | (self.load_CP + w <= self.bound_CP), axis=0)
         room[self.part[v]] = False
         return room
 
@@ -407,8 +329,8 @@ class _State:
         self.load_CP[:, a] -= w
         self.load_CP[:, b] += w
         if self.unit:
-            self.unit_room[a] = self.load_CP[0, a] + 1 <= self.bound_C[0]
-            self.unit_room[b] = self.load_CP[0, b] + 1 <= self.bound_C[0]
+            self.unit_room[a] = self.load_CP[0, a] + 1 <= self.bound_CP[0, a]
+            self.unit_room[b] = self.load_CP[0, b] + 1 <= self.bound_CP[0, b]
 
     def try_move(self, v: int, targets: np.ndarray) -> int:
         """Move ``v`` to its best part with room if the exact gain there is positive; the gain.
@@ -445,11 +367,11 @@ class _State:
         for i in order:
             v = int(cand[i])
             a = int(self.part[v])
-            source = float((self.load_CP[:, a] / self.mean_C).max())
+            source = float((self.load_CP[:, a] / self.target_CP[:, a]).max())
             if source <= 1.0 + 1e-12:
                 continue
             w = self.W_CN[:, v]
-            after = ((self.load_CP + w[:, None]) / self.mean_C[:, None]).max(axis=0)
+            after = ((self.load_CP + w[:, None]) / self.target_CP).max(axis=0)
             ok = self._room(v) & targets[i] & (after < source)
             if not ok.any():
                 continue

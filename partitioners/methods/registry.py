@@ -11,6 +11,9 @@ returned assignment afterwards, so a method only partitions. Keyword arguments i
                  ``ValueError`` the ones the method cannot balance)
   ``imbalance``  float, when registered with it in ``options``: allowed excess over the mean part
   ``progress``   bool, when registered with it in ``options``: show a progress bar
+  ``part_weights`` tuple of ``P`` fractions summing to 1 (part ``p``'s share of every balance
+                 criterion), or None for equal parts, when registered with it in ``options``
+                 (:mod:`.targets`); a method registered without it is refused part weights
 
 A built-in method is one module of this package plus one :func:`register_method` line in
 ``partitioners/methods/__init__.py``; user code registers its own the same way (see
@@ -36,8 +39,12 @@ MethodMemory = Callable[["GraphSize", int], int]
 """``memory(size, num_parts) -> bytes``: a method's working memory on top of the graph itself,
 from the graph's sizes (:class:`partitioners.memory.GraphSize`)."""
 
-OPTIONS = ("imbalance", "progress")
+OPTIONS = ("imbalance", "progress", "part_weights")
 """Keyword arguments a method may be registered to receive, besides ``seed`` and ``balance``."""
+
+DEFAULT_OPTIONS = ("imbalance", "progress")
+"""What a method is registered to receive unless told otherwise (``part_weights`` is opt-in:
+a method written before it existed does not take it)."""
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -62,14 +69,15 @@ _REGISTRY: dict[str, PartitionMethod] = {}
 
 
 def register_method(name: str, assign: Callable[..., np.ndarray] | None = None, *,
-                    options: Iterable[str] = OPTIONS, description: str = "",
+                    options: Iterable[str] = DEFAULT_OPTIONS, description: str = "",
                     memory: MethodMemory | None = None, replace: bool = False) -> Callable:
     """Register ``assign`` as the partition method ``name``; also usable as a decorator.
 
     Args:
         name: the method's name: letters, digits and ``_.-``, starting with a letter or digit.
         assign: the function (module docstring); omitted, a decorator is returned.
-        options: which of ``imbalance`` and ``progress`` it takes (default: both).
+        options: which of ``imbalance``, ``progress`` and ``part_weights`` it takes (default:
+            ``imbalance`` and ``progress``).
         description: one line describing it (default: the first line of its docstring).
         memory: ``memory(size, num_parts) -> bytes`` it needs besides the graph, from the
             graph's sizes (:class:`~partitioners.memory.GraphSize`), for the memory guard of

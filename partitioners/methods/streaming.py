@@ -57,13 +57,13 @@ import math
 import time
 from dataclasses import dataclass
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..graph import Graph
-from ._common import (balance_bounds, normalize_balance, progress_bar, shuffled_chunks,
-                      vertex_weights)
+from ._common import normalize_balance, progress_bar, shuffled_chunks, vertex_weights
+from .targets import check_part_weights, part_bounds, part_shares
 
 if TYPE_CHECKING:
     from ..memory import GraphSize
@@ -82,20 +82,22 @@ DEFAULT_BATCH_NODES = 256
 def ldg_assign(graph: Graph, num_parts: int, *, seed: int = 0,
                balance: str | tuple[str, ...] = ("nodes",), imbalance: float = 0.03,
                chunk_nodes: int = DEFAULT_CHUNK_NODES, batch_nodes: int = DEFAULT_BATCH_NODES,
-               progress: bool = False) -> np.ndarray:
+               progress: bool = False, part_weights: Any = None) -> np.ndarray:
     """int32 ``[N]``: Linear Deterministic Greedy streaming partition (module docstring)."""
     return _stream(graph, num_parts, kind="ldg", seed=seed, balance=balance, imbalance=imbalance,
-                   chunk_nodes=chunk_nodes, batch_nodes=batch_nodes, progress=progress)
+                   chunk_nodes=chunk_nodes, batch_nodes=batch_nodes, progress=progress,
+                   part_weights=part_weights)
 
 
 def fennel_assign(graph: Graph, num_parts: int, *, seed: int = 0,
                   balance: str | tuple[str, ...] = ("nodes",), imbalance: float = 0.03,
                   gamma: float = 1.5, chunk_nodes: int = DEFAULT_CHUNK_NODES,
-                  batch_nodes: int = DEFAULT_BATCH_NODES, progress: bool = False) -> np.ndarray:
+                  batch_nodes: int = DEFAULT_BATCH_NODES, progress: bool = False,
+                  part_weights: Any = None) -> np.ndarray:
     """int32 ``[N]``: Fennel streaming partition (module docstring)."""
     return _stream(graph, num_parts, kind="fennel", seed=seed, balance=balance,
                    imbalance=imbalance, gamma=gamma, chunk_nodes=chunk_nodes,
-                   batch_nodes=batch_nodes, progress=progress)
+                   batch_nodes=batch_nodes, progress=progress, part_weights=part_weights)
 
 
 @dataclass(eq=False)
@@ -108,12 +110,16 @@ class _State:
     load_CP: np.ndarray
     """The parts' loads per criterion, in units of the mean part."""
     mean_C: np.ndarray
-    bound_C: np.ndarray
+    bound_CP: np.ndarray
+    """Each part's bound per criterion, in units of the mean part (:mod:`.targets`)."""
     w_CN: np.ndarray | None
     left_k_C: np.ndarray | None
     reserve: bool
     c_nodes: int
     nodes_per_part: float
+    npp_P: np.ndarray
+    """Nodes that make a load of 1 in each part, over its share: loads in node units of its
+    own size (``nodes_per_part`` each without part weights)."""
     alpha: float
     gamma: float
     tol: float = 1e-9
@@ -128,19 +134,21 @@ class _State:
 def _stream(graph: Graph, num_parts: int, *, kind: str, seed: int,
             balance: str | tuple[str, ...], imbalance: float, chunk_nodes: int,
             batch_nodes: int, progress: bool, gamma: float = 1.5,
-            compiled: bool = True) -> np.ndarray:
+            compiled: bool = True, part_weights: Any = None) -> np.ndarray:
     """The stream (module docstring); ``compiled=False`` decides every batch with numpy (the
     reference the compiled loop is tested against)."""
     if chunk_nodes < 1 or batch_nodes < 1:
         raise ValueError(f"chunk_nodes={chunk_nodes} and batch_nodes={batch_nodes} must both be >= 1")
     n, P = graph.num_nodes, num_parts
     t0 = time.perf_counter()
-    names, mean_C, bound_C, w_CN, left_k_C = _stream_weights(graph, P, balance, imbalance)
+    fractions = check_part_weights(part_weights, P)
+    names, mean_C, bound_CP, w_CN, left_k_C = _stream_weights(graph, P, balance, imbalance, fractions)
     # node-count room kept for the rest of the stream's nodes that weigh in another criterion
     reserve = "nodes" in names and len(names) > 1
     st = _State(kind=kind, part=np.full(n, -1, dtype=np.int32), load_CP=np.zeros((len(names), P)),
-                mean_C=mean_C, bound_C=bound_C, w_CN=w_CN, left_k_C=left_k_C, reserve=reserve,
+                mean_C=mean_C, bound_CP=bound_CP, w_CN=w_CN, left_k_C=left_k_C, reserve=reserve,
                 c_nodes=names.index("nodes") if reserve else -1, nodes_per_part=n / P,
+                npp_P=(n / P) / part_shares(fractions, P),
                 alpha=math.sqrt(P) * (graph.num_edges / 2) / n ** 1.5, gamma=gamma)
     bar = progress_bar(progress, n, kind)
     for first, ip, idx in shuffled_chunks(graph, chunk_nodes, seed):
@@ -170,7 +178,7 @@ def _stream_chunk(st: _State, first: int, ip: np.ndarray, idx: np.ndarray, batch
             from ._stream_kernels import decide_batches  # numba: imported when streaming
 
             lo = decide_batches(ip, idx, first, lo, m, batch_nodes, st.part, st.load_CP[0],
-                                float(st.bound_C[0]), 1.0 / st.mean_C[0], st.nodes_per_part,
+                                st.bound_CP[0], 1.0 / st.mean_C[0], st.npp_P,
                                 st.tol, st.kind == "fennel", st.alpha * st.gamma)
             if lo >= m:
                 break
@@ -186,7 +194,7 @@ def _decide_batch(st: _State, first: int, lo: int, hi: int, ip: np.ndarray, idx:
     """Place the chunk's nodes ``lo..hi-1`` together, against the state before them (module
     docstring), with numpy."""
     P = st.load_CP.shape[1]
-    part, load_CP, bound_C, w_CN, tol = st.part, st.load_CP, st.bound_C, st.w_CN, st.tol
+    part, load_CP, bound_CP, w_CN, tol = st.part, st.load_CP, st.bound_CP, st.w_CN, st.tol
     b = hi - lo
     e0, e1 = int(ip[lo]), int(ip[hi])
     ps = part[idx[e0:e1]]
@@ -195,13 +203,13 @@ def _decide_batch(st: _State, first: int, lo: int, hi: int, ip: np.ndarray, idx:
     counts = np.bincount(key, minlength=b * P).reshape(b, P)
     w_Cb = np.full((1, b), 1.0 / st.mean_C[0]) if w_CN is None else w_CN[:, first + lo:first + hi]
     if w_CN is None:
-        feasible = np.broadcast_to(load_CP[0] + w_Cb[0, 0] <= bound_C[0] + tol, (b, P))
-        fullness = np.broadcast_to(load_CP[0] / bound_C[0], (b, P))
-        size = np.broadcast_to(load_CP[0] * st.nodes_per_part, (b, P))
+        feasible = np.broadcast_to(load_CP[0] + w_Cb[0, 0] <= bound_CP[0] + tol, (b, P))
+        fullness = np.broadcast_to(load_CP[0] / bound_CP[0], (b, P))
+        size = np.broadcast_to(load_CP[0] * st.npp_P, (b, P))
     else:
         feasible, fullness, size = _weighted_rooms(
-            w_Cb, load_CP, bound_C, st.nodes_per_part, tol,
-            reserve=(st.left_k_C, st.c_nodes) if st.reserve else None)
+            w_Cb, load_CP, bound_CP, st.npp_P, tol,
+            reserve=(st.left_k_C, st.c_nodes, st.nodes_per_part) if st.reserve else None)
     if st.kind == "ldg":
         score = counts * (1.0 - fullness)
     else:
@@ -213,27 +221,27 @@ def _decide_batch(st: _State, first: int, lo: int, hi: int, ip: np.ndarray, idx:
     lonely = ~signal & ~none_fit
     if none_fit.any():
         rows = np.flatnonzero(none_fit)
-        rel = (load_CP[:, None, :] + w_Cb[:, rows, None]) / bound_C[:, None, None]
+        rel = (load_CP[:, None, :] + w_Cb[:, rows, None]) / bound_CP[:, None, :]
         choice[rows] = np.argmin(rel.max(axis=0), axis=1)
     if lonely.any():
         _place_lonely(choice, lonely, feasible, size, w_Cb > 0,
                       idx[e0:e1] - (first + lo), row_of_edge[e0:e1] - lo)
     incoming = np.stack([np.bincount(choice, weights=w_Cb[c], minlength=P)
                          for c in range(w_Cb.shape[0])])
-    if np.any((load_CP + incoming > bound_C[:, None] + tol) & (incoming > 0)):
-        incoming = _settle_overflow(choice, score, w_Cb, load_CP, bound_C, tol)
+    if np.any((load_CP + incoming > bound_CP + tol) & (incoming > 0)):
+        incoming = _settle_overflow(choice, score, w_Cb, load_CP, bound_CP, tol)
     load_CP += incoming
     if st.reserve:
         st.left_k_C -= (w_Cb > 0).sum(axis=1)  # type: ignore[operator]
     part[first + lo:first + hi] = choice
 
 
-def _stream_weights(graph: Graph, num_parts: int, balance: str | tuple[str, ...],
-                    imbalance: float) -> tuple[tuple[str, ...], np.ndarray, np.ndarray,
-                                               np.ndarray | None, np.ndarray | None]:
-    """``(names, mean_C, bound_C, w_CN, left_k_C)`` of the balance criteria.
+def _stream_weights(graph: Graph, num_parts: int, balance: str | tuple[str, ...], imbalance: float,
+                    fractions: tuple[float, ...] | None) -> tuple[tuple[str, ...], np.ndarray, np.ndarray,
+                                                                np.ndarray | None, np.ndarray | None]:
+    """``(names, mean_C, bound_CP, w_CN, left_k_C)`` of the balance criteria.
 
-    ``mean_C`` is the mean part weight, ``bound_C`` the bound in units of it; ``w_CN`` the
+    ``mean_C`` is the mean part weight, ``bound_CP`` each part's bound in units of it; ``w_CN`` the
     float64 relative weights and ``left_k_C`` the nodes still to come that weigh in each
     criterion, both None when only ``nodes`` is balanced (every node weighs the same: no weight
     arrays at all).
@@ -241,40 +249,41 @@ def _stream_weights(graph: Graph, num_parts: int, balance: str | tuple[str, ...]
     n = graph.num_nodes
     if normalize_balance(balance) == ("nodes",):
         mean_C = np.array([n / num_parts])
-        return ("nodes",), mean_C, balance_bounds(np.array([[n]]), num_parts, imbalance) / mean_C, \
-            None, None
+        bound_CP = part_bounds(np.array([[n]]), num_parts, imbalance, fractions) / mean_C[:, None]
+        return ("nodes",), mean_C, bound_CP, None, None
     names, W_CN = vertex_weights(graph, balance)
     mean_C = W_CN.sum(axis=1).astype(np.float64) / num_parts
-    bound_C = balance_bounds(W_CN, num_parts, imbalance) / mean_C   # in units of the mean part
+    bound_CP = part_bounds(W_CN, num_parts, imbalance, fractions) / mean_C[:, None]  # mean units
     w_CN = W_CN / mean_C[:, None]                                     # float64, relative weights
     left_k_C = (W_CN > 0).sum(axis=1).astype(np.float64)              # nodes still to come
-    return names, mean_C, bound_C, w_CN, left_k_C
+    return names, mean_C, bound_CP, w_CN, left_k_C
 
 
-def _weighted_rooms(w_Cb: np.ndarray, load_CP: np.ndarray, bound_C: np.ndarray,
-                    nodes_per_part: float, tol: float,
-                    reserve: tuple[np.ndarray, int] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _weighted_rooms(w_Cb: np.ndarray, load_CP: np.ndarray, bound_CP: np.ndarray,
+                    npp_P: np.ndarray, tol: float,
+                    reserve: tuple[np.ndarray, int, float] | None,
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(feasible, fullness, size)``, each ``[b, P]``: where each node of the batch fits, and
     each part's load as that node sees it (relative, and in node units).
 
     With several criteria only those in which the node weighs something count (an isolated node
-    ignores edge loads). ``reserve`` is ``(left_k_C, c_nodes)`` when node room is kept for the
-    rest of the stream (:func:`_reserve_rooms`).
+    ignores edge loads). ``reserve`` is ``(left_k_C, c_nodes, nodes_per_part)`` when node room
+    is kept for the rest of the stream (:func:`_reserve_rooms`).
     """
     w = w_Cb[:, :, None]
-    feasible = np.all((w == 0) | (load_CP[:, None, :] + w <= bound_C[:, None, None] + tol), axis=0)
+    feasible = np.all((w == 0) | (load_CP[:, None, :] + w <= bound_CP[:, None, :] + tol), axis=0)
     if reserve is not None:
-        left_k_C, c_nodes = reserve
-        feasible = _reserve_rooms(feasible, w_Cb, load_CP, bound_C, left_k_C, c_nodes,
+        left_k_C, c_nodes, nodes_per_part = reserve
+        feasible = _reserve_rooms(feasible, w_Cb, load_CP, bound_CP, left_k_C, c_nodes,
                                   nodes_per_part, tol)
     counted = (w_Cb > 0)[:, :, None]
-    fullness = np.where(counted, (load_CP / bound_C[:, None])[:, None, :], 0.0).max(axis=0)
-    size = np.where(counted, load_CP[:, None, :], 0.0).max(axis=0) * nodes_per_part
+    fullness = np.where(counted, (load_CP / bound_CP)[:, None, :], 0.0).max(axis=0)
+    size = np.where(counted, load_CP[:, None, :], 0.0).max(axis=0) * npp_P
     return feasible, fullness, size
 
 
 def _reserve_rooms(feasible: np.ndarray, w_Cb: np.ndarray, load_CP: np.ndarray,
-                   bound_C: np.ndarray, left_k_C: np.ndarray, c_nodes: int,
+                   bound_CP: np.ndarray, left_k_C: np.ndarray, c_nodes: int,
                    nodes_per_part: float, tol: float) -> np.ndarray:
     """``feasible`` narrowed so that nodes keep node-count room for the stream's future nodes.
 
@@ -284,14 +293,14 @@ def _reserve_rooms(feasible: np.ndarray, w_Cb: np.ndarray, load_CP: np.ndarray,
     the part's room in ``c``; a node that weighs nothing in ``c`` may not use that reserve. Rows
     left with no part are given back their plain ``feasible`` row.
     """
-    room_CP = np.maximum(bound_C[:, None] - load_CP, 0.0)
+    room_CP = np.maximum(bound_CP - load_CP, 0.0)
     total = room_CP.sum(axis=1, keepdims=True)
     share_CP = np.divide(room_CP, total, out=np.zeros_like(room_CP), where=total > 0)
     need_CP = share_CP * left_k_C[:, None] / nodes_per_part   # relative node units
     need_CP[c_nodes] = 0.0
     reserved_bP = np.where((w_Cb == 0)[:, :, None], need_CP[:, None, :], 0.0).max(axis=0)
     strict = feasible & (load_CP[c_nodes] + w_Cb[c_nodes][:, None] + reserved_bP
-                         <= bound_C[c_nodes] + tol)
+                         <= bound_CP[c_nodes] + tol)
     stuck = ~strict.any(axis=1)
     strict[stuck] = feasible[stuck]
     return strict
@@ -360,7 +369,7 @@ def _water_fill(level: np.ndarray, k: int, parts: np.ndarray) -> np.ndarray:
 
 
 def _settle_overflow(choice: np.ndarray, score: np.ndarray, w_Cb: np.ndarray,
-                     load_CP: np.ndarray, bound_C: np.ndarray, tol: float) -> np.ndarray:
+                     load_CP: np.ndarray, bound_CP: np.ndarray, tol: float) -> np.ndarray:
     """Enforce capacity within a batch: re-place nodes whose chosen part fills up in the batch.
 
     Each part keeps, in batch order, the nodes that fit; the others move to their best-scoring
@@ -380,7 +389,7 @@ def _settle_overflow(choice: np.ndarray, score: np.ndarray, w_Cb: np.ndarray,
         cum_Cb = np.cumsum(w_Cb[:, sub], axis=1)
         before_CP = np.where(starts > 0, cum_Cb[:, np.maximum(starts - 1, 0)], 0.0)
         within_Cb = cum_Cb - before_CP[:, grouped]
-        fits = np.all((w_Cb[:, sub] == 0) | (cur[:, grouped] + within_Cb <= bound_C[:, None] + tol),
+        fits = np.all((w_Cb[:, sub] == 0) | (cur[:, grouped] + within_Cb <= bound_CP[:, grouped] + tol),
                       axis=0)
         kept = sub[fits]
         for c in range(cur.shape[0]):
@@ -390,14 +399,14 @@ def _settle_overflow(choice: np.ndarray, score: np.ndarray, w_Cb: np.ndarray,
             break
         w_Ct = w_Cb[:, todo]
         w = w_Ct[:, :, None]
-        room = np.all((w == 0) | (cur[:, None, :] + w <= bound_C[:, None, None] + tol), axis=0)
-        fullness = (cur / bound_C[:, None]).max(axis=0)
+        room = np.all((w == 0) | (cur[:, None, :] + w <= bound_CP[:, None, :] + tol), axis=0)
+        fullness = (cur / bound_CP).max(axis=0)
         pick = np.where(room, score[todo] - 1e-6 * fullness, -np.inf)
         choice[todo] = np.argmax(pick, axis=1)
         stuck = ~room.any(axis=1)
         for i in todo[stuck]:  # fits nowhere: placed one by one (so they spread out), for good
             w = w_Cb[:, i]
-            p = int(np.argmin(((cur + w[:, None]) / bound_C[:, None]).max(axis=0)))
+            p = int(np.argmin(((cur + w[:, None]) / bound_CP).max(axis=0)))
             choice[i] = p
             cur[:, p] += w
         todo = todo[~stuck]

@@ -56,11 +56,12 @@ def test_the_compiled_stream_leaves_overfull_batches_to_numpy(monkeypatch):
 
 def test_only_equal_weights_and_a_square_root_exponent_are_compiled():
     g = Graph.from_edges(np.array([0, 1]), np.array([1, 2]), 3)
-    assert streaming._stream_weights(g, 2, ("nodes",), 0.03)[3] is None
+    assert streaming._stream_weights(g, 2, ("nodes",), 0.03, None)[3] is None
     for kind, gamma, compiled in (("ldg", 2.0, True), ("fennel", 1.5, True), ("fennel", 2.0, False)):
         st = streaming._State(kind=kind, part=np.zeros(0, np.int32), load_CP=np.zeros((1, 2)),
-                              mean_C=np.ones(1), bound_C=np.ones(1), w_CN=None, left_k_C=None,
-                              reserve=False, c_nodes=-1, nodes_per_part=1.0, alpha=1.0, gamma=gamma)
+                              mean_C=np.ones(1), bound_CP=np.ones((1, 2)), w_CN=None, left_k_C=None,
+                              reserve=False, c_nodes=-1, nodes_per_part=1.0, npp_P=np.ones(2),
+                              alpha=1.0, gamma=gamma)
         assert st.compiled is compiled
 
 

@@ -14,8 +14,8 @@ from partitioners import Graph
 from partitioners.methods import METHODS, assign_parts, fennel_assign, ldg_assign, refine_volume
 from partitioners.methods._common import balance_bounds, vertex_weights
 from partitioners.methods.metis import symmetric_adjacency
-from partitioners.methods.refine import (_simple_in_adjacency, _State, rebalance_parts,
-                                         volume_table)
+from partitioners.methods.rebalance import rebalance_parts
+from partitioners.methods.refine import _simple_in_adjacency, _State, volume_table
 from partitioners.quality import partition_quality
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from partitioners import Graph
 from partitioners.format import write_partition
-from partitioners.quality import halo_counts, partition_quality
+from partitioners.quality import halo_and_send_counts, halo_counts, partition_quality
 
 
 def brute_quality(src: list[int], dst: list[int], n: int, part: list[int], num_parts: int,
@@ -33,9 +33,13 @@ def brute_quality(src: list[int], dst: list[int], n: int, part: list[int], num_p
     tr = 1.0
     if train is not None:
         tr = bal([sum(1 for v in range(n) if train[v] and part[v] == p) for p in range(num_parts)])
+    send = [sum(1 for p in range(num_parts) for u in halo[p] if part[u] == q) for q in range(num_parts)]
+    recv = [len(h) for h in halo]
     return {
         "edge_cut": cut, "comm_volume": sum(len(h) for h in halo),
-        "halo_per_part": [len(h) for h in halo], "max_halo_fraction": max(frac),
+        "halo_per_part": recv, "send_per_part": send, "max_send_volume": max(send),
+        "mean_send_volume": sum(send) / num_parts, "max_recv_volume": max(recv),
+        "mean_recv_volume": sum(recv) / num_parts, "max_halo_fraction": max(frac),
         "mean_halo_fraction": sum(frac) / num_parts, "node_balance": max(sizes) / (n / num_parts),
         "edge_balance": bal(edges), "train_balance": tr, "part_sizes": sizes,
         "empty_parts": sizes.count(0),
@@ -87,11 +91,12 @@ def test_the_writers_report_equals_partition_quality(tmp_path_factory, case) -> 
 @settings(max_examples=30, deadline=None)
 def test_halo_methods_agree(case: tuple[Graph, np.ndarray, int]) -> None:
     g, part, num_parts = case
-    cut_d, halo_d = halo_counts(g, part, num_parts, method="dense")
+    cut_d, halo_d, send_d = halo_and_send_counts(g, part, num_parts, method="dense")
     for method in ("bits", "sort"):
-        cut, halo = halo_counts(g, part, num_parts, method=method)
-        assert cut == cut_d
+        cut, halo, send = halo_and_send_counts(g, part, num_parts, method=method)
+        assert cut == cut_d and halo_counts(g, part, num_parts, method=method)[0] == cut
         np.testing.assert_array_equal(halo, halo_d)
+        np.testing.assert_array_equal(send, send_d)
 
 
 def test_bits_halo_with_many_parts() -> None:

@@ -20,8 +20,9 @@ def path_graph(n: int = 12) -> Graph:
 
 def test_builtins_are_registered_in_order():
     assert methods.METHODS == ("metis", "random", "ldg", "fennel")
-    assert get_method("metis").options == ("imbalance",) and get_method("random").options == ()
-    assert get_method("ldg").options == ("imbalance", "progress")
+    assert get_method("metis").options == ("imbalance", "part_weights")
+    assert get_method("random").options == ("part_weights",)
+    assert get_method("ldg").options == ("imbalance", "progress", "part_weights")
     assert all(get_method(m).memory is not None for m in methods.METHODS)
 
 

@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``gnn-dist`` parser: verbs ``datasets``, ``partition``, ``convert``, ``inspect``, ``train``, ``predict``, ``plan``, ``report``."""
     from .cli_input import _split_fractions, add_input_arguments
     from .io import FORMATS
-    from .methods import METHODS, refiner_names
+    from .methods import METHODS
     from .normalize import NORMALIZATIONS
 
     parser = OneLineParser(prog="gnn-dist", description="Partition a graph for exact "
@@ -131,14 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--import", dest="imports", action="append", metavar="FILE.py|MODULE",
                    help="import your own components first (a registered partition method or reader; a .py file "
                         "or a module name; repeatable)")
-    p.add_argument("--refine", action="store_true",
-                   help="then move boundary nodes to lower the communication volume, keeping balance")
-    p.add_argument("--refine-objective", choices=refiner_names(), default="volume", metavar="OBJ",
-                   help="what --refine lowers: volume (the total halo rows, default) or max-volume (the "
-                        "busiest part's halo send/receive volume per layer, which sets a synchronous exchange's time)")
-    p.add_argument("--part-weights", type=weight_list, default=None, metavar="W,W,...",
-                   help="size the parts to their devices: one positive weight per part (e.g. 2,1,1 gives part 0 "
-                        "half of every --balance criterion); recorded in partition.json (default: equal parts)")
+    _add_refine_arguments(p)
     p.add_argument("--balance", type=balance_list, default=("nodes",), metavar="LIST",
                    help="what to balance: comma-separated of nodes,edges,train (default: nodes)")
     p.add_argument("--symmetrize", action="store_true", help="add the reverse of every edge (--input only)")
@@ -179,6 +172,20 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", required=True, metavar="FILE",
                     help="report.html (self-contained, inline SVG) or report.png (needs matplotlib)")
     return parser
+
+
+def _add_refine_arguments(p: argparse.ArgumentParser) -> None:
+    """``partition``'s ``--refine``, ``--refine-objective`` and ``--part-weights``."""
+    from .methods import refiner_names
+
+    p.add_argument("--refine", action="store_true",
+                   help="then move boundary nodes to lower the communication volume, keeping balance")
+    p.add_argument("--refine-objective", choices=refiner_names(), default="volume", metavar="OBJ",
+                   help="what --refine lowers: volume (the total halo rows, default) or max-volume (the "
+                        "busiest part's halo send/receive volume per layer, which sets a synchronous exchange's time)")
+    p.add_argument("--part-weights", type=weight_list, default=None, metavar="W,W,...",
+                   help="size the parts to their devices: one positive weight per part (e.g. 2,1,1 gives part 0 "
+                        "half of every --balance criterion); recorded in partition.json (default: equal parts)")
 
 
 # --------------------------------------------------------------------------------- partition

@@ -71,6 +71,8 @@ def add_plan_verb(sub: argparse._SubParsersAction, verbose: argparse.ArgumentPar
                                    "--feature-storage, --feature-cache-budget, ...) are gnn_dist.train's.",
                        epilog="See docs/cli.md#plan and docs/scaling.md.")
     p.add_argument("--data", metavar="DIR", help="partition folder (or give the sizes below)")
+    p.add_argument("--typed-spec", metavar="NAME", help="a published typed graph's sizes by name (ogbn-mag), "
+                                                        "instead of a folder or the size spec; with --parts")
     p.add_argument("--nodes", type=positive_int, metavar="N", help="size spec: nodes of the graph")
     p.add_argument("--edges", type=positive_int, metavar="E",
                    help="size spec: edges as published (stored both ways unless --directed)")
@@ -118,6 +120,8 @@ def _sizes(args: argparse.Namespace, task: str = "auto") -> tuple[list[list[Any]
     from gnn_dist.memory_plan import sizes_from_meta
 
     given = [f for f in SPEC_FLAGS if getattr(args, f) is not None]
+    if args.typed_spec is not None:
+        return _typed_spec(args, given), f"{args.typed_spec} (typed), {args.halo_model} halo model"
     if args.data is not None:
         if given:
             raise UsageError(f"plan: --data {args.data} and --{given[0].replace('_', '-')} exclude each other; give "
@@ -132,6 +136,19 @@ def _sizes(args: argparse.Namespace, task: str = "auto") -> tuple[list[list[Any]
     out = [[_spec_part(args, p, task)] for p in args.parts]
     halo = f"halo ratio {args.halo_ratio}" if args.halo_ratio is not None else f"{args.halo_model} halo model"
     return out, f"{args.nodes:,} nodes, {args.edges:,} edges, {args.feature_dim} features, {args.classes} classes, {halo}"
+
+
+def _typed_spec(args: argparse.Namespace, given: list[str]) -> list[list[Any]]:
+    """The parts of ``--typed-spec NAME`` at each of ``--parts``."""
+    from gnn_dist.memory_plan import TYPED_SPECS, typed_sizes_from_spec
+
+    if args.typed_spec not in TYPED_SPECS:
+        raise UsageError(f"plan: --typed-spec {args.typed_spec}: not a known typed graph; known: "
+                         f"{', '.join(sorted(TYPED_SPECS))}")
+    extra = [f"--{f.replace('_', '-')}" for f in given if f != "parts"] + (["--data"] if args.data else [])
+    if extra or args.parts is None:
+        raise UsageError(f"plan: --typed-spec takes --parts and none of {', '.join(extra) or 'the size spec'}")
+    return [[typed_sizes_from_spec(args.typed_spec, p, args.halo_model, args.halo_ratio)] for p in args.parts]
 
 
 def _meta(args: argparse.Namespace) -> Any:
@@ -173,7 +190,8 @@ def cmd_plan(args: argparse.Namespace, rest: Sequence[str]) -> int:
     def at(parts: int) -> list[Any]:
         """The size spec's mean part at ``parts`` parts (how many parts would fit)."""
         return [_spec_part(args, parts, workload.task)]
-    plans = [plan_memory(sizes, workload, limit, None if args.data is not None else at) for sizes in runs]
+    spec = args.data is None and args.typed_spec is None
+    plans = [plan_memory(sizes, workload, limit, at if spec else None) for sizes in runs]
     schedules = [_schedules(args, config, workload, sizes) for sizes in runs] if args.schedules else None
     if args.json:
         out = [p.to_json() for p in plans]

@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TypedSizes", "typed_sizes", "typed_layer_parameters", "embedding_values"]
+__all__ = ["TypedSizes", "typed_sizes", "typed_layer_parameters", "embedding_values", "TYPED_SPECS",
+           "typed_sizes_from_spec"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,3 +67,42 @@ def embedding_values(typed: TypedSizes | None, embedding_dim: int | None) -> int
     if typed is None or not embedding_dim:
         return 0
     return typed.embedding_rows() * int(embedding_dim)
+
+
+TYPED_SPECS: dict[str, dict[str, Any]] = {
+    "ogbn-mag": {
+        "node_types": {"paper": (736_389, 128), "author": (1_134_649, 0), "institution": (8_740, 0),
+                       "field_of_study": (59_965, 0)},
+        "relations": {("author", "affiliated_with", "institution"): 1_043_998,
+                      ("author", "writes", "paper"): 7_145_660, ("paper", "cites", "paper"): 5_416_271,
+                      ("paper", "has_topic", "field_of_study"): 7_505_078},
+        "classes": 349, "reverse": True},
+}
+"""Published typed graphs the planner knows by name (``gnn-dist plan --typed-spec NAME``): each
+node type's ``(count, feature width)``, each relation's edges, the target type's classes, and
+whether the recipe adds each relation's reverse (OGB's ``raw/`` counts)."""
+
+
+def typed_sizes_from_spec(name: str, num_parts: int, halo_model: str = "rmat", halo: float | None = None) -> Any:
+    """The mean part of the published typed graph ``name`` (:data:`TYPED_SPECS`) cut into
+    ``num_parts`` parts: every type and relation split evenly, the halo rows by the halo model
+    (:func:`~.sizes.halo_ratio`) or ``halo`` (``H / I``)."""
+    from .sizes import PartSizes, halo_ratio
+
+    spec = TYPED_SPECS[name]
+    names = list(spec["node_types"])
+    rels = [(names.index(s), names.index(d)) for s, _, d in spec["relations"]]
+    edges = sum(spec["relations"].values())
+    if spec["reverse"]:
+        rels += [(d, s) for s, d in rels]
+        edges *= 2
+    counts = [c for c, _ in spec["node_types"].values()]
+    nodes = sum(counts)
+    inner = -(-nodes // num_parts)
+    ratio = halo_ratio(num_parts, halo_model) if halo is None else float(halo)
+    num_halo = min(int(round(ratio * inner)), nodes - inner)
+    typed = TypedSizes(relations=tuple(rels), feature_dims=tuple(f for _, f in spec["node_types"].values()),
+                       rows=tuple(-(-c // num_parts) for c in counts))
+    return PartSizes(part_id=0, num_parts=num_parts, inner=inner, halo=num_halo, edges=-(-edges // num_parts),
+                     send=num_halo, feature_dim=max(typed.feature_dims), num_classes=int(spec["classes"]),
+                     num_nodes=nodes, typed=typed)

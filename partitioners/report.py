@@ -95,6 +95,9 @@ def describe_lines(meta: PartitionMeta, verbose: bool = False) -> list[str]:
         f"files: {len(entries)} arrays, {sum(e.size for e in entries) / 2**20:.2f} MiB "
         f"(sizes and sha256 recorded in partition.json)",
     ]
+    if meta.graph_fingerprint is not None:
+        lines.insert(3, f"graph fingerprint: {meta.graph_fingerprint} (by original node ids: the same for every "
+                        f"partition of this graph)")
     if meta.split is not None:
         lines.insert(3, f"split: {json.dumps(meta.split, sort_keys=True)}")
     if meta.edge_split is not None:

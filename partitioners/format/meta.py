@@ -125,6 +125,9 @@ class PartitionMeta:
     hetero: dict[str, Any] | None = None
     """The ``hetero`` section of a typed folder (minor version 3, :mod:`.hetero`): node types,
     relations, target type, inner rows per part and type; None for a homogeneous folder."""
+    graph_fingerprint: str | None = None
+    """The digest of the graph by original node ids, the same for every partition of the graph
+    (:mod:`.graph_digest`); None in folders written before it existed."""
 
     @property
     def masks(self) -> tuple[str, ...]:
@@ -340,6 +343,7 @@ def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> Part
     split = raw.get("split")
     if split is not None and (not isinstance(split, dict) or not isinstance(split.get("kind"), str)):
         raise _err(meta_path, f"field split must be an object with a string 'kind', or null, got {split!r}")
+    graph_fingerprint = _graph_fingerprint(raw, meta_path)
     name = raw.get("name") or ""
     if not isinstance(name, str):
         raise _err(meta_path, f"field name must be a string, got {type(name).__name__} {name!r}")
@@ -349,7 +353,19 @@ def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> Part
                          weighted=raw["weighted"], directed=raw["directed"], method=method,
                          method_params=method_params, seed=seed, name=str(name), quality=quality,
                          files=files, parts=parts, raw=raw, split=split, minor_version=minor_version,
-                         edge_feature_dim=edge_feature_dim, edge_split=edge_split, hetero=hetero)
+                         edge_feature_dim=edge_feature_dim, edge_split=edge_split, hetero=hetero,
+                         graph_fingerprint=graph_fingerprint)
+
+
+def _graph_fingerprint(raw: dict[str, Any], meta_path: Path) -> str | None:
+    """``graph_fingerprint`` checked: 64 lowercase hex digits, or absent/null (older folders)."""
+    value = raw.get("graph_fingerprint")
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) != 64 or value.strip("0123456789abcdef"):
+        raise _err(meta_path, f"field graph_fingerprint = {value!r}: expected 64 lowercase hex digits (a sha256) "
+                              f"or null; re-partition the graph, or delete the field to read the folder without it")
+    return value
 
 
 def _method_fields(raw: dict[str, Any], meta_path: Path) -> tuple[str, dict[str, Any], int | None,

@@ -47,6 +47,7 @@ from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, FORMAT_MINOR_VERSION, FOR
                      HOTNESS, IN_DEGREE, INDICES, INDPTR, LABELS, LINK_FILES, MASKS, META_FILE, NODE_MAP_FILE,
                      ORIGINAL_IDS, ORIGINAL_NAMES_FILE, OUT_DEGREE, SELF_LOOPS, SEND_INDEX,
                      SEND_OFFSETS, TOOL_NAME, WEIGHTED_DEGREE, local_index_dtype, part_dir_name)
+from .graph_digest import GraphDigest, graph_header
 from .hetero import HETERO_MINOR_VERSION, HeteroFolderData, hetero_part_arrays
 from .meta import FileEntry
 from ..quality import check_assignment, quality_report
@@ -60,7 +61,7 @@ log = logging.getLogger(__name__)
 _RESERVED_KEYS = frozenset({
     "format", "version", "minor_version", "edge_feature_dim", "created_by", "num_parts", "num_nodes", "num_edges", "method",
     "method_params", "seed", "feature_dim", "feature_dtype", "num_classes", "label_kind",
-    "weighted", "quality", "files", "parts", "hetero"})
+    "weighted", "quality", "files", "parts", "hetero", "graph_fingerprint"})
 """Keys of partition.json that ``extra_meta`` may not set (they describe the data)."""
 
 
@@ -132,13 +133,13 @@ def _install(tmp: Path, out: Path, overwrite: bool) -> None:
 
 
 def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_all: np.ndarray,
-                local_of: np.ndarray, weighted_degree: np.ndarray | None) -> dict[str, Any]:
+                local_of: np.ndarray, weighted_degree: np.ndarray | None, digest: GraphDigest) -> dict[str, Any]:
     """Write ``part-XXXXX/`` for part ``p``; return its ``parts[p]`` entry of partition.json.
 
     ``halo_offsets_all[q]`` is part q's halo_offsets; ``local_of`` is an all ``-1`` scratch
     ``[N]`` array, left all ``-1`` again. The part's edge arrays and node data are gathered and
     written in chunks (:class:`~.npyio.ArrayStream`): nothing of size ``E_p`` or ``N_p * F``
-    exists in memory.
+    exists in memory. Each chunk of edges and node data is also added to ``digest``.
     """
     from ._kernels import gather_row_counts  # numba: imported by the writer, not by readers
 
@@ -164,7 +165,7 @@ def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_al
     num_local_edges = int(indptr[-1])
     del indptr
     files.update(_write_part_edges(graph, tmp, pdir, inner, in_degree[:ni], local_of,
-                                   num_local_edges, local_index_dtype(ni + nh)))
+                                   num_local_edges, local_index_dtype(ni + nh), rows, digest))
     local_of[rows] = -1
 
     save(HALO_OFFSETS, halo_offsets_all[p])
@@ -196,6 +197,7 @@ def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_al
             for lo in range(0, ni, step):
                 chunk = np.take(data, inner[lo:lo + step], axis=0)  # 3x data[idx]
                 out.write(chunk)
+                digest.add_rows(name, inner[lo:lo + step], chunk)
                 if name == MASKS[0]:
                     num_train += int(np.count_nonzero(chunk))
         files[name] = out.entry  # type: ignore[assignment]
@@ -209,11 +211,12 @@ def _stream(tmp: Path, pdir: str, name: str, dtype: Any, shape: tuple[int, ...])
 
 
 def _write_part_edges(graph: Graph, tmp: Path, pdir: str, inner: np.ndarray, in_degree: np.ndarray,
-                      local_of: np.ndarray, num_edges: int, index_dtype: Any) -> dict[str, FileEntry]:
+                      local_of: np.ndarray, num_edges: int, index_dtype: Any, rows: np.ndarray,
+                      digest: GraphDigest) -> dict[str, FileEntry]:
     """Stream the in-edges of a part's ``inner`` rows (in-degrees ``in_degree``) into its
-    ``indices.npy`` (local ids by ``local_of``) and, when the graph has them, ``edge_weight.npy``
-    and ``edge_attr.npy``, in node chunks of about :data:`~.relabel.CHUNK_EDGES` edges; return
-    their entries."""
+    ``indices.npy`` (local ids by ``local_of``; ``rows`` maps them back to original ids for
+    ``digest``) and, when the graph has them, ``edge_weight.npy`` and ``edge_attr.npy``, in node
+    chunks of about :data:`~.relabel.CHUNK_EDGES` edges; return their entries."""
     from ._kernels import gather_edge_rows, gather_part_edges  # numba: imported by the writer, not by readers
 
     def stream(name: str, dtype: Any, shape: tuple[int, ...]) -> npyio.ArrayStream:
@@ -239,10 +242,12 @@ def _write_part_edges(graph: Graph, tmp: Path, pdir: str, inner: np.ndarray, in_
             out_idx.write(indices)
             if out_w is not None:
                 out_w.write(weights)
+            attrs = None
             if out_a is not None:
                 attrs = np.empty((count, attr_dim), dtype=np.float32)
                 gather_edge_rows(indptr_all, nodes, attrs_all, attrs)
                 out_a.write(attrs)
+            digest.add_edges(np.repeat(nodes, in_degree[lo:hi]), rows[indices], weights if weighted else None, attrs)
     files = {INDICES: out_idx.entry}
     if out_w is not None:
         files[EDGE_WEIGHT] = out_w.entry
@@ -357,7 +362,7 @@ def _quality(graph: Graph, assignment: np.ndarray, num_parts: int, rl: Relabelin
 
 
 def _write_parts(graph: Graph, rl: Relabeling, num_parts: int, tmp: Path, links: Any, hetero: HeteroFolderData | None,
-                 progress: bool) -> tuple[list[dict[str, Any]], list[list[int]]]:
+                 progress: bool, digest: GraphDigest) -> tuple[list[dict[str, Any]], list[list[int]]]:
     """Write every part's folder into ``tmp`` (its arrays, its link pairs, its typed arrays);
     returns the parts' entries of partition.json and, for a typed graph, each part's count of
     inner nodes per node type."""
@@ -368,7 +373,7 @@ def _write_parts(graph: Graph, rl: Relabeling, num_parts: int, tmp: Path, links:
     type_counts = []
     with npyio.background_io():  # hashing, writing and fsync overlap the next gathers
         for p in tqdm(range(num_parts), desc="write parts", unit="part", disable=not progress):
-            parts.append(_write_part(graph, rl, p, tmp, halo_offsets_all, local_of, wdeg))
+            parts.append(_write_part(graph, rl, p, tmp, halo_offsets_all, local_of, wdeg, digest))
             for name, pairs in (links[p] if links else {}).items():
                 entry = npyio.save_array(tmp, f"{part_dir_name(p)}/{name}", pairs)
                 parts[p]["files"][name] = entry.to_json()
@@ -450,17 +455,21 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
         del a
         top_files = {NODE_MAP_FILE: npyio.save_array(tmp, NODE_MAP_FILE, rl.node_map).to_json()}
         links = _link_parts(graph, rl)
+        digest = GraphDigest(graph_header(graph, None if hetero is None else hetero.section))
+        for kind, pairs in (graph.link_pairs or {}).items():
+            digest.add_pairs(kind, pairs)
         rl.node_map = np.zeros(0, dtype=np.int64)  # not needed any more
         if graph.node_names is not None:
             top_files[ORIGINAL_NAMES_FILE] = npyio.save_array(tmp, ORIGINAL_NAMES_FILE,
                                                               graph.node_names).to_json()
-        parts, type_counts = _write_parts(graph, rl, num_parts, tmp, links, hetero, progress)
+        parts, type_counts = _write_parts(graph, rl, num_parts, tmp, links, hetero, progress, digest)
         del rl, links
         _fsync_dir(tmp)
 
         _record_times(quality, stage_times, t0)
         meta = _meta_document(graph, num_parts, method=method, method_params=method_params,
                               seed=seed, extra=extra)
+        meta["graph_fingerprint"] = digest.hexdigest()
         if hetero is not None:
             meta["minor_version"] = HETERO_MINOR_VERSION
             meta["hetero"] = _jsonable({**hetero.section, "part_type_counts": type_counts})

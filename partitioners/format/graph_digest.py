@@ -1,0 +1,110 @@
+"""The graph fingerprint: a digest of the graph by original node ids, the same for every
+partition of the graph whatever the number of parts or the method (``partition.json``'s
+``graph_fingerprint``, ``docs/format.md``).
+
+The writer goes part by part, chunk by chunk, so the digest is order-independent: every edge
+and every row of node data hashes to a 64-bit word keyed by original ids (an edge by its
+destination, source, weight and edge features; a row by its original id, the file it belongs
+to and its bytes), and the words of each kind are summed modulo ``2**64``: a multiset hash, so
+duplicate edges count twice and no order of the parts, chunks or rows matters. The fingerprint
+is the sha256 of a header (counts, dtypes, label kind, the input's node names, a typed graph's
+``hetero`` section) and those sums. It tells "the same graph cut again" from "another graph"; it
+is not a cryptographic commitment (a 64-bit sum can be forged on purpose, not by accident).
+
+Nothing here loads the graph: :class:`GraphDigest` takes the chunks the writer gathers anyway.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import numpy as np
+
+__all__ = ["GraphDigest", "graph_header", "row_words"]
+
+_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """The splitmix64 finaliser on uint64 words (a bijection; array ops wrap modulo 2**64)."""
+    x = x ^ (x >> _S30)
+    x = x * _M1
+    x = x ^ (x >> _S27)
+    x = x * _M2
+    return x ^ (x >> _S31)
+
+
+def _tag(name: str) -> np.uint64:
+    """A 64-bit key of a name (``features.npy``, ``edges``)."""
+    return np.uint64(int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little"))
+
+
+def row_words(chunk: np.ndarray) -> np.ndarray:
+    """uint64 ``[n]``: a hash of each row's bytes (``chunk`` ``[n, ...]`` of any dtype), each
+    8-byte word keyed by its position in the row."""
+    n = chunk.shape[0]
+    raw = np.ascontiguousarray(chunk).reshape(n, -1).view(np.uint8).reshape(n, -1)
+    pad = (-raw.shape[1]) % 8
+    if pad:
+        raw = np.concatenate([raw, np.zeros((n, pad), np.uint8)], axis=1)
+    words = raw.view(np.uint64) if raw.shape[1] else np.zeros((n, 1), np.uint64)
+    keys = _mix(np.arange(words.shape[1], dtype=np.uint64) * _GOLDEN + _GOLDEN)
+    return _mix(words ^ keys).sum(axis=1, dtype=np.uint64)
+
+
+def _ids(ids: np.ndarray, tag: np.uint64) -> np.ndarray:
+    return _mix(np.asarray(ids).astype(np.uint64) ^ tag)
+
+
+class GraphDigest:
+    """Accumulates the graph fingerprint from the writer's chunks (see the module docstring)."""
+
+    def __init__(self, header: dict[str, Any]) -> None:
+        self.header = header
+        self.sums: dict[str, int] = {}
+
+    def _add(self, kind: str, words: np.ndarray) -> None:
+        total = int(words.sum(dtype=np.uint64)) if words.size else 0
+        self.sums[kind] = (self.sums.get(kind, 0) + total) % (1 << 64)
+
+    def add_edges(self, dst: np.ndarray, src: np.ndarray, weight: np.ndarray | None = None,
+                  attr: np.ndarray | None = None) -> None:
+        """Edges ``src -> dst`` (original ids), with their weights and feature rows if any."""
+        h = _mix(_ids(dst, _tag("edges.dst")) ^ np.asarray(src).astype(np.uint64))
+        if weight is not None:
+            h = _mix(h ^ np.ascontiguousarray(weight, dtype=np.float32).view(np.uint32).astype(np.uint64))
+        if attr is not None:
+            h = _mix(h + row_words(attr))
+        self._add("edges", h)
+
+    def add_rows(self, name: str, ids: np.ndarray, chunk: np.ndarray) -> None:
+        """Rows of the node data ``name`` (``features.npy``, ``labels.npy``, a mask) of the nodes
+        ``ids`` (original ids)."""
+        self._add(name, _mix(_ids(ids, _tag(name)) + row_words(chunk)))
+
+    def add_pairs(self, name: str, pairs: np.ndarray) -> None:
+        """Node pairs ``[2, n]`` (original ids) of the set ``name`` (an edge split's ``train``)."""
+        pairs = np.asarray(pairs)
+        self._add(f"pairs.{name}", _mix(_ids(pairs[1], _tag(name)) ^ pairs[0].astype(np.uint64)))
+
+    def hexdigest(self) -> str:
+        """The fingerprint: hex sha256 of the header and the sums."""
+        doc = {"header": self.header, "sums": {k: f"{v:016x}" for k, v in sorted(self.sums.items())}}
+        return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def graph_header(graph: Any, hetero_section: dict[str, Any] | None) -> dict[str, Any]:
+    """What the fingerprint records of ``graph`` besides its edges and rows."""
+    names = graph.node_names
+    return {"num_nodes": int(graph.num_nodes), "num_edges": int(graph.num_edges),
+            "feature_dim": int(graph.feature_dim),
+            "feature_dtype": None if graph.x is None else graph.x.dtype.name,
+            "label_kind": graph.label_kind, "num_classes": int(graph.num_classes) if graph.y is not None else 0,
+            "weighted": graph.edge_weight is not None, "edge_feature_dim": int(graph.edge_feature_dim),
+            "node_names": None if names is None else hashlib.sha256(np.ascontiguousarray(names).tobytes()).hexdigest(),
+            "hetero": None if hetero_section is None else {k: v for k, v in hetero_section.items()
+                                                           if k != "part_type_counts"}}

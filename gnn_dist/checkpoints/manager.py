@@ -8,8 +8,11 @@ on one rank only (rank 0 writing or reading the main file, a rank its own rank f
 collective for a peer that has given up.
 
 A checkpoint is tied to its data: it records the partition folder's fingerprint (every file's
-sha256, :func:`~gnn_dist.partition.partition_fingerprint`), and a resume onto another partition
-is refused, naming both, unless ``resume_any_partition``. A stateful schedule (``stale``) also
+sha256, :func:`~gnn_dist.partition.partition_fingerprint`) and the graph fingerprint
+(``partition.json``'s ``graph_fingerprint``: the graph by original node ids, the same for every
+cut). A resume onto another cut of the same graph (any number of parts) continues exactly, with
+one line saying so; onto another graph, or another partition when a folder has no graph
+fingerprint, it is refused, naming both, unless ``resume_any_partition``. A stateful schedule (``stale``) also
 has every rank write its state to its own rank file before rank 0 writes the main file; that
 state is restored only for the same partition, schedule and smoothing (else the schedule starts
 fresh, with a warning on every rank).
@@ -39,7 +42,7 @@ from ..selection import ModelSelection
 from . import files as ckpt
 from . import node_rows
 from .format import CheckpointError
-from .resume import _RUN_FIELDS, _saved_optim, check_applies, check_fits, model_info
+from .resume import _RUN_FIELDS, DataIdentity, _saved_optim, check_applies, check_fits, check_same_data, model_info
 from .state import rng_state, set_rng_state
 
 __all__ = ["CheckpointManager", "hold_checkpoint_dir"]
@@ -101,6 +104,7 @@ class CheckpointManager:
         self.part = part
         self.rank = get_rank()
         self.fingerprint = partition_fingerprint(part.meta)
+        self.graph_fingerprint: str | None = getattr(part.meta, "graph_fingerprint", None)
         if config.checkpoint_dir is not None:
             removed = ckpt.remove_partial_writes(config.checkpoint_dir)
             if removed:
@@ -147,7 +151,8 @@ class CheckpointManager:
         state = {"model": trainer.selection.training_state(model), "optimizer": trainer.optimizer.state_dict(),
                  "epoch": trainer.epoch, "rng": rng_state(), "config": to_dict(trainer.config),
                  "model_info": model_info(model), "world_size": get_world_size(),
-                 "partition": self.fingerprint, "history": trainer.history, "selection": trainer.selection.state_dict()}
+                 "partition": self.fingerprint, "graph_fingerprint": self.graph_fingerprint, "history": trainer.history,
+                 "selection": trainer.selection.state_dict()}
         if rows is None:
             return state
         selection = state["selection"]
@@ -218,10 +223,11 @@ class CheckpointManager:
         saved = self._read(path)
         if saved is None:
             return False
-        self._check_partition(saved)
+        other_cut = self._check_partition(saved)
         pipeline = self._restore_pipeline(trainer, saved)
         self._apply(trainer, saved, pipeline)
-        log.info(f"resumed from {saved.path} at epoch {trainer.epoch}"
+        log.info((f"{other_cut}: {saved.path} at epoch {trainer.epoch}" if other_cut else
+                  f"resumed from {saved.path} at epoch {trainer.epoch}")
                  + ("" if pipeline is None else f" with the {pipeline.name} pipeline's state"))
         return True
 
@@ -249,17 +255,18 @@ class CheckpointManager:
             state = ckpt.parse_checkpoint(data, name)
         return _Saved(Path(name), state)
 
-    def _check_partition(self, saved: _Saved) -> None:
-        theirs = saved.state.get("partition")
-        if theirs == self.fingerprint:
-            return
-        message = (f"the checkpoint was written for another partition (fingerprint {str(theirs)[:16]}..., "
-                   f"{saved.state.get('world_size')} parts); this run's {self.part.path} has fingerprint "
-                   f"{self.fingerprint[:16]}... ({self.part.num_parts} parts)")
-        if not self.config.resume_any_partition:
-            raise CheckpointError(message + "; if it is the same graph partitioned again, pass "
-                                            "--resume-any-partition (resume_any_partition=True)", path=saved.path)
-        log.warning(f"{saved.path}: {message}; resuming it anyway (--resume-any-partition)")
+    def _check_partition(self, saved: _Saved) -> str | None:
+        """None: the same partition; the line of a resume on another cut of the same graph
+        (:func:`check_same_data`); or a refusal (a warning under ``resume_any_partition``)."""
+        mine = DataIdentity(self.fingerprint, self.graph_fingerprint, int(self.part.num_parts))
+        found = check_same_data(DataIdentity.of_state(saved.state), mine, str(self.part.path),
+                                any_partition=self.config.resume_any_partition, path=saved.path)
+        if found is None:
+            return None
+        line, same_graph = found
+        if not same_graph:
+            log.warning(line)
+        return line if same_graph else None
 
     def _mismatch(self, trainer: TrainerState, saved: dict[str, Any] | None) -> str | None:
         """Why the checkpoint's schedule state cannot be restored, or None when it can (or when

@@ -1,7 +1,8 @@
 """The checks of a checkpoint against the run that resumes it: the same optimizer and model
 (:func:`check_fits`, :func:`model_info`), weights, optimizer state and config that fit this
 run's (:func:`check_applies`), and the pre-launch check of the checkpoint ``--resume`` names
-(:func:`check_resume`). Each refusal is one :class:`~gnn_dist.checkpoints.format.CheckpointError`
+(:func:`check_resume`), and whether it was trained on this run's data (:func:`check_same_data`:
+the same partition, or another cut of the same graph). Each refusal is one :class:`~gnn_dist.checkpoints.format.CheckpointError`
 naming the file."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from .files import latest_checkpoint, load_checkpoint
 from .format import CheckpointError
 from .state import _describe
 
-__all__ = ["model_info", "check_fits", "check_resume", "check_applies"]
+__all__ = ["model_info", "check_fits", "check_resume", "check_applies", "check_same_data", "DataIdentity"]
 
 _ARCH_FIELDS = ("in_dim", "hidden_dim", "out_dim", "num_layers")
 """Model attributes a checkpoint must agree with (its weights' shapes depend on them)."""
@@ -203,6 +204,50 @@ def check_applies(state: dict[str, Any], model: torch.nn.Module, optimizer: torc
     saved = state["config"]
     _check_config_kinds(saved.get("trainer", saved), config, "config" + (".trainer" if "trainer" in saved else ""),
                         path)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DataIdentity:
+    """What a checkpoint records of the data it was trained on, and what a resume compares:
+    the partition folder's fingerprint (its files), the graph fingerprint (the graph by original
+    node ids, the same for every cut; None for folders written before it existed) and the number
+    of parts."""
+
+    partition: str | None
+    graph: str | None
+    num_parts: int | None
+
+    @classmethod
+    def of_state(cls, state: dict[str, Any]) -> "DataIdentity":
+        return cls(state.get("partition"), state.get("graph_fingerprint"), state.get("world_size"))
+
+
+def check_same_data(saved: DataIdentity, mine: DataIdentity, where: str, *, any_partition: bool,
+                    path: str | Path) -> tuple[str, bool] | None:
+    """Whether a checkpoint trained on ``saved`` may resume on ``mine`` (the partition folder
+    ``where``): None for the same partition; ``(line, True)``, the line saying what the resume
+    does, for another cut of the same graph (equal graph fingerprints: the weights, optimizer and
+    every replicated state apply as they are, so the run continues exactly). Raises
+    :class:`~gnn_dist.checkpoints.format.CheckpointError` (one line naming both) for another
+    graph, or another partition when either side has no graph fingerprint, unless
+    ``any_partition``: then ``(warning, False)``."""
+    if saved.partition == mine.partition:
+        return None
+    if saved.graph is not None and saved.graph == mine.graph:
+        return (f"resumed a P={saved.num_parts} run's checkpoint on P={mine.num_parts} ({where}), same graph "
+                f"fingerprint {mine.graph[:16]}...", True)
+    if saved.graph is not None and mine.graph is not None:
+        what = (f"the checkpoint was written for another graph (graph fingerprint {saved.graph[:16]}..., "
+                f"{saved.num_parts} parts); this run's {where} holds graph fingerprint {mine.graph[:16]}... "
+                f"({mine.num_parts} parts)")
+    else:
+        what = (f"the checkpoint was written for another partition (fingerprint {str(saved.partition)[:16]}..., "
+                f"{saved.num_parts} parts); this run's {where} has fingerprint {str(mine.partition)[:16]}... "
+                f"({mine.num_parts} parts)")
+    if not any_partition:
+        raise CheckpointError(what + "; if it is the same graph partitioned again, pass --resume-any-partition "
+                                     "(resume_any_partition=True)", path=path)
+    return f"{path}: {what}; resuming it anyway (--resume-any-partition)", False
 
 
 def model_info(model: torch.nn.Module) -> dict[str, Any]:

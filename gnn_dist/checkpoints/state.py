@@ -302,6 +302,8 @@ def check_state(state: dict[str, Any], path: str | os.PathLike) -> None:
         c.integer("world_size", state["world_size"], minimum=1)
     if "partition" in state:
         c.string("partition", state["partition"], optional=True)
+    if "graph_fingerprint" in state:
+        c.string("graph_fingerprint", state["graph_fingerprint"], optional=True)
     _check_history(c, state.get("history", []))
     _check_selection(c, state.get("selection"))
     _check_pipeline_state(c, state.get("pipeline_state"))

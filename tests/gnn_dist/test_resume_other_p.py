@@ -1,0 +1,181 @@
+"""Resume on another number of parts: a checkpoint of a P=4 run continues on P=2 and on P=3
+(other cuts of the same graph, same graph fingerprint) with no flag, and the run goes on exactly:
+per-epoch losses and final weights equal the uninterrupted P=4 run's (to 1e-5: the sums run in
+another order), for the ``sync`` and ``overlap`` schedules, with dropout on. One line says what
+the resume did. Single-process tests: another graph is refused, naming both graph fingerprints;
+folders without a graph fingerprint (written before it existed) keep the old refusal.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from mp_utils import run_ranks
+from train_helpers import make_graph
+
+EPOCHS, HALF = 12, 6
+PIPELINES = ("sync", "overlap")
+
+
+def write_parts(out: Path, num_parts: int, method: str = "random", graph: Any = None) -> str:
+    from partitioners import partition_graph
+
+    partition_graph(make_graph() if graph is None else graph, num_parts, method, out, seed=num_parts)
+    return str(out)
+
+
+def make_trainer(part: Any, ckpt_dir: str | None, *, init_seed: int = 0, **config: Any):
+    import gnn_dist
+    from gnn_dist.models import build_model
+
+    torch.manual_seed(init_seed)
+    model = build_model("gcn", in_dim=part.feature_dim, hidden_dim=8, out_dim=part.num_classes, num_layers=3,
+                        dropout=0.5, seed=3)
+    return gnn_dist.Trainer(model, part, lr=0.05, log_every=0, eval_every=0, checkpoint_dir=ckpt_dir, **config)
+
+
+class _Lines(logging.Handler):
+    """The INFO-and-above lines of the ``gnn_dist`` loggers in a rank."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[tuple[str, str]] = []
+        logger = logging.getLogger("gnn_dist")
+        logger.addHandler(self)
+        logger.setLevel(logging.INFO)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append((record.levelname, record.getMessage()))
+
+
+def _result(trainer: Any, lines: _Lines) -> dict[str, Any]:
+    out = {"losses": [h["train_loss"] for h in trainer.history], "epoch": trainer.epoch,
+           "params": {k: v.clone() for k, v in trainer.model.state_dict().items()},
+           "optim": trainer.optimizer.state_dict()["state"], "lines": lines.lines[:]}
+    lines.lines.clear()
+    return out
+
+
+def _straight(rank: int, world_size: int, data: str, root: str) -> dict[str, Any]:
+    """The uninterrupted runs on P=4; they checkpoint at HALF (the resumes' start) and at the end."""
+    import gnn_dist
+
+    lines, part = _Lines(), gnn_dist.load_partition(data)
+    out = {}
+    for pipeline in PIPELINES:
+        trainer = make_trainer(part, str(Path(root, pipeline)), checkpoint_every=HALF, pipeline=pipeline)
+        trainer.fit(EPOCHS)
+        out[pipeline] = _result(trainer, lines)
+    return out
+
+
+def _resumed(rank: int, world_size: int, data: str, root: str) -> dict[str, Any]:
+    """Fresh trainers (other initial weights) on another cut resume the P=4 checkpoint of HALF."""
+    import gnn_dist
+    from gnn_dist.checkpoints import checkpoint_path
+
+    lines, part = _Lines(), gnn_dist.load_partition(data)
+    out = {}
+    for pipeline in PIPELINES:
+        trainer = make_trainer(part, None, init_seed=99, pipeline=pipeline)
+        lines.lines.clear()
+        assert trainer.resume(checkpoint_path(Path(root, pipeline), HALF)) and trainer.epoch == HALF
+        resumed_lines = lines.lines[:]
+        trainer.fit(EPOCHS - HALF)
+        out[pipeline] = {**_result(trainer, lines), "resume_lines": resumed_lines}
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("resume-other-p")
+    data = {4: write_parts(root / "p4", 4), 2: write_parts(root / "p2", 2, "metis"), 3: write_parts(root / "p3", 3)}
+    ckpt = str(root / "ckpt")
+    out = {"data": data, "root": root, 4: run_ranks(_straight, 4, data[4], ckpt, timeout=150)}
+    for p in (2, 3):
+        out[p] = run_ranks(_resumed, p, data[p], ckpt, timeout=150)
+    return out
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return torch.allclose(a.double(), b.double(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("num_parts", [2, 3])
+@pytest.mark.parametrize("pipeline", PIPELINES)
+def test_resume_on_another_p_continues_exactly(runs, num_parts, pipeline):
+    straight = runs[4][0][pipeline]
+    assert len(set(straight["losses"])) == EPOCHS   # the check can see a difference
+    for rank, r in enumerate(runs[num_parts]):
+        got = r[pipeline]
+        assert got["epoch"] == EPOCHS and len(got["losses"]) == EPOCHS
+        np.testing.assert_allclose(got["losses"], straight["losses"], rtol=1e-5, atol=1e-6, err_msg=f"rank {rank}")
+        for k, v in straight["params"].items():
+            assert _close(got["params"][k], v), f"rank {rank}: weight {k}"
+        for i, state in straight["optim"].items():
+            assert all(_close(got["optim"][i][k], v) for k, v in state.items()), f"rank {rank}: optimizer state {i}"
+        assert [m for level, m in got["lines"] + got["resume_lines"] if level == "WARNING"] == []
+
+
+def test_one_line_says_what_the_resume_did(runs):
+    graph_fp = json.loads(Path(runs["data"][2], "partition.json").read_text())["graph_fingerprint"]
+    for p in (2, 3):
+        lines = [m for _, m in runs[p][0]["sync"]["resume_lines"] if "checkpoint" in m]
+        assert len(lines) == 1, lines
+        assert lines[0].startswith(f"resumed a P=4 run's checkpoint on P={p} ({runs['data'][p]}), same graph "
+                                   f"fingerprint {graph_fp[:16]}...: ")
+        assert "checkpoint-000006.pt at epoch 6" in lines[0]
+
+
+# ---------------------------------------------------------------- one process
+def test_another_graph_is_refused_naming_both(runs, tmp_path):
+    import gnn_dist
+    from gnn_dist.checkpoints import CheckpointError, checkpoint_path
+
+    other = make_graph(seed=1)
+    part = gnn_dist.load_partition(write_parts(tmp_path / "other", 1, graph=other))
+    mine = part.meta.graph_fingerprint
+    theirs = json.loads(Path(runs["data"][4], "partition.json").read_text())["graph_fingerprint"]
+    assert mine != theirs
+    with pytest.raises(CheckpointError) as err:
+        make_trainer(part, None).resume(checkpoint_path(Path(runs["root"], "ckpt", "sync"), HALF))
+    message = str(err.value)
+    assert "\n" not in message and "written for another graph" in message
+    assert theirs[:16] in message and mine[:16] in message and "4 parts" in message
+    assert "--resume-any-partition" in message
+
+
+def _strip_graph_fingerprint(folder: str) -> None:
+    path = Path(folder, "partition.json")
+    raw = json.loads(path.read_text())
+    del raw["graph_fingerprint"]
+    path.write_text(json.dumps(raw))
+
+
+def test_folders_without_a_graph_fingerprint_keep_the_old_refusal(tmp_path, caplog):
+    """Folders written before the field existed: another partition is refused without the flag,
+    resumed with a warning with it, as before."""
+    import gnn_dist
+    from gnn_dist.checkpoints import CheckpointError
+
+    graph = make_graph()
+    old = write_parts(tmp_path / "old", 1, graph=graph)
+    _strip_graph_fingerprint(old)
+    trainer = make_trainer(gnn_dist.load_partition(old), str(tmp_path / "ckpt"))
+    trainer.fit(1)
+    new = write_parts(tmp_path / "new", 1, graph=make_graph(seed=1))   # another folder, also without the field
+    _strip_graph_fingerprint(new)
+    part = gnn_dist.load_partition(new)
+    with pytest.raises(CheckpointError, match=r"written for another partition \(fingerprint .* pass "
+                                              r"--resume-any-partition"):
+        make_trainer(part, None).resume(str(tmp_path / "ckpt"))
+    with caplog.at_level("WARNING", logger="gnn_dist"):
+        assert make_trainer(part, None, resume_any_partition=True).resume(str(tmp_path / "ckpt"))
+    assert "resuming it anyway (--resume-any-partition)" in caplog.text

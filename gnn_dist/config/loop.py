@@ -55,7 +55,9 @@ class CheckpointConfig:
     what --resume alone means, right for a first start and an elastic restart), latest (the newest,
     which must exist) or the path of a checkpoint file."""
     resume_any_partition: bool = flag("--resume-any-partition", default=False, action="store_true")
-    """Resume a checkpoint written for another partition folder (refused by default)."""
+    """Resume a checkpoint written for another graph, or for another partition when a folder has
+    no graph fingerprint (refused by default; another cut of the same graph, any number of parts,
+    needs no flag)."""
 
     def __post_init__(self) -> None:
         int_at_least("checkpoint_every", self.checkpoint_every, 1)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GraphDigest", "graph_header", "row_words"]
+__all__ = ["GraphDigest", "HEADER_KEYS", "graph_header", "row_words"]
 
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -63,13 +63,12 @@ def _ids(ids: np.ndarray, tag: np.uint64) -> np.ndarray:
 class GraphDigest:
     """Accumulates the graph fingerprint from the writer's chunks (see the module docstring)."""
 
-    def __init__(self, header: dict[str, Any]) -> None:
-        self.header = header
+    def __init__(self) -> None:
         self.sums: dict[str, int] = {}
 
     def _add(self, kind: str, words: np.ndarray) -> None:
-        total = int(words.sum(dtype=np.uint64)) if words.size else 0
-        self.sums[kind] = (self.sums.get(kind, 0) + total) % (1 << 64)
+        if words.size:   # an empty chunk adds nothing, not even the kind: chunking never shows
+            self.sums[kind] = (self.sums.get(kind, 0) + int(words.sum(dtype=np.uint64))) % (1 << 64)
 
     def add_edges(self, dst: np.ndarray, src: np.ndarray, weight: np.ndarray | None = None,
                   attr: np.ndarray | None = None) -> None:
@@ -91,20 +90,25 @@ class GraphDigest:
         pairs = np.asarray(pairs)
         self._add(f"pairs.{name}", _mix(_ids(pairs[1], _tag(name)) ^ pairs[0].astype(np.uint64)))
 
-    def hexdigest(self) -> str:
-        """The fingerprint: hex sha256 of the header and the sums."""
-        doc = {"header": self.header, "sums": {k: f"{v:016x}" for k, v in sorted(self.sums.items())}}
-        return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+    def hexdigest(self, header: dict[str, Any]) -> str:
+        """The fingerprint: hex sha256 of ``header`` (:func:`graph_header`) and the sums."""
+        doc = {"header": header, "sums": {k: f"{v:016x}" for k, v in sorted(self.sums.items())}}
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
-def graph_header(graph: Any, hetero_section: dict[str, Any] | None) -> dict[str, Any]:
-    """What the fingerprint records of ``graph`` besides its edges and rows."""
-    names = graph.node_names
-    return {"num_nodes": int(graph.num_nodes), "num_edges": int(graph.num_edges),
-            "feature_dim": int(graph.feature_dim),
-            "feature_dtype": None if graph.x is None else graph.x.dtype.name,
-            "label_kind": graph.label_kind, "num_classes": int(graph.num_classes) if graph.y is not None else 0,
-            "weighted": graph.edge_weight is not None, "edge_feature_dim": int(graph.edge_feature_dim),
-            "node_names": None if names is None else hashlib.sha256(np.ascontiguousarray(names).tobytes()).hexdigest(),
-            "hetero": None if hetero_section is None else {k: v for k, v in hetero_section.items()
-                                                           if k != "part_type_counts"}}
+HEADER_KEYS = ("num_nodes", "num_edges", "feature_dim", "feature_dtype", "label_kind", "num_classes", "weighted",
+               "edge_feature_dim")
+"""The fields of ``partition.json`` the fingerprint records (they describe the graph, not the cut)."""
+
+
+def graph_header(meta: dict[str, Any], node_names: np.ndarray | None) -> dict[str, Any]:
+    """What the fingerprint records besides the edges and rows, from ``partition.json``'s fields
+    (``meta``: the writer's document or the reader's ``raw``): :data:`HEADER_KEYS` (an absent
+    ``edge_feature_dim`` is 0, as the format reads it), a typed
+    graph's ``hetero`` section (without the per-part counts) and the sha256 of the input's node
+    names (``original_names.npy``), if any."""
+    hetero = meta.get("hetero")
+    return {**{k: meta.get(k) for k in HEADER_KEYS}, "edge_feature_dim": meta.get("edge_feature_dim", 0),
+            "hetero": None if hetero is None else {k: v for k, v in hetero.items() if k != "part_type_counts"},
+            "node_names": None if node_names is None else
+            hashlib.sha256(np.ascontiguousarray(node_names).tobytes()).hexdigest()}

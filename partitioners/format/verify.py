@@ -7,7 +7,8 @@ same original id, in-degree and self-loop count as its owner's row; every row's 
 the number of stored edges with that source, over all parts; ``original_names`` (when present)
 holds ``N`` distinct int64 or unicode names; an edge split's pairs (``link_*.npy``) are oriented
 from the smaller original id to the larger, each pair is in one set only, the training pairs are
-edges of the graph and the val/test pairs are not (in either direction: no leak).
+edges of the graph and the val/test pairs are not (in either direction: no leak); the graph
+fingerprint, when recorded, is the digest of the parts' data (:mod:`.verify_digest`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .layout import (GLOBAL_IDS, HALO_OFFSETS, IN_DEGREE, INDICES, INDPTR, LINK_
 from .meta import PartitionMeta
 from .npyio import load_array
 from .reader import load_partition_meta
+from .verify_digest import graph_fingerprint_problems
 
 __all__ = ["verify_partition"]
 
@@ -161,6 +163,17 @@ def _names_problems(root: Path, meta: PartitionMeta, check_hashes: bool) -> list
     return []
 
 
+def _original_names(root: Path, meta: PartitionMeta) -> np.ndarray | None:
+    """``original_names.npy``, or None without it (or when unreadable: reported by
+    :func:`_names_problems`)."""
+    if ORIGINAL_NAMES_FILE not in meta.files:
+        return None
+    try:
+        return load_array(root, meta.files[ORIGINAL_NAMES_FILE], mmap=True, check_hash=False)
+    except PartitionFormatError:
+        return None
+
+
 def verify_partition(path: str | os.PathLike[str], *, check_hashes: bool = True) -> list[str]:
     """All problems found in the partition folder ``path`` (an empty list means it is valid).
 
@@ -182,7 +195,9 @@ def verify_partition(path: str | os.PathLike[str], *, check_hashes: bool = True)
         problems += _names_problems(root, meta, check_hashes)
     parts = _load_parts(root, meta, check_hashes, problems)
     if all(a is not None for a in parts):
-        problems += _cross_problems(root, meta, [a for a in parts if a is not None], node_map)
+        loaded = [a for a in parts if a is not None]
+        problems += _cross_problems(root, meta, loaded, node_map)
+        problems += graph_fingerprint_problems(root, meta, loaded, _original_names(root, meta))
     else:
         problems.append(f"{root}: cross-part checks skipped because some parts have problems")
     return problems

@@ -455,7 +455,7 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
         del a
         top_files = {NODE_MAP_FILE: npyio.save_array(tmp, NODE_MAP_FILE, rl.node_map).to_json()}
         links = _link_parts(graph, rl)
-        digest = GraphDigest(graph_header(graph, None if hetero is None else hetero.section))
+        digest = GraphDigest()
         for kind, pairs in (graph.link_pairs or {}).items():
             digest.add_pairs(kind, pairs)
         rl.node_map = np.zeros(0, dtype=np.int64)  # not needed any more
@@ -469,10 +469,10 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
         _record_times(quality, stage_times, t0)
         meta = _meta_document(graph, num_parts, method=method, method_params=method_params,
                               seed=seed, extra=extra)
-        meta["graph_fingerprint"] = digest.hexdigest()
         if hetero is not None:
             meta["minor_version"] = HETERO_MINOR_VERSION
             meta["hetero"] = _jsonable({**hetero.section, "part_type_counts": type_counts})
+        meta["graph_fingerprint"] = digest.hexdigest(graph_header(meta, graph.node_names))
         meta["quality"] = quality
         meta["files"] = top_files
         meta["parts"] = parts

@@ -15,7 +15,7 @@ import pytest
 
 from partitioners import Graph, partition_graph
 from partitioners.errors import PartitionFormatError
-from partitioners.format import load_partition_meta
+from partitioners.format import load_partition_meta, verify_partition
 from partitioners.format.graph_digest import GraphDigest, row_words
 
 def arrays() -> dict[str, np.ndarray]:
@@ -46,6 +46,7 @@ def fingerprint(g: Graph, out: Path, parts: int, method: str) -> str:
     partition_graph(g, parts, method, out, seed=1)
     fp = load_partition_meta(out).graph_fingerprint
     assert fp is not None and len(fp) == 64
+    assert verify_partition(out) == []   # --verify recomputes it from the parts
     return fp
 
 
@@ -63,31 +64,36 @@ def test_same_graph_other_cut_same_fingerprint(tmp_path):
 def test_digest_is_order_free_and_counts_duplicates():
     rng = np.random.default_rng(3)
     dst, src, w = rng.integers(0, 50, 30), rng.integers(0, 50, 30), rng.random(30).astype(np.float32)
-    whole, split = GraphDigest({}), GraphDigest({})
+    whole, split = GraphDigest(), GraphDigest()
     whole.add_edges(dst, src, w)
     order = rng.permutation(30)
     split.add_edges(dst[order[:11]], src[order[:11]], w[order[:11]])
     split.add_edges(dst[order[11:]], src[order[11:]], w[order[11:]])
-    assert whole.hexdigest() == split.hexdigest()
-    twice = GraphDigest({})
+    assert whole.hexdigest({}) == split.hexdigest({})
+    twice = GraphDigest()
     twice.add_edges(dst, src, w)
     twice.add_edges(dst[:1], src[:1], w[:1])   # a duplicate edge is another graph
-    assert twice.hexdigest() != whole.hexdigest()
+    assert twice.hexdigest({}) != whole.hexdigest({})
     x = rng.standard_normal((4, 3)).astype(np.float32)
     assert (row_words(x[:, ::-1]) != row_words(x)).all()   # the columns' order counts
 
 
 def test_link_pairs_count():
-    pairs = GraphDigest({}), GraphDigest({})
+    pairs = GraphDigest(), GraphDigest()
     pairs[0].add_pairs("val", np.array([[1, 2], [3, 4]]))
     pairs[1].add_pairs("val", np.array([[2, 1], [3, 4]]))
-    assert pairs[0].hexdigest() != pairs[1].hexdigest()
+    assert pairs[0].hexdigest({}) != pairs[1].hexdigest({})
 
 
 def test_bad_fingerprint_is_one_line_naming_the_field(tmp_path):
     out = tmp_path / "p"
-    fingerprint(graph(arrays()), out, 2, "random")
+    fp = fingerprint(graph(arrays()), out, 2, "random")
     raw = json.loads((out / "partition.json").read_text())
+    raw["graph_fingerprint"] = "0" * 64
+    (out / "partition.json").write_text(json.dumps(raw))
+    problems = verify_partition(out)
+    assert problems == [f"{out / 'partition.json'}: field graph_fingerprint = {'0' * 16}... is not the digest of "
+                        f"the parts' data ({fp[:16]}...): the data or the field was modified; re-partition the graph"]
     raw["graph_fingerprint"] = "xyz"
     (out / "partition.json").write_text(json.dumps(raw))
     with pytest.raises(PartitionFormatError, match=r"partition.json.*field graph_fingerprint = 'xyz': expected 64 "

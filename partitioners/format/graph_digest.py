@@ -44,16 +44,17 @@ def _tag(name: str) -> np.uint64:
 
 
 def row_words(chunk: np.ndarray) -> np.ndarray:
-    """uint64 ``[n]``: a hash of each row's bytes (``chunk`` ``[n, ...]`` of any dtype), each
-    8-byte word keyed by its position in the row."""
+    """uint64 ``[n]``: a hash of each row's bytes (``chunk`` ``[n, ...]`` of any dtype): the
+    row's 8-byte words times odd keys of their positions, summed modulo 2**64 (one ``dot``: any
+    one changed word changes the sum, since an odd key is invertible), then mixed."""
     n = chunk.shape[0]
     raw = np.ascontiguousarray(chunk).reshape(n, -1).view(np.uint8).reshape(n, -1)
     pad = (-raw.shape[1]) % 8
     if pad:
         raw = np.concatenate([raw, np.zeros((n, pad), np.uint8)], axis=1)
     words = raw.view(np.uint64) if raw.shape[1] else np.zeros((n, 1), np.uint64)
-    keys = _mix(np.arange(words.shape[1], dtype=np.uint64) * _GOLDEN + _GOLDEN)
-    return _mix(words ^ keys).sum(axis=1, dtype=np.uint64)
+    keys = _mix(np.arange(words.shape[1], dtype=np.uint64) * _GOLDEN + _GOLDEN) | np.uint64(1)
+    return _mix(words.dot(keys))
 
 
 def _ids(ids: np.ndarray, tag: np.uint64) -> np.ndarray:

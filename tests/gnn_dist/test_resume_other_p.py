@@ -2,7 +2,8 @@
 (other cuts of the same graph, same graph fingerprint) with no flag, and the run goes on exactly:
 per-epoch losses and final weights equal the uninterrupted P=4 run's (to 1e-5: the sums run in
 another order), for the ``sync`` and ``overlap`` schedules, with dropout on. One line says what
-the resume did. Single-process tests: another graph is refused, naming both graph fingerprints;
+the resume did. A ``stale`` run's buffers belong to the old cut: they start fresh, with a
+warning. Single-process tests: another graph is refused, naming both graph fingerprints;
 folders without a graph fingerprint (written before it existed) keep the old refusal.
 """
 
@@ -73,6 +74,7 @@ def _straight(rank: int, world_size: int, data: str, root: str) -> dict[str, Any
         trainer = make_trainer(part, str(Path(root, pipeline)), checkpoint_every=HALF, pipeline=pipeline)
         trainer.fit(EPOCHS)
         out[pipeline] = _result(trainer, lines)
+    make_trainer(part, str(Path(root, "stale")), pipeline="stale").fit(2)
     return out
 
 
@@ -90,6 +92,9 @@ def _resumed(rank: int, world_size: int, data: str, root: str) -> dict[str, Any]
         resumed_lines = lines.lines[:]
         trainer.fit(EPOCHS - HALF)
         out[pipeline] = {**_result(trainer, lines), "resume_lines": resumed_lines}
+    stale = make_trainer(part, None, pipeline="stale")
+    assert stale.resume(checkpoint_path(Path(root, "stale"), 2))
+    out["stale"] = {"staleness": stale.fit(1)[0]["staleness"], "lines": lines.lines[:]}
     return out
 
 
@@ -132,6 +137,19 @@ def test_one_line_says_what_the_resume_did(runs):
         assert lines[0].startswith(f"resumed a P=4 run's checkpoint on P={p} ({runs['data'][p]}), same graph "
                                    f"fingerprint {graph_fp[:16]}...: ")
         assert "checkpoint-000006.pt at epoch 6" in lines[0]
+
+
+def test_stale_buffers_start_fresh_on_another_cut(runs):
+    """The stale schedule's buffers (halo rows, halo-gradient sums) belong to the old cut: it
+    resumes the weights with no flag, restarts its buffers with a warning, and its first resumed
+    step is synchronous."""
+    for p in (2, 3):
+        got = runs[p][0]["stale"]
+        assert got["staleness"] == 0
+        warnings = [m for level, m in got["lines"] if level == "WARNING"]
+        assert len(warnings) == 1 and f"written with num_parts=4, this run has num_parts={p}" in warnings[0]
+        assert "first resumed step is synchronous" in warnings[0]
+        assert any(m.startswith(f"resumed a P=4 run's checkpoint on P={p}") for _, m in got["lines"])
 
 
 # ---------------------------------------------------------------- one process

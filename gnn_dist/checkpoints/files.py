@@ -1,7 +1,7 @@
 """Training checkpoints: model, optimizer, epoch, RNG states, config, history, the model
 selection's state (:mod:`gnn_dist.selection`) and the data's identity (the partition folder's
-fingerprint, the graph fingerprint and the number of parts: :func:`~.resume.check_same_data`), plus each rank's pipeline state where the mode
-keeps one (``pipeline="stale"``).
+fingerprint, the graph fingerprint and the number of parts: :func:`~.resume.check_same_data`),
+plus each rank's pipeline state where the mode keeps one (``pipeline="stale"``).
 
 On disk::
 

@@ -12,10 +12,10 @@ sha256, :func:`~gnn_dist.partition.partition_fingerprint`) and the graph fingerp
 (``partition.json``'s ``graph_fingerprint``: the graph by original node ids, the same for every
 cut). A resume onto another cut of the same graph (any number of parts) continues exactly, with
 one line saying so; onto another graph, or another partition when a folder has no graph
-fingerprint, it is refused, naming both, unless ``resume_any_partition``. A stateful schedule (``stale``) also
-has every rank write its state to its own rank file before rank 0 writes the main file; that
-state is restored only for the same partition, schedule and smoothing (else the schedule starts
-fresh, with a warning on every rank).
+fingerprint, it is refused, naming both, unless ``resume_any_partition``. A stateful schedule
+(``stale``) also has every rank write its state to its own rank file before rank 0 writes the
+main file; that state is restored only for the same partition, schedule and smoothing (else the
+schedule starts fresh, with a warning on every rank: its buffers belong to the cut).
 
 A job holds its checkpoint folder for its whole life (:func:`hold_checkpoint_dir`, around the
 job in ``gnn_dist.train``): rank 0 takes the folder's lock (:mod:`gnn_dist.run_lock`) before any

@@ -2,8 +2,8 @@
 (:func:`check_fits`, :func:`model_info`), weights, optimizer state and config that fit this
 run's (:func:`check_applies`), and the pre-launch check of the checkpoint ``--resume`` names
 (:func:`check_resume`), and whether it was trained on this run's data (:func:`check_same_data`:
-the same partition, or another cut of the same graph). Each refusal is one :class:`~gnn_dist.checkpoints.format.CheckpointError`
-naming the file."""
+the same partition, or another cut of the same graph). Each refusal is one
+:class:`~gnn_dist.checkpoints.format.CheckpointError` naming the file."""
 
 from __future__ import annotations
 

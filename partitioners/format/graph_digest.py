@@ -105,9 +105,9 @@ HEADER_KEYS = ("num_nodes", "num_edges", "feature_dim", "feature_dtype", "label_
 def graph_header(meta: dict[str, Any], node_names: np.ndarray | None) -> dict[str, Any]:
     """What the fingerprint records besides the edges and rows, from ``partition.json``'s fields
     (``meta``: the writer's document or the reader's ``raw``): :data:`HEADER_KEYS` (an absent
-    ``edge_feature_dim`` is 0, as the format reads it), a typed
-    graph's ``hetero`` section (without the per-part counts) and the sha256 of the input's node
-    names (``original_names.npy``), if any."""
+    ``edge_feature_dim`` is 0, as the format reads it), a typed graph's ``hetero`` section
+    (without the per-part counts) and the sha256 of the input's node names
+    (``original_names.npy``), if any."""
     hetero = meta.get("hetero")
     return {**{k: meta.get(k) for k in HEADER_KEYS}, "edge_feature_dim": meta.get("edge_feature_dim", 0),
             "hetero": None if hetero is None else {k: v for k, v in hetero.items() if k != "part_type_counts"},

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from .graph_digest import GraphDigest, graph_header
-from .layout import EDGE_ATTR, EDGE_WEIGHT, FEATURES, INDICES, INDPTR, LABELS, LINK_FILES, MASKS, META_FILE, ORIGINAL_IDS
+from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, INDICES, INDPTR, LABELS, LINK_FILES, MASKS, META_FILE,
+                     ORIGINAL_IDS)
 from .meta import PartitionMeta
 
 __all__ = ["graph_fingerprint_problems"]

@@ -334,6 +334,23 @@ class CheckpointManager:
                     + (": its first resumed step is synchronous" if trainer.pipeline.stateful else "")
                     + "), so the resumed run will not reproduce the uninterrupted one")
 
+    def _restore_widths(self, trainer: TrainerState, state: dict[str, Any], path: Path) -> None:
+        """The adaptive halo widths and their statistics: decided per pair of ranks, so only for
+        the same partition (else they start afresh, with a warning)."""
+        transport = getattr(trainer.pipeline, "transport", None)
+        if transport is None:
+            return
+        widths = state.get("halo_widths")
+        try:
+            why = ("the checkpoint's adaptive halo widths were decided per pair of ranks of another partition"
+                   if widths is not None and state.get("partition") != self.fingerprint
+                   and getattr(transport, "adaptive", None) is not None else transport.load_state_dict(widths))
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            raise CheckpointError(f"field halo_widths does not fit this run's halo widths ({exc})", path=path) from None
+        if why is not None:
+            log.warning(f"{path}: {why}; the halo widths start afresh, so the resumed run will not reproduce "
+                        f"the uninterrupted one")
+
     def _apply(self, trainer: TrainerState, saved: _Saved, pipeline: Any) -> None:
         """Apply a checked checkpoint; identical on every rank, so any error is raised by all.
         Everything is checked against this run's model, optimizer and config
@@ -375,14 +392,7 @@ class CheckpointManager:
         trainer.history = list(state.get("history", []))
         trainer.pipeline.flush()
         trainer.pipeline = pipeline if pipeline is not None else trainer.new_pipeline()  # never old buffers
-        transport = getattr(trainer.pipeline, "transport", None)
-        try:
-            why = None if transport is None else transport.load_state_dict(state.get("halo_widths"))
-        except (ValueError, TypeError, KeyError, IndexError) as exc:
-            raise CheckpointError(f"field halo_widths does not fit this run's halo widths ({exc})", path=path) from None
-        if why is not None:
-            log.warning(f"{path}: {why}; the halo widths start afresh, so the resumed run will not reproduce "
-                        f"the uninterrupted one")
+        self._restore_widths(trainer, state, path)
         try:
             set_rng_state(state["rng"])
         except (ValueError, TypeError, KeyError, RuntimeError) as exc:

@@ -2,8 +2,8 @@
 (other cuts of the same graph, same graph fingerprint) with no flag, and the run goes on exactly:
 per-epoch losses and final weights equal the uninterrupted P=4 run's (to 1e-5: the sums run in
 another order), for the ``sync`` and ``overlap`` schedules, with dropout on. One line says what
-the resume did. A ``stale`` run's buffers belong to the old cut: they start fresh, with a
-warning. Single-process tests: another graph is refused, naming both graph fingerprints;
+the resume did. What belongs to the old cut starts afresh, with a warning: a ``stale`` run's
+buffers, adaptive halo widths (decided per pair of ranks). Single-process tests: another graph is refused, naming both graph fingerprints;
 folders without a graph fingerprint (written before it existed) keep the old refusal.
 """
 
@@ -23,6 +23,8 @@ from train_helpers import make_graph
 
 EPOCHS, HALF = 12, 6
 PIPELINES = ("sync", "overlap")
+ADAPTIVE = {"halo_bits": "adaptive:3", "halo_bits_every": 2, "static_halo": False}
+"""Adaptive halo widths: decided per pair of ranks, so they cannot follow a checkpoint to another cut."""
 
 
 def write_parts(out: Path, num_parts: int, method: str = "random", graph: Any = None) -> str:
@@ -75,6 +77,7 @@ def _straight(rank: int, world_size: int, data: str, root: str) -> dict[str, Any
         trainer.fit(EPOCHS)
         out[pipeline] = _result(trainer, lines)
     make_trainer(part, str(Path(root, "stale")), pipeline="stale").fit(2)
+    make_trainer(part, str(Path(root, "adaptive")), **ADAPTIVE).fit(3)
     return out
 
 
@@ -95,6 +98,12 @@ def _resumed(rank: int, world_size: int, data: str, root: str) -> dict[str, Any]
     stale = make_trainer(part, None, pipeline="stale")
     assert stale.resume(checkpoint_path(Path(root, "stale"), 2))
     out["stale"] = {"staleness": stale.fit(1)[0]["staleness"], "lines": lines.lines[:]}
+    lines.lines.clear()
+    adaptive = make_trainer(part, None, **ADAPTIVE)
+    assert adaptive.resume(checkpoint_path(Path(root, "adaptive"), 3))
+    adaptive.fit(3)   # steps 3-5: widths decided afresh at step 5, from the statistics of steps 3-4
+    out["adaptive"] = {"lines": lines.lines[:], "pairs": sorted({(s, d) for _, _, s, d in
+                                                                 adaptive.pipeline.transport.adaptive.table})}
     return out
 
 
@@ -150,6 +159,15 @@ def test_stale_buffers_start_fresh_on_another_cut(runs):
         assert len(warnings) == 1 and f"written with num_parts=4, this run has num_parts={p}" in warnings[0]
         assert "first resumed step is synchronous" in warnings[0]
         assert any(m.startswith(f"resumed a P=4 run's checkpoint on P={p}") for _, m in got["lines"])
+
+
+def test_adaptive_halo_widths_start_afresh_on_another_cut(runs):
+    for p in (2, 3):
+        got = runs[p][0]["adaptive"]
+        warnings = [m for level, m in got["lines"] if level == "WARNING"]
+        assert len(warnings) == 1, warnings
+        assert "adaptive halo widths were decided per pair of ranks of another partition" in warnings[0]
+        assert got["pairs"] and all(s < p and d < p for s, d in got["pairs"]), got["pairs"]
 
 
 # ---------------------------------------------------------------- one process

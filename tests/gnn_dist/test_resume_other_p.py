@@ -67,7 +67,8 @@ def _result(trainer: Any, lines: _Lines) -> dict[str, Any]:
 
 
 def _straight(rank: int, world_size: int, data: str, root: str) -> dict[str, Any]:
-    """The uninterrupted runs on P=4; they checkpoint at HALF (the resumes' start) and at the end."""
+    """The uninterrupted runs on P=4; they checkpoint at HALF (what a run stopped there would
+    leave: the resumes' start) and at the end."""
     import gnn_dist
 
     lines, part = _Lines(), gnn_dist.load_partition(data)

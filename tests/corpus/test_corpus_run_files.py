@@ -353,6 +353,7 @@ FORMAT_CASES = {   # field: (value, the field as the message names it); refused 
     "pipeline_state.rank_files": ([{"name": "../../etc/passwd", "size": 1, "sha256": "0" * 64}],
                                   "pipeline_state.rank_files[0].name"),
     "halo_widths": ("adaptive", "halo_widths"),
+    "graph_fingerprint": (7, "graph_fingerprint"),
     "model_info.hidden_dim": ([8], "model_info.hidden_dim"),
 }
 APPLY_CASES = {   # field: (value, named); refused against this run's model, optimizer and config

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import GraphError
 from ..graph import Graph, index_dtype
-from ..graph_checks import as_int_array, check_features
+from ..graph_checks import as_int_array, check_features, check_node_names
 
 __all__ = ["HeteroGraph", "UnionGraph", "Relation", "REVERSE_PREFIX"]
 
@@ -93,13 +93,20 @@ class HeteroGraph:
             type, if exactly one). It must have labels.
         num_classes: classes of the target labels (default: ``max + 1``).
         name: the dataset's name.
+        type_names: type name -> the input's name of each node (int64 or unicode ``[n_t]``), for
+            every type or none; distinct over all types. The union graph's ``node_names`` (the
+            folder's ``original_names.npy``) are their concatenation in type order.
+        relation_names: relation name -> the input's name of that relation, where they differ
+            (an input name that is not a valid relation name); recorded in ``partition.json``.
     """
 
     def __init__(self, num_nodes: Mapping[str, int], edges: Mapping[Relation, tuple[Any, Any]], *,
                  features: Mapping[str, Any] | None = None, labels: Mapping[str, Any] | None = None,
                  masks: Mapping[str, Mapping[str, Any]] | None = None,
                  edge_weights: Mapping[Relation, Any] | None = None, target_type: str | None = None,
-                 num_classes: int | None = None, name: str = "") -> None:
+                 num_classes: int | None = None, name: str = "",
+                 type_names: Mapping[str, Any] | None = None,
+                 relation_names: Mapping[str, str] | None = None) -> None:
         if not isinstance(num_nodes, Mapping) or not num_nodes:
             raise GraphError("a heterogeneous graph needs at least one node type: num_nodes = {type: count}")
         self.name = name
@@ -133,6 +140,8 @@ class HeteroGraph:
             self.labels[t] = y
         self.masks: dict[str, dict[str, np.ndarray]] = self._checked_masks(masks or {})
         self.target_type, self.num_classes = self._checked_target(target_type, num_classes)
+        self.type_names: dict[str, np.ndarray] = self._checked_type_names(type_names or {})
+        self.relation_names: dict[str, str] = dict(relation_names or {})
         self.name = name
         self.preprocessing: dict[str, int] = {}
 
@@ -193,6 +202,25 @@ class HeteroGraph:
                 raise GraphError(f"node type {target_type!r}: label {found - 1} is out of range for "
                                  f"num_classes = {num_classes}")
         return target_type, int(num_classes or 0)
+
+    def _checked_type_names(self, type_names: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Every type's input names (or none), distinct over all types."""
+        if not type_names:
+            return {}
+        missing = [t for t in self.num_nodes_dict if t not in type_names]
+        if missing:
+            raise GraphError(f"type_names gives the names of some types but not of {missing}: give every "
+                             f"type's names or none")
+        checked = {}
+        for t, names in type_names.items():
+            try:
+                checked[t] = check_node_names(names, self._count("type_names", t))
+            except GraphError as exc:
+                raise GraphError(f"node type {t!r}: {exc}") from None
+        every = np.concatenate([checked[t] for t in self.num_nodes_dict])
+        if np.unique(every).size != every.size:
+            raise GraphError("type_names: two nodes have the same name (names are distinct over all types)")
+        return checked
 
     def _count(self, what: str, t: Any) -> int:
         if t not in self.num_nodes_dict:
@@ -306,6 +334,42 @@ class HeteroGraph:
                    edge_weights={rel: graph.edge_weight} if graph.edge_weight is not None else None,
                    num_classes=graph.num_classes or None, name=graph.name)
 
+    def _replace(self, **changes: Any) -> "HeteroGraph":
+        """A copy with some constructor arguments changed (checked again)."""
+        args: dict[str, Any] = dict(
+            num_nodes=self.num_nodes_dict, edges=self.edges, features=self.features, labels=self.labels,
+            masks=self.masks, edge_weights=self.edge_weights or None, target_type=self.target_type,
+            num_classes=self.num_classes or None, name=self.name, type_names=self.type_names,
+            relation_names=self.relation_names)
+        args.update(changes)
+        return HeteroGraph(args.pop("num_nodes"), args.pop("edges"), **args)
+
+    def with_target(self, target_type: str) -> "HeteroGraph":
+        """A copy whose target type (the labelled type the masks and the balance are for) is
+        ``target_type``: a GraphError line when it is not a type or has no labels."""
+        if target_type not in self.num_nodes_dict:
+            raise GraphError(f"{target_type!r} is not a node type of the graph (types: {self.node_types})")
+        if target_type not in self.labels:
+            raise GraphError(f"node type {target_type!r} has no labels (labelled types: "
+                             f"{sorted(self.labels) or 'none'}); choose a labelled type")
+        if target_type == self.target_type:
+            return self
+        return self._replace(target_type=target_type, num_classes=None)
+
+    @classmethod
+    def from_pyg(cls, data: Any, **options: Any) -> "HeteroGraph":
+        """The typed graph of a PyG ``HeteroData``: :func:`partitioners.hetero.adapters.from_pyg`."""
+        from .adapters import from_pyg
+
+        return from_pyg(data, **options)
+
+    @classmethod
+    def from_dgl(cls, g: Any, **options: Any) -> "HeteroGraph":
+        """The typed graph of a DGL heterograph: :func:`partitioners.hetero.adapters.from_dgl`."""
+        from .adapters import from_dgl
+
+        return from_dgl(g, **options)
+
     def add_reverse(self, prefix: str = REVERSE_PREFIX) -> "HeteroGraph":
         """A copy with ``(d, prefix + name, s)`` added after the relations for every ``(s, name, d)``
         (edges reversed, weights kept), as the OGB/PyG recipes do for ogbn-mag."""
@@ -318,9 +382,7 @@ class HeteroGraph:
             edges[rev] = (dst, src)
             if (s, name, d) in self.edge_weights:
                 weights[rev] = self.edge_weights[(s, name, d)]
-        return HeteroGraph(self.num_nodes_dict, edges, features=self.features, labels=self.labels,
-                           masks=self.masks, edge_weights=weights or None, target_type=self.target_type,
-                           num_classes=self.num_classes or None, name=self.name)
+        return self._replace(edges=edges, edge_weights=weights or None)
 
     # ------------------------------------------------------------------ union
     def to_union(self) -> UnionGraph:
@@ -351,7 +413,8 @@ class HeteroGraph:
                 full = np.zeros(n, dtype=bool)
                 full[lo:hi] = m
                 masks[f"{k}_mask"] = full
-        graph = Graph(indptr=indptr, indices=src[order], name=self.name,
+        names = np.concatenate([self.type_names[t] for t in self.num_nodes_dict]) if self.type_names else None
+        graph = Graph(indptr=indptr, indices=src[order], name=self.name, node_names=names,
                       edge_weight=np.concatenate(ws)[order] if weighted else None, **masks)
         num_rel = len(self.edges)
         in_deg = np.bincount(dst * num_rel + rel_id, minlength=n * num_rel).reshape(n, num_rel)

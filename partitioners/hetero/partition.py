@@ -140,7 +140,9 @@ def partition_hetero(hg: HeteroGraph, num_parts: int, method: str = "metis",
                      refine_objective: str = "volume") -> dict[str, Any]:
     """Partition ``hg`` and write a typed folder (format 1.3) at ``out_dir``; the report of
     :func:`partitioners.api.partition_graph`, with ``type_balance`` (heaviest part / its target
-    per type and for the training nodes)."""
+    per type and for the training nodes). The folder keeps the input's node names
+    (``original_names.npy``, union order) when ``hg.type_names`` has them, and ``relation_names``
+    (relation -> the input's name) in ``partition.json`` when some relations were renamed."""
     from ..format.writer import check_out_dir, write_partition
     from ..method_record import method_params
     from ..methods.targets import check_part_weights
@@ -173,6 +175,8 @@ def partition_hetero(hg: HeteroGraph, num_parts: int, method: str = "metis",
         "target_type": hg.target_type,
         "num_classes": hg.num_classes,
     }
+    if hg.relation_names:  # the input's names of the relations renamed to valid names (triples)
+        extra_meta = {**(extra_meta or {}), "relation_names": dict(hg.relation_names)}
     data = HeteroFolderData(node_type=union.node_type, edge_type=union.edge_type,
                             in_degree_rel=union.in_degree_rel, section=section,
                             features=hg.features, labels=hg.labels)

@@ -42,7 +42,11 @@ _COUNTS_DUPLICATES = ("npz", "npy", "scipy")
 
 def infer_format(path: str | Path) -> str:
     """The format of ``path``: ``npy-dir`` for a folder with ``src.npy`` and ``dst.npy``;
-    ``ogb`` for a folder with ``raw/edge.csv.gz``; ``planetoid`` for a
+    ``ogb`` for a folder with ``raw/edge.csv.gz``; a typed format of
+    :mod:`partitioners.hetero.readers` (``ogb-hetero``: ``raw/num-node-dict.csv.gz``;
+    ``typed-npy-dir``: ``nodes.json``; ``triples``: ``.triples``, or a ``.tsv`` whose first data
+    line is three tab-separated fields with a relation name in the middle and a tail that is not a
+    number), whose graph :func:`partitioners.hetero.readers.read_hetero` reads; ``planetoid`` for a
     folder with ``ind.NAME.graph`` (or ``raw/ind.NAME.graph``); ``npz`` or ``scipy`` for ``.npz``
     (from its keys); ``npy``; ``edgelist`` for ``.csv/.tsv/.txt/.edgelist/.edges/.el``,
     optionally followed by ``.gz``. A ValueError says when it cannot tell.
@@ -55,8 +59,16 @@ def infer_format(path: str | Path) -> str:
             return "ogb"
         if is_planetoid_dir(p):
             return "planetoid"
+        typed = _typed_format(p)
+        if typed is not None:
+            return typed
         raise ValueError(f"{p}: a folder is read as an npy-dir (src.npy, dst.npy), an OGB dataset "
-                         f"(raw/edge.csv.gz) or a Planetoid set (ind.NAME.graph, ...), but it has none; pass fmt= one of {list(FORMATS)}")
+                         f"(raw/edge.csv.gz or, typed, raw/num-node-dict.csv.gz), a Planetoid set "
+                         f"(ind.NAME.graph, ...) or a typed npy-dir (nodes.json), but it has none; pass fmt= "
+                         f"one of {list(_all_formats())}")
+    typed = _typed_format(p)
+    if typed is not None:
+        return typed
     name = p.name.lower()
     if name.endswith(".npz"):
         return npz_kind(p)
@@ -66,7 +78,20 @@ def infer_format(path: str | Path) -> str:
         name = name[:-3]
     if name.endswith(_EDGELIST_SUFFIXES):
         return "edgelist"
-    raise ValueError(f"{p}: cannot tell the format from the name; pass fmt= one of {list(FORMATS)}")
+    raise ValueError(f"{p}: cannot tell the format from the name; pass fmt= one of {list(_all_formats())}")
+
+
+def _typed_format(path: Path) -> str | None:
+    """The typed format of ``path`` (:mod:`partitioners.hetero.readers`), or None."""
+    from ..hetero.readers import detect_typed_format
+
+    return detect_typed_format(path)
+
+
+def _all_formats() -> tuple[str, ...]:
+    from ..hetero.readers import typed_format_names
+
+    return (*FORMATS, *typed_format_names())
 
 
 def read_graph(path: str | Path, fmt: str | None = None, **options: Any) -> Graph:
@@ -93,10 +118,15 @@ def read_graph(path: str | Path, fmt: str | None = None, **options: Any) -> Grap
         FileNotFoundError: ``path`` does not exist.
         GraphError: the file's content is malformed (see each reader).
     """
+    if fmt is not None and fmt not in _READERS and fmt in _all_formats():
+        raise ValueError(f"fmt={fmt!r} is a typed format (a heterogeneous graph): read it with "
+                         f"partitioners.hetero.readers.read_hetero")
     if fmt is not None and fmt not in _READERS:
         raise ValueError(f"unknown graph format fmt={fmt!r}; valid formats: {list(FORMATS)}")
     p = existing_path(path)
     fmt = fmt or infer_format(p)
+    if fmt not in _READERS:
+        raise ValueError(f"{p} is a typed input ({fmt}): read it with partitioners.hetero.readers.read_hetero")
     reader, own = _READERS[fmt]
     unknown = sorted(set(options) - own - GRAPH_OPTIONS)
     if unknown:

@@ -96,6 +96,8 @@ def _emit_json(obj: object) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The ``gnn-dist`` parser: verbs ``datasets``, ``partition``, ``convert``, ``inspect``, ``train``, ``predict``, ``plan``, ``report``."""
     from .cli_input import _split_fractions, add_input_arguments
+    from .cli_typed import add_typed_arguments
+    from .hetero.readers import typed_format_names
     from .io import FORMATS
     from .methods import METHODS
     from .normalize import NORMALIZATIONS
@@ -122,9 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="read or generate a graph, partition it, write a partition folder")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--dataset", metavar="NAME", help="a built-in dataset (see `gnn-dist datasets`)")
-    src.add_argument("--input", metavar="PATH", help="a graph file, or an OGB or Planetoid dataset folder")
-    p.add_argument("--input-format", choices=FORMATS, default=None, metavar="FMT",
-                   help=f"format of --input, one of {', '.join(FORMATS)} (default: inferred from the path)")
+    src.add_argument("--input", metavar="PATH", help="a graph file, or an OGB or Planetoid dataset folder; typed: "
+                                                     "an OGB heterogeneous folder, knowledge-graph triples, a typed npy-dir")
+    input_formats = (*FORMATS, *typed_format_names())
+    p.add_argument("--input-format", choices=input_formats, default=None, metavar="FMT",
+                   help=f"format of --input, one of {', '.join(input_formats)} (default: inferred from the path)")
     p.add_argument("--parts", type=positive_int, required=True, metavar="P", help="number of parts")
     p.add_argument("--method", choices=METHODS, default="metis",
                    help="partitioning method (default: metis)")
@@ -154,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print the quality report as JSON on stdout")
     add_input_arguments(p)
+    add_typed_arguments(p)
     add_convert_verb(sub, verbose)
 
     i = sub.add_parser("inspect", parents=[verbose], help="describe and check a partition folder")
@@ -266,7 +271,9 @@ def _read_graph(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         if args.symmetrize or args.remove_self_loops or args.remove_duplicates:
             log.warning("--symmetrize/--remove-* apply to --input only; built-in datasets are "
                         "already symmetric and clean")
-        return load_dataset(args.dataset, seed=args.seed), {}
+        from .cli_typed import typed_dataset
+
+        return typed_dataset(load_dataset(args.dataset, seed=args.seed), args), {}
     from .cli_input import read_input
 
     return read_input(args)

@@ -115,8 +115,11 @@ def input_format(args: argparse.Namespace) -> str:
 def check_input_request(args: argparse.Namespace) -> None:
     """Refuse (ValueError, exit 2) flags that do not fit, before the graph is read."""
     from .cli_args import UsageError
+    from .cli_typed import check_typed_request
     from .io.node_data import open_node_array
 
+    if check_typed_request(args, None if args.dataset is not None else input_format(args)):
+        return  # a typed --input: its node data comes with it (cli_typed.py)
     flags = _input_flags(args)
     if args.dataset is not None:
         if flags:
@@ -177,15 +180,19 @@ def _check_node_ids(args: argparse.Namespace, files: Any) -> None:
                          f"for every node-data file); the rows are never assumed to be in any order")
 
 
-def read_input(args: argparse.Namespace) -> tuple[Graph, dict[str, Any]]:
-    """Read ``--input`` with its flags: ``(graph, extra partition.json keys)``.
+def read_input(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """Read ``--input`` with its flags: ``(graph, extra partition.json keys)`` (a typed input:
+    its :class:`~partitioners.hetero.HeteroGraph`, :func:`~.cli_typed.read_typed_input`).
 
     The reader gets only the options that are on (each reader keeps its defaults: Planetoid
     graphs are cleaned as the usual loaders do). Then node data files, then ``--split``.
     """
     from .cli_args import UsageError
+    from .cli_typed import is_typed_format, read_typed_input
 
     fmt = input_format(args)
+    if is_typed_format(fmt):
+        return read_typed_input(args, fmt)
     options: dict[str, Any] = {k: True for k in _CLEANING if getattr(args, k)}
     for key in ("weighted", "relabel"):
         if getattr(args, key):
@@ -285,7 +292,13 @@ def _check_label_kind(args: argparse.Namespace, graph: Graph, kind: str | None) 
 
 def untrainable_warning(graph: Graph) -> str | None:
     """One line naming what a folder of ``graph`` lacks for training and the flag (for an
-    npy-dir: or the file) that adds it."""
+    npy-dir: or the file) that adds it (a typed graph: :func:`~.cli_typed.typed_untrainable_warning`)."""
+    from .hetero.graph import HeteroGraph
+
+    if isinstance(graph, HeteroGraph):
+        from .cli_typed import typed_untrainable_warning
+
+        return typed_untrainable_warning(graph)
     on_disk = graph.scratch_dir is not None
     features, labels, train = ("--features F.npy", "--labels L.npy", "--train-mask M.npy")
     if on_disk:

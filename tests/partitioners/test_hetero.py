@@ -18,6 +18,7 @@ from partitioners.format.npyio import load_array
 from partitioners.hetero import HeteroGraph
 from partitioners.hetero.partition import assign_typed, type_balance
 from partitioners.hetero.synthetic import MAG_RELATIONS, MAG_TYPES, mag_graph
+from typed_inputs import write_ogb_folder
 
 
 def _small() -> HeteroGraph:
@@ -226,35 +227,11 @@ def test_cli_partitions_mag_tiny_and_inspect_verifies(tmp_path) -> None:
 
 
 # ------------------------------------------------------------------------- OGB heterogeneous reader
-def _write_ogb_folder(root: Path, g: HeteroGraph) -> None:
-    """``g`` in ogbn-mag's layout: raw/num-node-dict, relations/S___R___D, node-feat, node-label, split."""
-    import gzip
-
-    def put(path: Path, text: str) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with gzip.open(path, "wt") as f:
-            f.write(text)
-
-    raw = root / "raw"
-    put(raw / "num-node-dict.csv.gz", ",".join(g.node_types) + "\n"
-        + ",".join(str(n) for n in g.num_nodes_dict.values()) + "\n")
-    for (s, r, d), (src, dst) in g.edges.items():
-        put(raw / "relations" / f"{s}___{r}___{d}" / "edge.csv.gz",
-            "".join(f"{a},{b}\n" for a, b in zip(src.tolist(), dst.tolist())))
-    for t, x in g.features.items():
-        put(raw / "node-feat" / t / "node-feat.csv.gz", "".join(",".join(f"{v:.9g}" for v in row) + "\n" for row in x.tolist()))
-    for t, y in g.labels.items():
-        put(raw / "node-label" / t / "node-label.csv.gz", "".join(f"{v}\n" for v in y.tolist()))
-        for key, stem in (("train", "train"), ("val", "valid"), ("test", "test")):
-            ids = np.flatnonzero(g.masks[t][key])
-            put(root / "split" / "random" / t / f"{stem}.csv.gz", "".join(f"{i}\n" for i in ids.tolist()))
-
-
 def test_ogb_hetero_reader_reads_the_mag_layout(tmp_path) -> None:
     from partitioners.hetero.ogb import read_ogb_hetero
 
     g = mag_graph(400, 2000, 4, 6, seed=3, reverse=False)
-    _write_ogb_folder(tmp_path / "ogbn_mini", g)
+    write_ogb_folder(tmp_path / "ogbn_mini", g)
     r = read_ogb_hetero(tmp_path / "ogbn_mini", add_reverse=True)
     assert r.node_types == g.node_types and r.target_type == "paper" and len(r.relations) == 8
     for rel in g.relations:
@@ -275,14 +252,14 @@ def test_ogb_hetero_reader_names_the_bad_file(tmp_path) -> None:
 
     g = mag_graph(400, 2000, 4, 6, seed=3, reverse=False)
     root = tmp_path / "ogb"
-    _write_ogb_folder(root, g)
+    write_ogb_folder(root, g)
     feat = root / "raw" / "node-feat" / "paper" / "node-feat.csv.gz"
     with gzip.open(feat, "wt") as f:
         f.write("1,2,3,4,5,6\n")
     with pytest.raises(GraphError) as info:
         read_ogb_hetero(root)
     assert "\n" not in str(info.value) and str(feat) in str(info.value) and "node type 'paper'" in str(info.value)
-    _write_ogb_folder(root, g)
+    write_ogb_folder(root, g)
     bad = root / "raw" / "relations" / "author___writes___venue"
     bad.mkdir()
     with gzip.open(bad / "edge.csv.gz", "wt") as f:

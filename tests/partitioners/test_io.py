@@ -193,8 +193,9 @@ def test_read_graph_dispatch_errors(tmp_path):
         read_graph(odd)
     assert read_graph(odd, fmt="edgelist").num_edges == 1
     with pytest.raises(ValueError, match=r"a folder is read as an npy-dir \(src\.npy, dst\.npy\), an OGB "
-                                         r"dataset \(raw/edge\.csv\.gz\) or a Planetoid set \(ind\.NAME\.graph, "
-                                         r"\.\.\.\), but it has none"):
+                                         r"dataset \(raw/edge\.csv\.gz or, typed, raw/num-node-dict\.csv\.gz\), "
+                                         r"a Planetoid set \(ind\.NAME\.graph, \.\.\.\) or a typed npy-dir "
+                                         r"\(nodes\.json\), but it has none"):
         read_graph(tmp_path)
     assert FORMATS == ("edgelist", "npz", "npy", "scipy", "ogb", "planetoid", "npy-dir")
 

@@ -96,9 +96,7 @@ def _emit_json(obj: object) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The ``gnn-dist`` parser: verbs ``datasets``, ``partition``, ``convert``, ``inspect``, ``train``, ``predict``, ``plan``, ``report``."""
     from .cli_input import _split_fractions, add_input_arguments
-    from .cli_typed import add_typed_arguments
-    from .hetero.readers import typed_format_names
-    from .io import FORMATS
+    from .cli_typed import input_formats
     from .methods import METHODS
     from .normalize import NORMALIZATIONS
 
@@ -124,11 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="read or generate a graph, partition it, write a partition folder")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--dataset", metavar="NAME", help="a built-in dataset (see `gnn-dist datasets`)")
-    src.add_argument("--input", metavar="PATH", help="a graph file, or an OGB or Planetoid dataset folder; typed: "
-                                                     "an OGB heterogeneous folder, knowledge-graph triples, a typed npy-dir")
-    input_formats = (*FORMATS, *typed_format_names())
-    p.add_argument("--input-format", choices=input_formats, default=None, metavar="FMT",
-                   help=f"format of --input, one of {', '.join(input_formats)} (default: inferred from the path)")
+    src.add_argument("--input", metavar="PATH", help="a graph file, or a dataset folder (OGB, Planetoid, typed: docs/cli.md)")
+    p.add_argument("--input-format", choices=input_formats(), default=None, metavar="FMT",
+                   help=f"format of --input, one of {', '.join(input_formats())} (default: inferred from the path)")
     p.add_argument("--parts", type=positive_int, required=True, metavar="P", help="number of parts")
     p.add_argument("--method", choices=METHODS, default="metis",
                    help="partitioning method (default: metis)")
@@ -158,7 +154,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print the quality report as JSON on stdout")
     add_input_arguments(p)
-    add_typed_arguments(p)
     add_convert_verb(sub, verbose)
 
     i = sub.add_parser("inspect", parents=[verbose], help="describe and check a partition folder")

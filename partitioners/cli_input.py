@@ -55,7 +55,7 @@ def _split_fractions(value: str) -> tuple[float, float, float]:
 
 
 def add_input_arguments(p: argparse.ArgumentParser) -> None:
-    """The flags of this module on the ``partition`` parser."""
+    """The flags of this module on the ``partition`` parser, then the typed-input ones (:mod:`.cli_typed`)."""
     g = p.add_argument_group("node data and input options (--input only; docs/cli.md)")
     g.add_argument("--features", metavar="F.npy", help="node features, float [N, F]")
     g.add_argument("--labels", metavar="L.npy", help="node labels: int class ids [N], or 0/1 [N, C] multi-label, "
@@ -84,6 +84,9 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
                         "with --symmetrize; removed as it goes; default: the folder --out is in)")
     g.add_argument("--planetoid-name", metavar="NAME", default=None,
                    help="which Planetoid set of the folder (cora, citeseer, pubmed; default: the only one)")
+    from .cli_typed import add_typed_arguments
+
+    add_typed_arguments(p)  # --add-reverse, --target-type
 
 
 def _node_files(args: argparse.Namespace) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 
 from .errors import GraphError
 
-__all__ = ["add_typed_arguments", "check_typed_request", "is_typed_format", "read_typed_input",
+__all__ = ["add_typed_arguments", "check_typed_request", "input_formats", "is_typed_format", "read_typed_input",
            "typed_dataset", "typed_untrainable_warning"]
 
 _HOMOGENEOUS_FLAGS = {
@@ -38,6 +38,14 @@ def add_typed_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--target-type", metavar="TYPE", default=None,
                    help="typed --input or a typed --dataset: the labelled node type the masks and the training "
                         "balance are for (default: the input's own, or its only labelled type)")
+
+
+def input_formats() -> tuple[str, ...]:
+    """``--input-format``'s choices: the homogeneous formats, then the typed ones."""
+    from .hetero.readers import typed_format_names
+    from .io import FORMATS
+
+    return (*FORMATS, *typed_format_names())
 
 
 def is_typed_format(fmt: str) -> bool:

@@ -93,6 +93,34 @@ class ErrorLines(logging.Handler):
         self.logger.removeHandler(self)
 
 
+def run_train_jobs(rank: int, world_size: int, jobs: list[list[str]]) -> list[tuple[int, list[str]] | None]:
+    """In every rank of a :func:`mp_utils.run_ranks` job: ``gnn_dist.train.main(argv)`` for each
+    job in turn; per job None when it succeeded, else (exit code, the error lines it logged)."""
+    from gnn_dist.train import main
+
+    out: list[tuple[int, list[str]] | None] = []
+    for job in jobs:
+        with ErrorLines("gnn_dist.train") as errors:
+            code = main(job)
+        out.append(None if code == 0 else (code, errors.lines))
+    return out
+
+
+def gcn_trainer(part: Any, ckpt_dir: str | None, *, init_seed: int = 0, **config: Any) -> Any:
+    """A 3-layer GCN (hidden 8, dropout 0.5, seed 3) and its Trainer (lr 0.05, no logging or
+    evaluation unless ``config`` says) checkpointing to ``ckpt_dir``: the resume tests' run."""
+    import torch
+
+    import gnn_dist
+    from gnn_dist.models import build_model
+
+    torch.manual_seed(init_seed)
+    model = build_model("gcn", in_dim=part.feature_dim, hidden_dim=8, out_dim=part.num_classes, num_layers=3,
+                        dropout=0.5, seed=3)
+    return gnn_dist.Trainer(model, part, **{"lr": 0.05, "log_every": 0, "eval_every": 0, "checkpoint_dir": ckpt_dir,
+                                            **config})
+
+
 STALL_TIMEOUT_S = 8
 """The collective timeout (``--timeout``) of a job with a stalled rank."""
 

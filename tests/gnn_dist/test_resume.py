@@ -20,7 +20,7 @@ import torch
 
 from partitioners import Graph
 from partitioners.format.writer import write_partition
-from train_helpers import ErrorLines, make_graph
+from train_helpers import make_graph, run_train_jobs
 from mp_utils import run_ranks
 
 EPOCHS, HALF = 6, 3
@@ -45,19 +45,6 @@ def read_metrics(path: str | Path) -> list[dict]:
     return [r for r in map(json.loads, Path(path).read_text().splitlines()) if "epoch" in r]
 
 
-def run_jobs(rank: int, world_size: int, jobs: list[list[str]]) -> list[tuple[int, list[str]] | None]:
-    """Run ``main(argv)`` for each job in turn; None when it succeeded, else (exit code, the
-    error lines it logged)."""
-    from gnn_dist.train import main
-
-    out: list[tuple[int, list[str]] | None] = []
-    for job in jobs:
-        with ErrorLines("gnn_dist.train") as errors:
-            code = main(job)
-        out.append(None if code == 0 else (code, errors.lines))
-    return out
-
-
 @pytest.fixture(scope="module")
 def two_rank_runs(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("resume")
@@ -68,10 +55,10 @@ def two_rank_runs(tmp_path_factory) -> dict:
     os.makedirs(d["bad"])
     Path(d["bad"], "checkpoint-000002.pt").write_bytes(b"PK\x03\x04 truncated")
     Path(d["bad"], "latest").write_text("checkpoint-000002.pt\n")
-    first = run_ranks(run_jobs, 2, [argv(data, EPOCHS, d["straight"], m["straight"]),
+    first = run_ranks(run_train_jobs, 2, [argv(data, EPOCHS, d["straight"], m["straight"]),
                                     argv(data, HALF, d["resumed"], m["resumed"])], timeout=120)
     # Fresh processes: resume to EPOCHS; resume from a folder without checkpoints; a corrupt one.
-    second = run_ranks(run_jobs, 2, [argv(data, EPOCHS, d["resumed"], m["resumed"], "--resume"),
+    second = run_ranks(run_train_jobs, 2, [argv(data, EPOCHS, d["resumed"], m["resumed"], "--resume"),
                                      argv(data, 1, d["empty"], m["empty"], "--resume"),
                                      argv(data, EPOCHS, d["bad"], m["bad"], "--resume")], timeout=120)
     return {"dirs": d, "metrics": m, "first": first, "second": second, "data": data}

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from mp_utils import run_ranks
-from train_helpers import make_graph
+from train_helpers import gcn_trainer, make_graph
 
 EPOCHS, HALF = 12, 6
 PIPELINES = ("sync", "overlap")
@@ -32,16 +32,6 @@ def write_parts(out: Path, num_parts: int, method: str = "random", graph: Any = 
 
     partition_graph(make_graph() if graph is None else graph, num_parts, method, out, seed=num_parts)
     return str(out)
-
-
-def make_trainer(part: Any, ckpt_dir: str | None, *, init_seed: int = 0, **config: Any):
-    import gnn_dist
-    from gnn_dist.models import build_model
-
-    torch.manual_seed(init_seed)
-    model = build_model("gcn", in_dim=part.feature_dim, hidden_dim=8, out_dim=part.num_classes, num_layers=3,
-                        dropout=0.5, seed=3)
-    return gnn_dist.Trainer(model, part, lr=0.05, log_every=0, eval_every=0, checkpoint_dir=ckpt_dir, **config)
 
 
 class _Lines(logging.Handler):
@@ -74,11 +64,11 @@ def _straight(rank: int, world_size: int, data: str, root: str) -> dict[str, Any
     lines, part = _Lines(), gnn_dist.load_partition(data)
     out = {}
     for pipeline in PIPELINES:
-        trainer = make_trainer(part, str(Path(root, pipeline)), checkpoint_every=HALF, pipeline=pipeline)
+        trainer = gcn_trainer(part, str(Path(root, pipeline)), checkpoint_every=HALF, pipeline=pipeline)
         trainer.fit(EPOCHS)
         out[pipeline] = _result(trainer, lines)
-    make_trainer(part, str(Path(root, "stale")), pipeline="stale").fit(2)
-    make_trainer(part, str(Path(root, "adaptive")), **ADAPTIVE).fit(3)
+    gcn_trainer(part, str(Path(root, "stale")), pipeline="stale").fit(2)
+    gcn_trainer(part, str(Path(root, "adaptive")), **ADAPTIVE).fit(3)
     return out
 
 
@@ -90,17 +80,17 @@ def _resumed(rank: int, world_size: int, data: str, root: str) -> dict[str, Any]
     lines, part = _Lines(), gnn_dist.load_partition(data)
     out = {}
     for pipeline in PIPELINES:
-        trainer = make_trainer(part, None, init_seed=99, pipeline=pipeline)
+        trainer = gcn_trainer(part, None, init_seed=99, pipeline=pipeline)
         lines.lines.clear()
         assert trainer.resume(checkpoint_path(Path(root, pipeline), HALF)) and trainer.epoch == HALF
         resumed_lines = lines.lines[:]
         trainer.fit(EPOCHS - HALF)
         out[pipeline] = {**_result(trainer, lines), "resume_lines": resumed_lines}
-    stale = make_trainer(part, None, pipeline="stale")
+    stale = gcn_trainer(part, None, pipeline="stale")
     assert stale.resume(checkpoint_path(Path(root, "stale"), 2))
     out["stale"] = {"staleness": stale.fit(1)[0]["staleness"], "lines": lines.lines[:]}
     lines.lines.clear()
-    adaptive = make_trainer(part, None, **ADAPTIVE)
+    adaptive = gcn_trainer(part, None, **ADAPTIVE)
     assert adaptive.resume(checkpoint_path(Path(root, "adaptive"), 3))
     adaptive.fit(3)   # steps 3-5: widths decided afresh at step 5, from the statistics of steps 3-4
     out["adaptive"] = {"lines": lines.lines[:], "pairs": sorted({(s, d) for _, _, s, d in
@@ -182,7 +172,7 @@ def test_another_graph_is_refused_naming_both(runs, tmp_path):
     theirs = json.loads(Path(runs["data"][4], "partition.json").read_text())["graph_fingerprint"]
     assert mine != theirs
     with pytest.raises(CheckpointError) as err:
-        make_trainer(part, None).resume(checkpoint_path(Path(runs["root"], "ckpt", "sync"), HALF))
+        gcn_trainer(part, None).resume(checkpoint_path(Path(runs["root"], "ckpt", "sync"), HALF))
     message = str(err.value)
     assert "\n" not in message and "written for another graph" in message
     assert theirs[:16] in message and mine[:16] in message and "4 parts" in message
@@ -205,14 +195,14 @@ def test_folders_without_a_graph_fingerprint_keep_the_old_refusal(tmp_path, capl
     graph = make_graph()
     old = write_parts(tmp_path / "old", 1, graph=graph)
     _strip_graph_fingerprint(old)
-    trainer = make_trainer(gnn_dist.load_partition(old), str(tmp_path / "ckpt"))
+    trainer = gcn_trainer(gnn_dist.load_partition(old), str(tmp_path / "ckpt"))
     trainer.fit(1)
     new = write_parts(tmp_path / "new", 1, graph=make_graph(seed=1))   # another folder, also without the field
     _strip_graph_fingerprint(new)
     part = gnn_dist.load_partition(new)
     with pytest.raises(CheckpointError, match=r"written for another partition \(fingerprint .* pass "
                                               r"--resume-any-partition"):
-        make_trainer(part, None).resume(str(tmp_path / "ckpt"))
+        gcn_trainer(part, None).resume(str(tmp_path / "ckpt"))
     with caplog.at_level("WARNING", logger="gnn_dist"):
-        assert make_trainer(part, None, resume_any_partition=True).resume(str(tmp_path / "ckpt"))
+        assert gcn_trainer(part, None, resume_any_partition=True).resume(str(tmp_path / "ckpt"))
     assert "resuming it anyway (--resume-any-partition)" in caplog.text

@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from mp_utils import run_ranks
-from train_helpers import make_graph
+from train_helpers import gcn_trainer, make_graph
 
 EPOCHS, HALF = 6, 3
 
@@ -36,16 +36,6 @@ def write_parts(out: Path, num_parts: int = 2, seed: int = 0) -> str:
     assignment = np.random.default_rng(seed).integers(0, num_parts, graph.num_nodes)
     write_partition(graph, assignment, num_parts, out, method="test", method_params={}, seed=0)
     return str(out)
-
-
-def make_trainer(part: Any, ckpt_dir: str | None, *, init_seed: int = 0, **config: Any):
-    import gnn_dist
-    from gnn_dist.models import build_model
-
-    torch.manual_seed(init_seed)
-    model = build_model("gcn", in_dim=part.feature_dim, hidden_dim=8, out_dim=part.num_classes, num_layers=3,
-                        dropout=0.5, seed=3)
-    return gnn_dist.Trainer(model, part, lr=0.05, log_every=0, eval_every=0, checkpoint_dir=ckpt_dir, **config)
 
 
 class _Warnings(logging.Handler):
@@ -83,11 +73,11 @@ def _resume_runs(rank: int, world_size: int, data: str, other_data: str, root: s
     for name, smoothing in (("plain", None), ("smoothed", 0.5)):
         cfg = {"pipeline": "stale", "stale_smoothing": smoothing}
         d = str(Path(root, name))
-        straight = make_trainer(part, None, **cfg)
+        straight = gcn_trainer(part, None, **cfg)
         straight.fit(EPOCHS)
-        first = make_trainer(part, d, checkpoint_every=1, **cfg)
+        first = gcn_trainer(part, d, checkpoint_every=1, **cfg)
         first.fit(HALF)
-        resumed = make_trainer(part, d, init_seed=99, **cfg)
+        resumed = gcn_trainer(part, d, init_seed=99, **cfg)
         assert resumed.resume() and resumed.epoch == HALF
         resumed.fit(EPOCHS - HALF)
         rank_file = rank_state_path(d, HALF, rank, world_size)
@@ -103,20 +93,20 @@ def _resume_runs(rank: int, world_size: int, data: str, other_data: str, root: s
     # Another mode, another smoothing: a fresh pipeline with a warning that says why.
     falls = {}
     for key, cfg in (("sync", {"pipeline": "sync"}), ("smoothing", {"pipeline": "stale", "stale_smoothing": 0.5})):
-        trainer = make_trainer(part, None, **cfg)  # writes nothing
+        trainer = gcn_trainer(part, None, **cfg)  # writes nothing
         assert trainer.resume(checkpoint_path(plain, EPOCHS))
         trainer.fit(1)
         falls[key] = {"warnings": warnings.take(), "staleness": trainer.history[-1]["staleness"]}
     # Another partition of the same graph into as many parts: the same graph fingerprint, so it
     # resumes with no flag (tests/gnn_dist/test_resume_other_p.py); the stale buffers do not fit.
-    trainer = make_trainer(gnn_dist.load_partition(other_data), None, pipeline="stale")
+    trainer = gcn_trainer(gnn_dist.load_partition(other_data), None, pipeline="stale")
     assert trainer.resume(checkpoint_path(plain, EPOCHS))
     falls["partition"] = {"warnings": warnings.take()}
     # A stale run resuming from a sync checkpoint.
     sync_dir = str(Path(root, "sync"))
-    make_trainer(part, sync_dir, pipeline="sync").fit(1)
+    gcn_trainer(part, sync_dir, pipeline="sync").fit(1)
     rank_files = sorted(p.name for p in Path(sync_dir).iterdir() if ".rank-" in p.name)
-    trainer = make_trainer(part, None, pipeline="stale")
+    trainer = gcn_trainer(part, None, pipeline="stale")
     assert trainer.resume(checkpoint_path(sync_dir, 1))
     trainer.fit(1)
     falls["from_sync"] = {"warnings": warnings.take(), "staleness": trainer.history[-1]["staleness"],
@@ -124,7 +114,7 @@ def _resume_runs(rank: int, world_size: int, data: str, other_data: str, root: s
     # Rank 1 cannot see its file of epoch 2: every rank falls back.
     if rank == 1:
         rank_state_path(plain, 2, rank, world_size).unlink()
-    trainer = make_trainer(part, None, pipeline="stale")
+    trainer = gcn_trainer(part, None, pipeline="stale")
     assert trainer.resume(checkpoint_path(plain, 2)) and trainer.epoch == 2
     trainer.fit(1)
     falls["missing"] = {"warnings": warnings.take(), "staleness": trainer.history[-1]["staleness"],
@@ -134,7 +124,7 @@ def _resume_runs(rank: int, world_size: int, data: str, other_data: str, root: s
     if rank == 1:
         bad = rank_state_path(plain, 1, rank, world_size)
         bad.write_bytes(bad.read_bytes()[: bad.stat().st_size // 2])
-    trainer = make_trainer(part, None, pipeline="stale")
+    trainer = gcn_trainer(part, None, pipeline="stale")
     before = _params(trainer)
     try:
         trainer.resume(checkpoint_path(plain, 1))
@@ -200,7 +190,7 @@ def test_another_partition_or_number_of_parts_falls_back_with_a_warning(runs, ca
                    for w in r["fallbacks"]["partition"]["warnings"]), r["fallbacks"]["partition"]["warnings"]
     # One process resumes the 2-rank checkpoint: the weights fit, the stale buffers do not.
     part = gnn_dist.load_partition(write_parts(runs["root"] / "p1", num_parts=1))
-    trainer = make_trainer(part, None, pipeline="stale")   # the same graph: no flag needed
+    trainer = gcn_trainer(part, None, pipeline="stale")   # the same graph: no flag needed
     with caplog.at_level("WARNING", logger="gnn_dist"):
         assert trainer.resume(runs["root"] / "ckpt" / "plain" / f"checkpoint-{EPOCHS:06d}.pt")
     assert "written with num_parts=2, this run has num_parts=1" in caplog.text
@@ -260,10 +250,10 @@ def test_single_rank_stale_resume(tmp_path):
     import gnn_dist
 
     part = gnn_dist.load_partition(write_parts(tmp_path / "p1", num_parts=1))
-    straight = make_trainer(part, None, pipeline="stale")
+    straight = gcn_trainer(part, None, pipeline="stale")
     straight.fit(4)
-    make_trainer(part, str(tmp_path / "ck"), pipeline="stale").fit(2)
-    resumed = make_trainer(part, str(tmp_path / "ck"), pipeline="stale", init_seed=5)
+    gcn_trainer(part, str(tmp_path / "ck"), pipeline="stale").fit(2)
+    resumed = gcn_trainer(part, str(tmp_path / "ck"), pipeline="stale", init_seed=5)
     assert resumed.resume()
     resumed.fit(2)
     assert [(h["train_loss"], h["staleness"]) for h in resumed.history] == \
@@ -276,7 +266,7 @@ def test_single_rank_stale_resume(tmp_path):
 
     with pytest.raises(CheckpointError, match=r"rank-00000-of-00001\.pt: the rank file's sha256 .* is not the .* "
                                               r"written with it: corrupt"):
-        make_trainer(part, None, pipeline="stale").resume(tmp_path / "ck" / "checkpoint-000002.pt")
+        gcn_trainer(part, None, pipeline="stale").resume(tmp_path / "ck" / "checkpoint-000002.pt")
 
 
 def test_a_checkpoint_without_pipeline_state_falls_back(tmp_path, caplog):
@@ -284,13 +274,13 @@ def test_a_checkpoint_without_pipeline_state_falls_back(tmp_path, caplog):
     import gnn_dist
 
     part = gnn_dist.load_partition(write_parts(tmp_path / "p1", num_parts=1))
-    make_trainer(part, str(tmp_path / "ck"), pipeline="stale").fit(1)
+    gcn_trainer(part, str(tmp_path / "ck"), pipeline="stale").fit(1)
     from gnn_dist.checkpoints import load_checkpoint, save_checkpoint
 
     state = load_checkpoint(tmp_path / "ck" / "checkpoint-000001.pt")
     del state["pipeline_state"]
     save_checkpoint(tmp_path / "ck", 1, state)
-    trainer = make_trainer(part, str(tmp_path / "ck"), pipeline="stale")
+    trainer = gcn_trainer(part, str(tmp_path / "ck"), pipeline="stale")
     with caplog.at_level("WARNING", logger="gnn_dist"):
         assert trainer.resume()
     assert "checkpoint-000001.pt: the checkpoint holds no pipeline state; the pipeline state is not restored" \

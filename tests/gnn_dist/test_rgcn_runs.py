@@ -22,7 +22,7 @@ import pytest
 
 from gnn_dist.train import main
 from mp_utils import run_ranks
-from train_helpers import ErrorLines
+from train_helpers import run_train_jobs
 
 RGCN = ["--model", "rgcn", "--embedding-dim", "8", "--hidden", "8", "--lr", "0.01", "--dropout", "0.5",
         "--seed", "3", "--log-every", "0"]
@@ -74,29 +74,20 @@ def losses(path: Path) -> list[float]:
     return [r["train_loss"] for r in map(json.loads, path.read_text().splitlines()) if "epoch" in r]
 
 
-def run_jobs(rank: int, world_size: int, jobs: list[list[str]]) -> list[tuple[int, list[str]] | None]:
-    out: list[tuple[int, list[str]] | None] = []
-    for job in jobs:
-        with ErrorLines("gnn_dist.train") as errors:
-            code = main(job)
-        out.append(None if code == 0 else (code, errors.lines))
-    return out
-
-
 def test_resume_is_exact_on_the_same_and_on_another_cut(folders, tmp_path):
     def job(parts: int, epochs: int, name: str, *extra: str) -> list[str]:
         return ["--data", str(folders / f"mag{parts}"), *RGCN, "--epochs", str(epochs), "--select", "best-val",
                 "--checkpoint-dir", str(tmp_path / name), "--checkpoint-every", "3",
                 "--metrics", str(tmp_path / f"{name}.jsonl"), *extra]
 
-    assert run_ranks(run_jobs, 2, [job(2, 6, "straight"), job(2, 3, "cut")], timeout=240) == [[None, None]] * 2
+    assert run_ranks(run_train_jobs, 2, [job(2, 6, "straight"), job(2, 3, "cut")], timeout=240) == [[None, None]] * 2
     (tmp_path / "other").mkdir()
     for f in (tmp_path / "cut").glob("checkpoint-*"):
         (tmp_path / "other" / f.name).write_bytes(f.read_bytes())
     (tmp_path / "other" / "latest").write_text("checkpoint-000003.pt\n")
     (tmp_path / "other.jsonl").write_bytes((tmp_path / "cut.jsonl").read_bytes())
-    assert run_ranks(run_jobs, 2, [job(2, 6, "cut", "--resume")], timeout=240) == [[None]] * 2
-    assert run_ranks(run_jobs, 3, [job(3, 6, "other", "--resume", "--resume-any-partition")],
+    assert run_ranks(run_train_jobs, 2, [job(2, 6, "cut", "--resume")], timeout=240) == [[None]] * 2
+    assert run_ranks(run_train_jobs, 3, [job(3, 6, "other", "--resume", "--resume-any-partition")],
                      timeout=240) == [[None]] * 3
     straight = losses(tmp_path / "straight.jsonl")
     assert len(straight) == 6 and straight[3:] != straight[:3]
@@ -111,7 +102,7 @@ def test_resume_is_exact_on_the_same_and_on_another_cut(folders, tmp_path):
 def test_every_schedule_and_wire_format_trains_it(folders, tmp_path, flags):
     metrics = tmp_path / "m.jsonl"
     argv = ["--data", str(folders / "mag2"), *RGCN, "--epochs", "8", "--metrics", str(metrics), *flags]
-    assert run_ranks(run_jobs, 2, [argv], timeout=240) == [[None]] * 2
+    assert run_ranks(run_train_jobs, 2, [argv], timeout=240) == [[None]] * 2
     got = losses(metrics)
     assert len(got) == 8 and all(math.isfinite(v) for v in got) and got[-1] < got[0], got
 
@@ -132,7 +123,7 @@ def test_a_saved_model_predicts_the_same_on_any_cut(folders, tmp_path):
     model, metrics = tmp_path / "rgcn.model", tmp_path / "m.jsonl"
     argv = ["--data", str(folders / "mag2"), *RGCN, "--epochs", "6", "--save-model", str(model),
             "--metrics", str(metrics)]
-    assert run_ranks(run_jobs, 2, [argv], timeout=240) == [[None]] * 2
+    assert run_ranks(run_train_jobs, 2, [argv], timeout=240) == [[None]] * 2
     one = run_ranks(predict_job, 1, str(folders / "mag1"), str(model), timeout=240)[0]
     three = run_ranks(predict_job, 3, str(folders / "mag3"), str(model), timeout=240)[0]
     mag = load_dataset("mag-tiny")

@@ -31,28 +31,17 @@ from torch import nn
 from .block import Block
 from .decomposable import check_first, propagate
 from .dropout import DropoutKey
+from .relations import TypedRows, check_typed, relation_blocks, typed_rows
 from .sparse import spmm
 
 __all__ = ["RGCNConv"]
 
 
 @dataclass(frozen=True, slots=True)
-class _Typed:
-    """What a layer needs of its destinations' types (per block, cached)."""
-
-    rows: tuple[torch.Tensor, ...]
-    """Per node type, its destinations (int64, ascending)."""
-    pos: torch.Tensor
-    """int64 ``[D]``: each destination's position among those of its type."""
-    order: torch.Tensor
-    """int64 ``[D]``: each destination's row in the per-type outputs concatenated."""
+class _Context:
+    typed: TypedRows
     inv: torch.Tensor
     """float ``[D, R]``: 1 / in-edges per destination and relation (0 without)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Context:
-    typed: _Typed
     x_dst: torch.Tensor
 
 
@@ -126,10 +115,12 @@ class RGCNConv(nn.Module):
               raw: bool = False) -> tuple[_Context, torch.Tensor]:
         """The destinations' types and per-relation counts; the rows are aggregated as they are."""
         check_first(block, x_first, self.in_channels, self)
-        _check_types(block, self)
-        typed = block.cached(("rgcn_types", x_first.dtype, self.num_relations),
-                             lambda: _typed(block, self, x_first.dtype))
-        return _Context(typed, block.dst_rows(x_first)), x_first
+        types = check_typed(block, self, self.num_relations, self.num_node_types if self.root_per_type else None,
+                            "R-GCN")
+        self._rel_types = types.rel_types.cpu()
+        typed = typed_rows(block)
+        inv = block.cached(("rgcn_inv", x_first.dtype), lambda: _inverse_counts(typed.count, x_first.dtype))
+        return _Context(typed, inv, block.dst_rows(x_first)), x_first
 
     def transform(self, x: torch.Tensor, ctx: _Context) -> torch.Tensor:
         return x
@@ -139,13 +130,12 @@ class RGCNConv(nn.Module):
         """Per relation, the sum over ``group``'s edges of that relation into its destination
         type's rows, each edge scaled by 1 / its destination's count: ``[D_t, F]`` (None: no edge)."""
         out: list[torch.Tensor | None] = []
-        for r, (sub, dst) in enumerate(group.cached(("rgcn_relations", self.num_relations),
-                                                    lambda: _relation_blocks(group, ctx.typed, self))):
-            if sub is None:
+        for r, rel in enumerate(relation_blocks(group, ctx.typed)):
+            if rel.block is None:
                 out.append(None)
                 continue
-            scale = ctx.typed.inv[dst, r].to(z.dtype)
-            out.append(spmm(sub, z, scale))
+            scale = ctx.inv[rel.dst, r].to(z.dtype)
+            out.append(spmm(rel.block, z, scale))
         return out
 
     def merge(self, a: list[torch.Tensor | None], b: list[torch.Tensor | None]) -> list[torch.Tensor | None]:
@@ -179,56 +169,6 @@ class RGCNConv(nn.Module):
                 f"num_relations={self.num_relations}{bases})")
 
 
-def _check_types(block: Block, layer: RGCNConv) -> None:
-    types = block.types
-    if types is None:
-        raise ValueError(f"{layer!r}: the block has no node and edge types (a homogeneous graph); R-GCN runs on "
-                         f"a typed graph (docs/heterogeneous.md)")
-    if types.num_relations != layer.num_relations or types.num_types > layer.num_node_types and layer.root_per_type:
-        raise ValueError(f"{layer!r}: the block has {types.num_relations} relations and {types.num_types} node "
-                         f"types, the layer was built for {layer.num_relations} and {layer.num_node_types}")
-    layer._rel_types = types.rel_types.cpu()
-
-
-def _typed(block: Block, layer: RGCNConv, dtype: torch.dtype) -> _Typed:
-    """The destinations' per-type rows and the per-(destination, relation) counts of ``block``
-    (which holds every in-edge of its destinations)."""
-    types = block.types
-    assert types is not None
-    d, r = block.num_dst, layer.num_relations
-    dst_type = types.node_type[:d]
-    rows = tuple(torch.nonzero(dst_type == t).flatten() for t in range(max(types.num_types, 1)))
-    pos = torch.empty(d, dtype=torch.long, device=block.device)
-    for t_rows in rows:
-        pos[t_rows] = torch.arange(t_rows.numel(), device=block.device)
-    order = torch.empty(d, dtype=torch.long, device=block.device)
-    order[torch.cat(rows)] = torch.arange(d, device=block.device)
-    count = torch.bincount(block.dst_index * r + types.edge_type, minlength=d * r).reshape(d, r)
-    inv = torch.where(count > 0, 1.0 / count.clamp(min=1).to(torch.float64), 0.0).to(dtype)
-    return _Typed(rows, pos, order, inv)
-
-
-def _relation_blocks(group: Block, typed: _Typed, layer: RGCNConv) -> list[tuple[Block | None, torch.Tensor]]:
-    """Per relation ``r``, ``group``'s edges of ``r`` as a block over the destinations of ``r``'s
-    destination type (in their order) and ``group``'s sources, with the edges' destinations
-    (ids in ``[0, D)``); ``(None, empty)`` where ``group`` has no such edge."""
-    types = group.types
-    assert types is not None
-    out: list[tuple[Block | None, torch.Tensor]] = []
-    for r in range(layer.num_relations):
-        edges = torch.nonzero(types.edge_type == r).flatten()
-        if edges.numel() == 0:
-            out.append((None, edges))
-            continue
-        dst = group.dst_index[edges]
-        t = int(types.rel_types[r, 1])
-        local = typed.pos[dst]
-        n = typed.rows[t].numel()
-        indptr = torch.zeros(n + 1, dtype=torch.long, device=group.device)
-        torch.cumsum(torch.bincount(local, minlength=n), 0, out=indptr[1:])
-        sub = Block(num_src=group.num_src, num_dst=n, indptr=indptr, indices=group.indices[edges],
-                    edge_weight=None, in_degree=group.in_degree, out_degree=group.out_degree,
-                    self_loops=group.self_loops, src_original_ids=group.src_original_ids, kernels=group.kernels)
-        sub._cache["dst_index"] = local
-        out.append((sub, dst))
-    return out
+def _inverse_counts(count: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``[D, R]``: 1 / in-edges per destination and relation (0 without)."""
+    return torch.where(count > 0, 1.0 / count.clamp(min=1).to(torch.float64), 0.0).to(dtype)

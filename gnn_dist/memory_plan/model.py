@@ -27,7 +27,7 @@ from .layers import jk_terms, layer_shapes, tensor_input
 from .sizes import PartSizes
 from .stages import stage_bytes, stage_layers, stage_parameters
 from .task import task_bytes
-from .typed import embedding_values, typed_layer_parameters
+from .typed import embedding_values
 
 __all__ = ["Workload", "Component", "RankPlan", "plan_rank", "RUNTIME_BYTES", "STEP_RUNTIME_BYTES",
            "CUDA_CONTEXT_BYTES", "COMPONENTS"]
@@ -208,8 +208,8 @@ def _task_of(name: str, decoder: str) -> Any:
 def _layers(w: Workload, s: PartSizes) -> list[LayerShape]:
     if s.typed is not None:   # the first layer reads the widest of the features and the learnable rows
         shapes = layer_shapes(w.model, feature_dim=max(s.feature_dim, w.embedding_dim or 0), hidden=w.hidden,
-                              classes=_out_dim(w, s), layers=w.layers, heads=None, out_heads=None, dropout=w.dropout,
-                              jk=w.jk)
+                              classes=_out_dim(w, s), layers=w.layers, heads=w.heads or 1, out_heads=None,
+                              dropout=w.dropout, jk=w.jk)
         per_row = s.typed.relation_rows / max(s.inner, 1)
         return [dataclasses.replace(sh, relations=per_row) for sh in shapes]
     return layer_shapes(w.model, feature_dim=s.feature_dim, hidden=w.hidden, classes=_out_dim(w, s),
@@ -284,7 +284,9 @@ def _parameter_counts(w: Workload, s: PartSizes) -> tuple[int, tuple[int, ...]]:
     """``(the model's trainable parameters, each convolution's)``; a typed model's include this
     rank's learnable rows (:mod:`.typed`)."""
     if s.typed is not None:
-        per_conv = tuple(typed_layer_parameters(s.typed, sh.w_in, sh.w_out, w.num_bases) for sh in _layers(w, s))
+        width = max(s.feature_dim, w.embedding_dim or 0)
+        per_conv = _count_typed_parameters(w.model, s.typed.relations, s.typed.num_types, width, w.hidden,
+                                           _out_dim(w, s), w.layers, w.heads, w.num_bases, w.jk)
         return sum(per_conv) + embedding_values(s.typed, w.embedding_dim), per_conv
     return _count_parameters(w.model, s.feature_dim, w.hidden, _out_dim(w, s), w.layers, w.heads, w.out_heads, w.jk,
                              w.task, w.decoder)
@@ -310,6 +312,35 @@ def _count_parameters(model_name: str, in_dim: int, hidden: int, out_dim: int, l
     def count(m: Any) -> int:
         return sum(p.numel() for p in m.parameters() if p.requires_grad)
     return count(model), tuple(count(conv) for conv in getattr(model, "convs", []))
+
+
+@functools.lru_cache(maxsize=64)
+def _count_typed_parameters(model_name: str, relations: tuple[tuple[int, int], ...], num_types: int, width: int,
+                            hidden: int, out_dim: int, layers: int, heads: int | None, num_bases: int | None,
+                            jk: str = "last") -> tuple[int, ...]:
+    """Each convolution's trainable parameters of a typed model whose first layer reads ``width``
+    wide rows, counted on the meta device (built for a typed part of these relations with no rows)."""
+    import torch
+
+    from ..hetero.part import TypedPart
+    from ..models import build_model
+
+    spec = model_spec(model_name)
+    none = torch.zeros(0, dtype=torch.long)
+    names = tuple(f"t{t}" for t in range(num_types))
+    part = TypedPart(type_names=names, relations=tuple((names[a], f"r{i}", names[b]) for i, (a, b) in enumerate(relations)),
+                     target_type=names[0], counts=(0,) * num_types, offsets=(0,) * num_types,
+                     feature_dims=(width,) * num_types, node_type=none, inner_rows=(none,) * num_types, features={},
+                     original_ids=none)
+    kwargs: dict[str, Any] = {"jk": jk}
+    if "heads" in spec.options and heads is not None:
+        kwargs["heads"] = heads
+    if "num_bases" in spec.options and num_bases is not None:
+        kwargs["num_bases"] = num_bases
+    with torch.device("meta"):
+        model = build_model(model_name, in_dim=width, hidden_dim=hidden, out_dim=out_dim, num_layers=layers,
+                            typed=part, **kwargs)
+    return tuple(sum(p.numel() for p in conv.parameters() if p.requires_grad) for conv in model.convs)
 
 
 def _wire_bytes(name: str) -> float:

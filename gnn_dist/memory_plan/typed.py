@@ -1,8 +1,8 @@
 """What the memory planner needs of a typed (heterogeneous) part: its types and relations, its
 inner rows per type, and what a typed model keeps besides a homogeneous one's terms.
 
-An R-GCN layer's parameters are ``R F F'`` relation weights (``B F F' + R B`` with ``B`` bases),
-``T F F'`` root weights and the bias; the learnable rows of the featureless types are this
+A typed model's layers' parameters are counted by building it on the meta device
+(:mod:`.model`); the learnable rows of the featureless types are this
 rank's own, ``sum_t I_t D`` values with their gradient and optimizer state, never all-reduced.
 Per layer it saves, per destination type ``t``, the concatenation of its rows and of its
 relations' aggregates, ``I_t (1 + R_t) F`` (``R_t`` relations into ``t``): over the types,
@@ -15,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TypedSizes", "typed_sizes", "typed_layer_parameters", "embedding_values", "TYPED_SPECS",
-           "typed_sizes_from_spec"]
+__all__ = ["TypedSizes", "typed_sizes", "embedding_values", "TYPED_SPECS", "typed_sizes_from_spec"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,13 +52,6 @@ def typed_sizes(meta: Any, part_id: int) -> TypedSizes | None:
     return TypedSizes(relations=tuple((index[s], index[d]) for s, _, d in sec["relations"]),
                       feature_dims=tuple(int(t.get("feature_dim") or 0) for t in sec["node_types"]),
                       rows=tuple(int(c) for c in sec["part_type_counts"][part_id]))
-
-
-def typed_layer_parameters(typed: TypedSizes, w_in: int, w_out: int, num_bases: int | None) -> int:
-    """An R-GCN layer's parameters (module docstring)."""
-    r = len(typed.relations)
-    relation = r * w_in * w_out if num_bases is None else num_bases * w_in * w_out + r * num_bases
-    return relation + typed.num_types * w_in * w_out + w_out
 
 
 def embedding_values(typed: TypedSizes | None, embedding_dim: int | None) -> int:

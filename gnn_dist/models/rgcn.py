@@ -1,76 +1,41 @@
 """R-GCN on a typed (heterogeneous) partition: learnable rows for the featureless types, then
-:class:`~gnn_dist.nn.RGCNConv` layers (see :class:`~.basic_gnn.BasicGNN` for the loop, the
-activations and the hash dropout keyed by original ids)."""
+:class:`~gnn_dist.nn.RGCNConv` layers (see :class:`~.typed.TypedGNN` and
+:class:`~.basic_gnn.BasicGNN` for the loop, the activations and the hash dropout keyed by
+original ids)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import nn
 
-from ..hetero.embedding import TypedEmbedding
 from ..hetero.part import TypedPart
-from ..nn.part import PartLike
 from ..nn.rgcn_conv import RGCNConv
 from . import saved
-from .basic_gnn import BasicGNN
 from .spec import register_model
+from .typed import TypedGNN, typed_input_width
 
 __all__ = ["RGCN", "typed_input_width"]
 
 
-def typed_input_width(typed: TypedPart, embedding_dim: int | None) -> int:
-    """The first layer's input width: the widest of the feature widths and ``embedding_dim``;
-    one line when a type has neither features nor learnable rows."""
-    bare = [typed.type_names[t] for t in typed.featureless]
-    if bare and embedding_dim is None:
-        raise ValueError(f"node type(s) {', '.join(bare)} have no features: give them learnable rows with "
-                         f"--embedding-dim D (e.g. 128), or partition the graph with their features")
-    return max(typed.feature_dim, embedding_dim or 0)
-
-
 @register_model("rgcn", saved=saved.rgcn_saved, options=("num_bases",), typed=True)
-class RGCN(BasicGNN):
+class RGCN(TypedGNN):
     """R-GCN (Schlichtkrull et al., 2018) with per-relation mean aggregation, per-type root
     weights and optional basis decomposition (``num_bases``), after OGB's ogbn-mag baseline.
 
-    Takes the part's static features ``x`` ``[I, F_x]`` (the featured types' rows, see
-    :meth:`~gnn_dist.hetero.TypedPart.static_input`) and writes the featureless types' learnable
-    rows into it (:class:`~gnn_dist.hetero.embedding.TypedEmbedding`, ``embedding_dim`` wide,
-    this rank's rows only) before the first layer.
+    The featureless types' learnable rows and the input width: :class:`~.typed.TypedGNN`.
 
     Args:
-        in_dim (int): ``F_x``, the static features' width (the partition's ``feature_dim``).
-        typed (TypedPart): the rank's typed part (types, relations, its rows).
-        embedding_dim (int, optional): the learnable rows' width (required when a type has no
-            features).
         num_bases (int, optional): bases of the relation weights (None: one weight each).
-        (the other arguments: :class:`~.basic_gnn.BasicGNN`)
+        (the other arguments: :class:`~.typed.TypedGNN`)
     """
-
-    accepts_layer_input = False
 
     def __init__(self, in_dim: int, hidden_dim: int, out_dim: int, num_layers: int, dropout: float = 0.5,
                  seed: int = 0, *, typed: TypedPart, embedding_dim: int | None = None,
                  num_bases: int | None = None, **kwargs: Any) -> None:
-        if in_dim != typed.feature_dim:
-            raise ValueError(f"RGCN: in_dim={in_dim} but the typed part's widest feature width is {typed.feature_dim}")
-        width = typed_input_width(typed, embedding_dim)
-        super().__init__(width, hidden_dim, out_dim, num_layers, dropout, seed, num_relations=len(typed.relations),
-                         num_node_types=len(typed.type_names), num_bases=num_bases, **kwargs)
-        self.features_in = int(in_dim)
-        """The width of the ``x`` it takes (the layers' input is :attr:`in_dim` wide)."""
-        self.embedding = (TypedEmbedding(typed, embedding_dim, width, seed)
-                          if typed.featureless and embedding_dim else None)
+        super().__init__(in_dim, hidden_dim, out_dim, num_layers, dropout, seed, typed=typed,
+                         embedding_dim=embedding_dim, num_bases=num_bases, **kwargs)
 
     def init_conv(self, in_channels: int, out_channels: int, *, last: bool, num_relations: int = 1,
                   num_node_types: int = 1, num_bases: int | None = None, **kwargs: Any) -> nn.Module:
         return RGCNConv(in_channels, out_channels, num_relations, num_node_types, num_bases=num_bases, **kwargs)
-
-    def forward(self, part: PartLike, x: torch.Tensor) -> torch.Tensor:
-        if self.embedding is not None:
-            x = self.embedding(x)
-        elif x.shape[1] < self.in_dim:
-            x = nn.functional.pad(x, (0, self.in_dim - x.shape[1]))
-        return super().forward(part, x)

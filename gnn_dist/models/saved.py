@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 __all__ = ["LayerShape", "Terms", "SavedFormula", "OutsideFormula", "activation_terms", "generic_saved",
            "gcn_saved", "sage_saved", "gat_saved", "gin_saved", "gine_saved", "gine_outside", "gcnii_saved",
-           "gcnii_outside", "residual_outside", "resgcn_saved", "ressage_saved", "rgcn_saved"]
+           "gcnii_outside", "residual_outside", "resgcn_saved", "ressage_saved", "rgcn_saved",
+           "hgt_saved", "hetero_sage_saved"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,28 @@ def rgcn_saved(s: LayerShape) -> Terms:
     aggregates, concatenated for one product, ``I (1 + A / I) w_in`` in all, and one float32
     scale per edge; plus the activation and dropout."""
     return Terms(inner=round(s.w_in * (1 + s.relations)), edge=1) + activation_terms(s)
+
+
+def hgt_saved(s: LayerShape) -> Terms:
+    """HGT (:class:`~gnn_dist.nn.hgt_conv.HGTConv`): the source rows by type ``S w_in`` (the
+    keys' and values' map) and the keys and values ``2 S w_out`` (the SDDMMs and SpMMs); the
+    destinations' rows ``I w_in`` and queries ``I w_out``, per relation its queries through
+    ``W^ATT`` and its aggregate, ``2 (A / I) I w_out``; the message before and after the GELU and
+    the mapped output ``3 I w_out``; with the skip term (``w_in = w_out``) the destinations' rows
+    again and the gate's input ``I (w_in + w_out)``; the attention ``[E, heads]`` twice (the
+    softmax's output and its per-relation copy); plus the activation and dropout."""
+    skip = s.w_in + s.w_out if s.w_in == s.w_out else 0
+    inner = s.w_in + s.w_out + round(2 * s.relations * s.w_out) + 3 * s.w_out + skip
+    return Terms(source=s.w_in + 2 * s.w_out, inner=inner, edge=2 * s.heads) + activation_terms(s)
+
+
+def hetero_sage_saved(s: LayerShape) -> Terms:
+    """Per-relation SAGE (:class:`~gnn_dist.nn.hetero_conv.HeteroConv`): each relation's conv keeps
+    its source rows, its destinations ``(A / I) I w_in`` and its sources ``~S w_in`` over the
+    relations (each source row counted once), and when it aggregates first (``w_out >= w_in``) its
+    mean ``(A / I) I w_in``; plus the activation and dropout."""
+    mean = s.w_in if s.w_out >= s.w_in else 0
+    return Terms(source=s.w_in, inner=round(s.relations * (s.w_in + mean))) + activation_terms(s)
 
 
 def generic_saved(s: LayerShape) -> Terms:

@@ -107,7 +107,7 @@ def check_data(config: RunConfig, meta: object) -> object:
 
 
 def check_typed_model(config: RunConfig, meta: object) -> None:
-    """A typed partition trains with a model registered ``typed=True`` (R-GCN), and only it;
+    """A typed partition trains with a model registered ``typed=True`` (R-GCN, HGT, hetero-sage), and only it;
     ``--embedding-dim`` applies to typed partitions."""
     from .models import model_spec
 
@@ -116,7 +116,7 @@ def check_typed_model(config: RunConfig, meta: object) -> None:
     path = config.data.data
     if typed_folder and not spec.typed:
         raise ValueError(f"{path}: a typed (heterogeneous) partition: model {spec.name!r} trains homogeneous graphs; "
-                         f"use --model rgcn (docs/heterogeneous.md)")
+                         f"use --model rgcn (or hgt, hetero-sage: docs/heterogeneous.md)")
     if not typed_folder and spec.typed:
         raise ValueError(f"{path}: model {spec.name!r} trains typed (heterogeneous) partitions; this one is "
                          f"homogeneous (partition a typed graph: docs/heterogeneous.md)")

@@ -89,7 +89,8 @@ class ModelConfig:
     element-wise maximum (max), then a linear map to the classes; models gcn, sage, gat, gin, resgcn,
     ressage."""
     heads: int | None = flag("--heads")
-    """With model gat: attention heads of the hidden layers (default: 8)."""
+    """With model gat or hgt: attention heads of the hidden layers, whose width is a multiple of them
+    (default: gat 8, hgt 1)."""
     out_heads: int | None = flag("--out-heads", metavar="K")
     """With model gat: attention heads of the output layer, averaged (default: 1)."""
     attn_dropout: float = flag("--attn-dropout", default=0.0, metavar="P")

@@ -90,7 +90,7 @@ def hgt_saved(s: LayerShape) -> Terms:
     again and the gate's input ``I (w_in + w_out)``; the attention ``[E, heads]`` twice (the
     softmax's output and its per-relation copy) and two int64 edge index arrays (``4`` float32
     per edge); plus the activation and dropout. A saved-tensor hook on one layer of an 80-row
-    test block found the sources' and edges' terms as here and 0.7-0.85 of the total (the
+    test block found the sources' and edges' terms as here, this formula 0.7-0.85 of the total (the
     einsums' permuted copies, the per-type weight slices); not yet fitted on a partition
     (``tests/gnn_dist/test_memory_plan.py`` checks the homogeneous models)."""
     skip = s.w_in + s.w_out if s.w_in == s.w_out else 0
@@ -104,10 +104,12 @@ def hetero_sage_saved(s: LayerShape) -> Terms:
     the relations (each source row counted once: an estimate, a row that is the source of several
     relations is in each one's block), and when it aggregates first (``w_out >= w_in``) its mean
     ``(A / I) I w_in``; plus the activation and dropout. A saved-tensor hook on one layer of an
-    80-row test block found 0.6-0.75 of the total (rows that feed several relations); not yet
+    80-row test block measured 1.3-1.6 times this (rows that feed several relations, small-block
+    overheads); not yet
     fitted on a partition."""
     mean = s.w_in if s.w_out >= s.w_in else 0
-    return Terms(source=s.w_in, inner=round(s.relations * (s.w_in + mean)) + round(s.relations * s.w_in)) + activation_terms(s)
+    inner = round(s.relations * (2 * s.w_in + mean))
+    return Terms(source=s.w_in, inner=inner) + activation_terms(s)
 
 
 def generic_saved(s: LayerShape) -> Terms:

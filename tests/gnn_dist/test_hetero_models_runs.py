@@ -10,7 +10,8 @@ import pytest
 
 from gnn_dist.train import main
 from mp_utils import run_ranks
-from test_rgcn_runs import _one_line, losses, run_jobs
+from test_rgcn_runs import _one_line, losses
+from train_helpers import run_train_jobs
 
 COMMON = ["--embedding-dim", "8", "--hidden", "8", "--lr", "0.01", "--dropout", "0.5", "--seed", "3",
           "--log-every", "0"]
@@ -41,7 +42,7 @@ def test_both_train_from_the_cli(mag2, tmp_path):
              "--metrics", str(tmp_path / "hgt.jsonl")],
             ["--data", str(mag2), "--model", "hetero-sage", *COMMON, "--epochs", "6", "--pipeline", "overlap",
              "--metrics", str(tmp_path / "sage.jsonl")]]
-    assert run_ranks(run_jobs, 2, jobs, timeout=240) == [[None, None]] * 2
+    assert run_ranks(run_train_jobs, 2, jobs, timeout=240) == [[None, None]] * 2
     for name in ("hgt", "sage"):
         got = losses(tmp_path / f"{name}.jsonl")
         assert len(got) == 6 and all(math.isfinite(v) for v in got) and got[-1] < got[0], (name, got)

@@ -6,7 +6,9 @@ exchanger's :class:`~gnn_dist.distributed.ExchangeStats` and the feature store's
 differences of counters. An epoch's record is ``{"epoch": E, **StepStats, "epoch_time_s",
 "comm_bytes", "train_acc"/"val_acc"/"test_acc" (null when not evaluated; a regression has
 "train_mse"/"val_mse"/"test_mse", the same of "mae" and "r2" instead: :mod:`gnn_dist.tasks`),
-"eval_time_s"}``; with a
+"eval_time_s", "wait_cpu_s"}`` (``wait_cpu_s``: the seconds the rank's threads, summed, waited
+on a CPU run queue while runnable during the step, from ``/proc/self/task/*/schedstat``
+(:mod:`gnn_dist.run_queue`); null where there is no schedstat, not Linux); with a
 metrics file also every rank's ``"peak_memory_bytes"`` (its peak so far in this ``fit``, from the
 warm baseline at its start, ``"memory_baseline_bytes"``) and the planner's
 ``"predicted_peak_bytes"`` (null when not known).

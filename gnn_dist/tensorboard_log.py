@@ -19,6 +19,7 @@ __all__ = ["SCALARS", "TensorBoardLog", "metric_tags", "require_tensorboard"]
 SCALARS: dict[str, str] = {
     "loss/train": "train_loss", "time/epoch_s": "epoch_time_s", "time/compute_s": "compute_time_s",
     "time/comm_s": "comm_time_s", "time/exposed_comm_s": "exposed_comm_s", "time/eval_s": "eval_time_s",
+    "time/wait_cpu_s": "wait_cpu_s",
     "bytes/halo": "halo_bytes", "bytes/allreduce": "allreduce_bytes", "features/hit_rate": "feature_hit_rate",
 }
 """TensorBoard tag -> the metrics record's key, besides the task's metrics (:func:`metric_tags`)."""

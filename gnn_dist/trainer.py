@@ -38,6 +38,7 @@ from .config import RESUME_MODES, TrainerConfig, to_dict
 from .distributed.per_rank import is_per_rank
 from .distributed import (all_gather_json, all_ranks_agree, all_reduce_grads, all_reduce_sum, broadcast_module, get_rank,
                           is_distributed)
+from . import run_queue
 from .metrics import MetricsFile, StepStats, progress_line, summary_line
 from .measured_peak import current_memory_bytes, peak_memory_bytes, peak_memory_kind, reset_peak
 from .pipeline import Pipeline, build_schedule
@@ -240,9 +241,10 @@ class Trainer:
         for _ in range(epochs):
             if self.selection.stopped:
                 break
-            t0 = time.perf_counter()
+            t0, threads = time.perf_counter(), run_queue.snapshot()
             step = self.train_step()
-            rec: dict[str, Any] = {"epoch": self.epoch, **step.to_record(), "epoch_time_s": time.perf_counter() - t0}
+            rec: dict[str, Any] = {"epoch": self.epoch, **step.to_record(), "epoch_time_s": time.perf_counter() - t0,
+                                   "wait_cpu_s": run_queue.wait_since(threads)}
             if len(out) == epochs - 1:
                 self.pipeline.flush()  # nothing of the mode stays in flight after fit
             rec["comm_bytes"] = rec["halo_bytes"] + rec["allreduce_bytes"] + rec.get("fetch_bytes", 0)

@@ -123,6 +123,7 @@ EPOCH_FIELDS: dict[str, Any] = {
     "comm_time_s": _check_nonnegative,
     "exposed_comm_s": _check_nonnegative,
     "eval_time_s": _check_nonnegative,
+    "wait_cpu_s": _check_nonnegative,
     "halo_bytes": _check_nonnegative,
     "allreduce_bytes": _check_nonnegative,
     "comm_bytes": _check_nonnegative,

@@ -1,5 +1,5 @@
 """The run report's summary figures: epoch times and edges per second, the best and final
-scores, the final loss and the bytes on the wire. Torch-free."""
+scores, the final loss, the run-queue wait and the bytes on the wire. Torch-free."""
 
 from __future__ import annotations
 
@@ -89,6 +89,10 @@ def summary_rows(run: RunView) -> list[SummaryRow]:
     if eval_mean is not None:
         rows.append(SummaryRow("mean_eval_time_s", "mean evaluation time (not in the epoch time)",
                                fmt_ms(eval_mean), eval_mean))
+    wait, lacking = _total(m.values("wait_cpu_s"))
+    if wait is not None:
+        rows.append(SummaryRow("total_wait_cpu_s", "time rank 0's threads waited on a CPU run queue in the steps, "
+                               "total", fmt_ms(wait) + (f" ({lacking} epoch(s) not recorded)" if lacking else ""), wait))
     rows += _score_rows(run)
     losses = [(e["epoch"], e["train_loss"]) for e in m.epochs if e.get("train_loss") is not None]
     rows.append(SummaryRow("final_train_loss", f"final training loss (epoch {losses[-1][0]})" if losses

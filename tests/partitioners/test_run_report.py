@@ -43,7 +43,7 @@ def epoch(e: int, *, evaluated: bool, val: float = 0.5, **over) -> dict:
     rec = {"epoch": e, "train_loss": 2.0 - 0.1 * e, "halo_bytes": 1000 * (e + 1), "allreduce_bytes": 400,
            "compute_time_s": 0.02 + 0.001 * e, "comm_time_s": 0.008, "exposed_comm_s": 0.005,
            "bytes_per_layer": [0, 600 * (e + 1), 400 * (e + 1)], "staleness": 0, "feature_hit_rate": 1.0,
-           "epoch_time_s": 0.025 + 0.001 * e + (1.5 if e == 0 else 0.0)}
+           "epoch_time_s": 0.025 + 0.001 * e + (1.5 if e == 0 else 0.0), "wait_cpu_s": 0.002 * e}
     rec["comm_bytes"] = rec["halo_bytes"] + rec["allreduce_bytes"]
     if evaluated:
         rec.update(train_acc=0.6 + 0.01 * e, val_acc=val, test_acc=0.4 + 0.02 * e, eval_time_s=0.003)
@@ -136,6 +136,7 @@ def test_html_has_every_section_and_the_summary_is_right(capsys, tmp_path, parts
     assert got["total_halo_bytes"] == sum(r["halo_bytes"] for r in EPOCHS)
     assert got["total_allreduce_bytes"] == 400 * len(EPOCHS)
     assert close(got["mean_eval_time_s"], 0.003)
+    assert close(got["total_wait_cpu_s"], sum(r["wait_cpu_s"] for r in EPOCHS))
 
     # the first epoch (1.5 s of "compilation") is cut so the others stay readable
     assert "(cut)" in section(html, "time") and "epoch 0 (" in section(html, "time")

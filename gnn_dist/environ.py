@@ -24,6 +24,11 @@ reads the environment and a test can see every variable that matters in one tabl
 ``TORCH_NCCL_ASYNC_ERROR_HANDLING`` set (unless the user set it) before an NCCL group starts
 ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE`` read by the loopback agent (a warning: a store on every
                                     interface)
+``OMP_NUM_THREADS``,                a rank's thread pools (:data:`THREAD_VARIABLES`): torch's
+``NUMBA_NUM_THREADS``,              intra-op and numba's pool sizes, OpenMP's idle-thread policy;
+``OMP_WAIT_POLICY``,                defaulted by ``gnn-dist train`` and by a rank itself to its
+``KMP_BLOCKTIME``                   CPU share, ``PASSIVE`` and ``0`` unless the user set them
+                                    (:mod:`gnn_dist.rank_threads`)
 ==================================  =========================================================
 """
 
@@ -33,7 +38,7 @@ import os
 from collections.abc import Mapping
 
 __all__ = ["KERNELS", "launch_variables", "launch_rank", "local_world_size", "restart_count", "elastic_run_id", "kernels", "set_default", "set_variable",
-           "rank_defaults", "RANK_DEFAULTS"]
+           "rank_defaults", "RANK_DEFAULTS", "THREAD_VARIABLES", "thread_settings"]
 
 KERNELS = "GNN_DIST_KERNELS"
 
@@ -78,6 +83,16 @@ def kernels() -> str | None:
     """``GNN_DIST_KERNELS`` (stripped, lower case), or None when unset or empty."""
     value = os.environ.get(KERNELS, "").strip().lower()
     return value or None
+
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "OMP_WAIT_POLICY", "KMP_BLOCKTIME")
+"""The variables that size a rank's thread pools and say how their idle threads wait."""
+
+
+def thread_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The :data:`THREAD_VARIABLES` set (non-empty) in ``environ`` (default: this process's)."""
+    environ = os.environ if environ is None else environ
+    return {name: environ[name].strip() for name in THREAD_VARIABLES if environ.get(name, "").strip()}
 
 
 def set_variable(name: str, value: str) -> None:

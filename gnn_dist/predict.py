@@ -58,9 +58,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import environ
+from . import environ, rank_threads
 
-environ.rank_defaults()   # before torch (see gnn_dist.train)
+rank_threads.rank_defaults()   # before torch (see gnn_dist.train)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

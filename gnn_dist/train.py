@@ -30,9 +30,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import environ
+from . import environ, rank_threads
 
-environ.rank_defaults()   # before torch: the ranks torchrun starts run as gnn-dist train's do
+rank_threads.rank_defaults()   # before torch: the ranks torchrun starts run as gnn-dist train's do
 
 from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402
 from .config import RunConfig
@@ -173,6 +173,9 @@ def run(config: RunConfig, device: Any = None) -> dict:
     from .metrics import check_metrics_target
     from .model_file import check_save_target, save_trained_model
 
+    rank_threads.limit_pools()
+    if get_rank() == 0:
+        log.info(rank_threads.describe())
     trainer = build(config, device)
     check_save_target(config)  # --save-model's folder, before training rather than at its end
     check_metrics_target(config)  # --metrics' folder, likewise

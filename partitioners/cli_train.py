@@ -232,15 +232,21 @@ LOOPBACK_ENV = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
 def train_env(environ: Mapping[str, str], nproc: int) -> dict[str, str]:
     """The environment of the torchrun child: ``environ`` plus defaults the user did not set.
 
-    ``OMP_NUM_THREADS``: this machine's CPUs / ``nproc``. ``THP_MEM_ALLOC_ENABLE=1``: torch's CPU
+    The thread variables of ``gnn_dist.rank_threads.thread_defaults`` (``OMP_NUM_THREADS`` and
+    ``NUMBA_NUM_THREADS``: the CPUs this process may use (affinity, cgroup quota) / ``nproc``;
+    ``OMP_WAIT_POLICY=PASSIVE``, ``KMP_BLOCKTIME=0``: idle pool threads sleep instead of spinning
+    on a CPU another rank could use). ``THP_MEM_ALLOC_ENABLE=1``: torch's CPU
     allocator asks for 2 MiB pages for blocks of 2 MiB and more (fewer page faults), and with it
     each rank fixes glibc's malloc thresholds (``gnn_dist/distributed/allocator.py``).
     On Linux, :data:`LOOPBACK_ENV`: the ranks' gloo/NCCL listeners bind the loopback interface
     instead of the address the hostname resolves to (the agent's stores are on 127.0.0.1 too:
     :func:`train_command`); nothing of a one-machine job listens on the network.
     """
+    from gnn_dist.environ import thread_settings   # torch-free
+    from gnn_dist.rank_threads import thread_defaults
+
     env = dict(environ)
-    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    env.update(thread_defaults(nproc, thread_settings(environ)))
     env.setdefault("THP_MEM_ALLOC_ENABLE", "1")   # gnn_dist.environ.RANK_DEFAULTS: a rank sets it too
     if sys.platform.startswith("linux"):
         for name, value in LOOPBACK_ENV.items():

@@ -512,7 +512,8 @@ def test_train_runs_torchrun_with_the_folder_part_count(capsys, monkeypatch, goo
                    "--rdzv-id=gnn-dist-train", "--local-addr=127.0.0.1",
                    "-m", "gnn_dist.train", "--data", str(good_dir), "--model", "sage", "--epochs", "3"]
     assert not verbose
-    assert "OMP_NUM_THREADS" in env
+    assert "OMP_NUM_THREADS" in env and env["NUMBA_NUM_THREADS"] == env["OMP_NUM_THREADS"]  # one pool's size
+    assert env["OMP_WAIT_POLICY"] == "PASSIVE"   # idle pool threads sleep (gnn_dist.rank_threads)
     assert env["THP_MEM_ALLOC_ENABLE"] == "1"  # torch's huge-page CPU allocations for the ranks
 
 
@@ -555,6 +556,7 @@ def test_train_keeps_the_users_huge_page_and_thread_settings(capsys, monkeypatch
     assert run(capsys, "train", "--data", good_dir)[0] == EXIT_OK
     ((_, env, _),) = calls
     assert env["THP_MEM_ALLOC_ENABLE"] == user and env["OMP_NUM_THREADS"] == "5"
+    assert env["NUMBA_NUM_THREADS"] == "5"   # numba's pool follows the user's torch threads
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the loopback interface is named lo on Linux")

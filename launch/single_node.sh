@@ -6,6 +6,7 @@ set -euo pipefail
 DATA=${1:?usage: launch/single_node.sh DATA_DIR [train options...]}
 shift
 NPROC=${NPROC:-$(python3 -c "import json,sys; print(json.load(open(sys.argv[1] + '/partition.json'))['num_parts'])" "$DATA")}
+# Each rank keeps its threads within its share (gnn_dist/rank_threads.py: NUMBA_NUM_THREADS, OMP_WAIT_POLICY=PASSIVE).
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( $(nproc) / NPROC > 0 ? $(nproc) / NPROC : 1 ))}
 # torch's CPU allocator: 2 MiB pages for blocks >= 2 MiB (fewer page faults); with it each rank
 # also fixes glibc's malloc thresholds (gnn_dist/distributed/allocator.py). Set it to 0 to opt out.

@@ -8,7 +8,8 @@ CPUs, 2 what ``cpu_count // ranks`` gave on a 4-CPU machine, or in a container w
 below the host's CPUs). Measured from outside, as the issue measured it: every 50 ms the
 ranks' threads are read from ``/proc/PID/task/*`` (:mod:`gnn_dist.run_queue`): their states (how
 many threads, how many runnable) and their schedstat (CPU and run-queue ns; a thread's last
-reading counts), over each rank's whole life. Per configuration: CPU-seconds and run-queue
+reading counts), over each rank's whole life (each checkout first trains one unmeasured epoch,
+so no measured run compiles the numba kernels). Per configuration: CPU-seconds and run-queue
 seconds per rank, wait per CPU-second, threads per rank (most seen), runnable threads per
 sample (mean, most), the mean epoch time after the first, and the trainer's own ``wait_cpu_s``
 summed over the epochs (rank 0; null for code without it). Linux only.
@@ -193,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         codes = {"after": common.repo_root()}
         if args.before:
             codes = {f"before ({args.before})": stack.enter_context(checkout(args.before)), **codes}
+        for code in codes.values():   # fills each checkout's numba cache: no run below compiles kernels
+            run_training(code, data, 1, 1, Path(scratch) / "warm.jsonl", args.timeout)
         stack.enter_context(busy_load(args.load))
         for threads in args.threads:
             for name, code in codes.items():

@@ -17,6 +17,7 @@ summed over the epochs (rank 0; null for code without it). Linux only.
 Usage::
 
     python benchmarks/run_queue_wait.py --before 04a5ffe        # before vs after, 1 and 2 threads (~5 min)
+    python benchmarks/run_queue_wait.py --before 04a5ffe --threads 1 --rounds 3   # before/after/after/before/...
     python benchmarks/run_queue_wait.py --threads 1 --epochs 30 # this checkout only, quicker
 
 Results: ``benchmarks/results/run_queue_wait_[hardware]_[date].{md,json}``. The machine's own
@@ -161,13 +162,13 @@ def _mean(rows: list[dict], key: str) -> float:
 
 
 def markdown(results: dict, env: dict, args: argparse.Namespace) -> str:
-    headers = ["code", "threads/rank", "CPU s/rank", "wait s/rank", "wait per CPU-s", "threads/rank (max)",
+    headers = ["code", "threads/rank", "round", "CPU s/rank", "wait s/rank", "wait per CPU-s", "threads/rank (max)",
                "runnable/rank (mean, max)", "epoch ms", "trainer wait_cpu_s (rank 0)"]
     rows = []
     for name, res in results.items():
         r = res["ranks"]
         trainer = res["trainer_wait_cpu_s"]
-        rows.append([res["code"], res["threads"], f"{_mean(r, 'cpu_s'):.1f}", f"{_mean(r, 'wait_s'):.1f}",
+        rows.append([res["code"], res["threads"], res.get("round", 1), f"{_mean(r, 'cpu_s'):.1f}", f"{_mean(r, 'wait_s'):.1f}",
                      f"{_mean(r, 'wait_s') / _mean(r, 'cpu_s'):.2f}", max(x["threads_max"] for x in r),
                      f"{_mean(r, 'runnable_mean'):.2f}, {max(x['runnable_max'] for x in r)}",
                      f"{res['epoch_ms']:.1f}", "—" if trainer is None else f"{trainer:.2f}"])
@@ -180,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--before", metavar="REV", help="also run the code of git revision REV (a temporary worktree)")
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="torch threads per rank (default: 1 2)")
+    p.add_argument("--rounds", type=int, default=1, help="runs of every configuration, the order of the "
+                   "checkouts reversed every other round (default: 1)")
     p.add_argument("--load", type=int, default=2, help="busy processes beside the job (default: 2)")
     p.add_argument("--epochs", type=int, default=150)
     p.add_argument("--dataset", default="sbm-small")
@@ -197,11 +200,12 @@ def main(argv: list[str] | None = None) -> int:
         for code in codes.values():   # fills each checkout's numba cache: no run below compiles kernels
             run_training(code, data, 1, 1, Path(scratch) / "warm.jsonl", args.timeout)
         stack.enter_context(busy_load(args.load))
-        for threads in args.threads:
-            for name, code in codes.items():
-                key = f"{name}, {threads} thread(s)"
+        for round_, threads in ((r, t) for r in range(args.rounds) for t in args.threads):
+            order = list(codes.items()) if round_ % 2 == 0 else list(codes.items())[::-1]   # ABBA...
+            for name, code in order:
+                key = f"{name}, {threads} thread(s), round {round_ + 1}"
                 res = run_training(code, data, threads, args.epochs, Path(scratch) / "m.jsonl", args.timeout)
-                results[key] = {"code": name, "threads": threads, **res}
+                results[key] = {"code": name, "threads": threads, "round": round_ + 1, **res}
                 print(key, json.dumps({k: v for k, v in res.items() if k != "ranks"}), flush=True)
     text = markdown(results, env, args)
     stem = args.out or common.default_result_stem("run_queue_wait")

@@ -57,5 +57,5 @@ def test_the_table_has_a_row_per_configuration():
                                        "trainer_wait_cpu_s": None}}
     env = {"date": "d", "cpu_model": "cpu", "cpu_count": 2, "load_average_1_5_15": [0, 0, 0]}
     text = rq.markdown(results, env, argparse.Namespace(dataset="sbm-small", epochs=3, load=2))
-    assert "| after | 1 | 10.0 | 20.0 | 2.00 | 5 | 1.10, 3 | 50.0 | 3.00 |" in text
-    assert "| before | 1 | 10.0 | 20.0 | 2.00 | 5 | 1.10, 3 | 70.0 | — |" in text
+    assert "| after | 1 | 1 | 10.0 | 20.0 | 2.00 | 5 | 1.10, 3 | 50.0 | 3.00 |" in text
+    assert "| before | 1 | 1 | 10.0 | 20.0 | 2.00 | 5 | 1.10, 3 | 70.0 | — |" in text

@@ -1,12 +1,12 @@
 """A rank's CPU share, and its thread pools kept within it.
 
 Why: on a busy machine, a rank that keeps more threads runnable than the CPUs it may use waits on
-the run queue for them. Measured (2 CPUs, two busy processes beside a 2-rank ``sbm-small`` GCN,
-``benchmarks/run_queue_wait.py``): with 2 OpenMP threads per rank and OpenMP's default wait
-policy, each rank's idle OpenMP thread spun between parallel regions (half the rank's CPU time),
-the ranks waited 1.4-1.5 s on the run queue per CPU-second and an epoch took 170 ms; with the
-same threads waiting passively 82 ms; with one thread per rank (the share of 2 ranks on 2 CPUs)
-36 ms. docs/performance.md has the figures and how to rerun them.
+the run queue for them. Measured (2 CPUs, two busy processes and other tenants beside a 2-rank
+``sbm-small`` GCN, ``benchmarks/run_queue_wait.py``): with 2 OpenMP threads per rank and
+OpenMP's default wait policy, each rank's idle OpenMP thread spun between parallel regions: 59.8
+CPU-s and 300 s of run-queue wait per rank, 995 ms per epoch; with the same threads waiting
+passively 13.2 CPU-s, 37 s, 81 ms; with one thread per rank (the share of 2 ranks on 2 CPUs)
+13.2 CPU-s, 30 s, 62 ms. docs/performance.md has the figures and how to rerun them.
 
 Decisions:
 
@@ -19,7 +19,7 @@ Decisions:
   starts this many OpenMP threads and resets OpenMP's count to it) is torch's count, so the two
   pools are one set of threads of torch's size. Torch's inter-op pool is set to 1 thread
   (:func:`limit_pools`): training never uses it, and it starts lazily, so it never runs.
-- **Idle threads sleep** : ``OMP_WAIT_POLICY=PASSIVE`` (GNU and Intel OpenMP) and
+- **Idle threads sleep**: ``OMP_WAIT_POLICY=PASSIVE`` (GNU and Intel OpenMP) and
   ``KMP_BLOCKTIME=0`` (Intel's): a pool thread with no work blocks at once instead of spinning
   for milliseconds after every parallel region, which on a busy machine takes the CPU from the
   thread with work. Numerics do not change (the thread counts and the kernels' sum orders are

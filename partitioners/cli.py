@@ -17,7 +17,6 @@ SIGTERM: ``partitioners/launch.py``).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time
@@ -25,9 +24,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from . import __version__
-from .cli_args import (BALANCE_CRITERIA, OneLineParser, UsageError, balance_list, memory_size, nonneg_int,
-                       positive_int, unknown_flags_first, weight_list, with_progress_bars)
+from .cli_args import (BALANCE_CRITERIA, OneLineParser, UsageError, balance_list, emit_json, memory_size, nonneg_int,
+                       parts_list, unknown_flags_first, weight_list, with_progress_bars)
 from .cli_convert import add_convert_verb, cmd_convert
+from .cli_inspect import cmd_inspect
 from .cli_plan import add_plan_verb, cmd_plan
 from .cli_train import (LOOPBACK_ENV, LOOPBACK_RDZV_BACKEND, add_launch_verbs, cmd_predict, cmd_train, train_command,
                         train_env)
@@ -86,10 +86,7 @@ def _init_logger(verbose: bool, quiet: bool = False) -> None:
     pkg.setLevel(logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO)
 
 
-def _emit_json(obj: object) -> None:
-    """The one way this CLI writes to stdout: ``obj`` as indented JSON."""
-    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
-    sys.stdout.flush()
+_emit_json = emit_json
 
 
 # ------------------------------------------------------------------------------------ parser
@@ -125,7 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--input", metavar="PATH", help="a graph file, or a dataset folder (OGB, Planetoid, typed: docs/cli.md)")
     p.add_argument("--input-format", choices=input_formats(), default=None, metavar="FMT",
                    help=f"format of --input, one of {', '.join(input_formats())} (default: inferred from the path)")
-    p.add_argument("--parts", type=positive_int, required=True, metavar="P", help="number of parts")
+    p.add_argument("--parts", type=parts_list, required=True, metavar="P[,P...]",
+                   help="number of parts; several (2,4,8) write a partition family: the graph read once, one "
+                        "folder per P (DIR/p2, DIR/p4, ...) and DIR/family.json; train picks the member of its "
+                        "world size")
     p.add_argument("--method", choices=METHODS, default="metis",
                    help="partitioning method (default: metis)")
     p.add_argument("--import", dest="imports", action="append", metavar="FILE.py|MODULE",
@@ -156,8 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_input_arguments(p)
     add_convert_verb(sub, verbose)
 
-    i = sub.add_parser("inspect", parents=[verbose], help="describe and check a partition folder")
-    i.add_argument("dir", metavar="DIR", help="partition folder")
+    i = sub.add_parser("inspect", parents=[verbose], help="describe and check a partition folder (or family)")
+    i.add_argument("dir", metavar="DIR", help="partition folder, or a partition family (lists its members)")
     i.add_argument("--verify", action="store_true",
                    help="check sha256 checksums, shapes, id ranges and cross-part consistency")
     i.add_argument("--json", action="store_true", help="print the metadata and problems as JSON on stdout")
@@ -191,9 +191,11 @@ def _add_refine_arguments(p: argparse.ArgumentParser) -> None:
 # --------------------------------------------------------------------------------- partition
 def _check_request(args: argparse.Namespace) -> None:
     """Checks that need no graph: refuse a bad request before a long read."""
+    from .cli_family import check_family_out, split_parts
     from .cli_input import check_input_request, input_format
     from .format import check_out_dir
 
+    split_parts(args)
     if args.dataset is not None:
         from .catalog import dataset_info
 
@@ -207,7 +209,7 @@ def _check_request(args: argparse.Namespace) -> None:
         raise FileNotFoundError(f"--input {args.input}: no such file or directory")
     check_input_request(args)
     _check_refine_flags(args)
-    check_out_dir(args.out, args.overwrite)
+    (check_out_dir if args.family is None else check_family_out)(args.out, args.overwrite)
     if args.input is not None and input_format(args) == "npy-dir":  # sized from its headers
         from .outofcore.npy_dir import open_npy_dir
 
@@ -293,9 +295,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 
 def _partition(args: argparse.Namespace) -> int:
-    from .api import partition_graph
     from .cli_input import untrainable_warning
-    from .report import report_lines
 
     _check_request(args)
     t0 = time.perf_counter()
@@ -312,7 +312,28 @@ def _partition(args: argparse.Namespace) -> int:
         log.warning(untrainable)
     _check_parts(args.parts, graph.num_nodes, args.dataset or args.input)
     _check_memory(args, graph, log_estimate=getattr(args, "npy_dir", None) is None)
-    report = partition_graph(graph, args.parts, args.method, args.out, seed=args.seed,
+    if args.family is not None:
+        from .cli_family import write_family
+
+        reports = write_family(args, lambda out: _cut(args, graph, out, read_s, extra_meta))
+        if args.json:
+            _emit_json({"family": args.out, "source": args.dataset or args.input, "split": extra_meta.get("split"),
+                        "members": {str(p): r for p, r in reports.items()}})
+        return EXIT_OK
+    report = _cut(args, graph, args.out, read_s, extra_meta)
+    if args.json:
+        report["source"] = args.dataset or args.input
+        report["split"] = extra_meta.get("split")
+        _emit_json(report)
+    return EXIT_OK
+
+
+def _cut(args: argparse.Namespace, graph: Any, out: Any, read_s: float, extra_meta: dict[str, Any]) -> dict[str, Any]:
+    """Cut ``graph`` into ``args.parts`` parts, write the folder ``out``, log its report; the report."""
+    from .api import partition_graph
+    from .report import report_lines
+
+    report = partition_graph(graph, args.parts, args.method, out, seed=args.seed,
                              refine=args.refine, balance=args.balance, overwrite=args.overwrite,
                              progress=not args.no_progress, read_time_s=read_s, extra_meta=extra_meta,
                              part_weights=args.part_weights, refine_objective=args.refine_objective)
@@ -321,43 +342,8 @@ def _partition(args: argparse.Namespace) -> int:
     if report.get("empty_parts"):
         log.warning(f"{report['empty_parts']} of {args.parts} parts are empty: their ranks will "
                     f"hold no nodes and do no work; consider fewer parts or another method")
-    log.info(f"wrote {args.out}")
-    if args.json:
-        report["source"] = args.dataset or args.input
-        report["split"] = extra_meta.get("split")
-        _emit_json(report)
-    return EXIT_OK
-
-
-# ----------------------------------------------------------------------------------- inspect
-def cmd_inspect(args: argparse.Namespace) -> int:
-    from .format import load_partition_meta, verify_partition
-    from .report import describe_lines
-
-    try:
-        meta = load_partition_meta(args.dir)
-    except PartitionFormatError as exc:
-        if args.json:
-            _emit_json({"path": args.dir, "ok": False, "verified": args.verify,
-                        "problems": [str(exc)], "meta": None})
-        log.error(str(exc))
-        return EXIT_FAILED
-    problems = verify_partition(args.dir, check_hashes=True) if args.verify else []
-    if args.json:
-        _emit_json({"path": args.dir, "ok": not problems, "verified": args.verify,
-                    "problems": problems, "meta": meta.raw})
-    else:
-        for line in describe_lines(meta, args.verbose):
-            log.info(line)
-    if args.verify and not problems:
-        log.info(f"verify: OK (sha256 of every file, shapes, id ranges and cross-part consistency "
-                 f"of {meta.num_parts} parts)")
-    for problem in problems:
-        log.error(problem)
-    if problems:
-        log.error(f"verify: FAILED with {len(problems)} problem(s); the first: {problems[0]}")
-        return EXIT_FAILED
-    return EXIT_OK
+    log.info(f"wrote {out}")
+    return report
 
 
 # ---------------------------------------------------------------------------------- datasets

@@ -6,8 +6,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["BALANCE_CRITERIA", "UsageError", "balance_list", "int_at_least", "memory_size", "nonneg_int",
-           "positive_int", "weight_list", "OneLineParser", "nearest_flags", "parse_unknown_first"]
+__all__ = ["BALANCE_CRITERIA", "UsageError", "balance_list", "emit_json", "int_at_least", "memory_size", "nonneg_int",
+           "parts_list", "positive_int", "weight_list", "OneLineParser", "nearest_flags", "parse_unknown_first"]
 
 BALANCE_CRITERIA = ("nodes", "edges", "train")
 
@@ -70,6 +70,18 @@ positive_int = int_at_least(1, "a positive integer")
 nonneg_int = int_at_least(0, "a non-negative integer")
 
 
+def parts_list(text: str) -> list[int]:
+    """``--parts 8`` or ``--parts 2,4,8``: positive part counts, as given."""
+    try:
+        out = [int(v) for v in text.split(",")]
+    except ValueError:
+        out = []
+    if not out or any(p < 1 for p in out):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a part count or a comma-separated list of them "
+                                         f"(e.g. 8 or 8,16,32,64)")
+    return out
+
+
 def memory_size(value: str) -> int:
     from .memory import parse_size
 
@@ -77,6 +89,15 @@ def memory_size(value: str) -> int:
         return parse_size(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def emit_json(obj: object) -> None:
+    """The one way the CLI writes to stdout: ``obj`` as indented JSON."""
+    import json
+    import sys
+
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+    sys.stdout.flush()
 
 
 def with_progress_bars(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:

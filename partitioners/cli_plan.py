@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .cli_args import UsageError, positive_int
+from .cli_args import UsageError, parts_list, positive_int
 
 __all__ = ["add_plan_verb", "cmd_plan", "SPEC_FLAGS"]
 
@@ -25,17 +25,6 @@ log = logging.getLogger("partitioners.cli")
 
 SPEC_FLAGS = ("nodes", "edges", "feature_dim", "classes", "parts")
 """The size spec's flags (all needed without ``--data``)."""
-
-
-def _parts_list(text: str) -> list[int]:
-    try:
-        out = [int(v) for v in text.split(",")]
-    except ValueError:
-        out = []
-    if not out or any(p < 1 for p in out):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a part count or a comma-separated list of them "
-                                         f"(e.g. 8 or 8,16,32,64)")
-    return out
 
 
 def _ratio(text: str) -> float:
@@ -78,7 +67,7 @@ def add_plan_verb(sub: argparse._SubParsersAction, verbose: argparse.ArgumentPar
                    help="size spec: edges as published (stored both ways unless --directed)")
     p.add_argument("--feature-dim", type=positive_int, metavar="F", help="size spec: input features per node")
     p.add_argument("--classes", type=positive_int, metavar="C", help="size spec: classes")
-    p.add_argument("--parts", type=_parts_list, metavar="P[,P...]", help="size spec: parts (ranks), or a list")
+    p.add_argument("--parts", type=parts_list, metavar="P[,P...]", help="size spec: parts (ranks), or a list")
     p.add_argument("--directed", action="store_true", help="size spec: store the edges one way only")
     p.add_argument("--halo-model", default="rmat", choices=("rmat", "sbm"),
                    help="size spec: the METIS halo model (docs/scaling.md) (default: rmat)")

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import PartitionFormatError
+from .family import FAMILY_FILE
 from .hetero import HETERO_FILES, HETERO_MINOR_VERSION, check_part_type_counts, parse_hetero, type_files
 from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, FORMAT_MINOR_VERSION, FORMAT_NAME, FORMAT_VERSION,
                      LABEL_KINDS, LABELS, LINK_FILES,
@@ -163,6 +164,9 @@ def read_meta_json(folder: str | Path) -> tuple[Path, dict[str, Any]]:
     meta_path = folder / META_FILE
     if not folder.is_dir():
         raise PartitionFormatError("no such partition folder", path=str(folder))
+    if not meta_path.is_file() and (folder / FAMILY_FILE).is_file():
+        raise _err(meta_path, f"missing {META_FILE}: {folder} is a partition family ({FAMILY_FILE}); give one "
+                              f"of its members ({folder}/pP), or let gnn-dist train pick the member of its world size")
     if not meta_path.is_file():
         raise _err(meta_path, f"missing {META_FILE}: {folder} is not a partition folder, or its "
                               f"writing did not finish (partition.json is written last)")

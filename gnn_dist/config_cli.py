@@ -29,9 +29,10 @@ from typing import Any
 
 from partitioners.cli_args import nearest_flags
 
+from . import environ
 from .config import ConfigError, RunConfig
 
-__all__ = ["UsageError", "build_parser", "parse_run_config", "load_user_code", "flag_names", "field_docs"]
+__all__ = ["UsageError", "build_parser", "family_member", "parse_run_config", "load_user_code", "flag_names", "field_docs"]
 
 PROG = "gnn_dist.train"
 
@@ -269,6 +270,20 @@ def load_user_code(argv: Sequence[str], prog: str = PROG, *, config: bool = True
     return doc
 
 
+def family_member(data: str, stages: int = 1, prog: str = PROG) -> str:
+    """``data``, or, when it is a partition family (``partitioners/format/family.py``), its member
+    for this job's world size (``WORLD_SIZE`` / ``stages``: the graph parts); a world size with no
+    member is a :class:`UsageError` naming the members and the fix."""
+    from partitioners.format.family import resolve_member
+
+    world = environ.launch_world_size()
+    what = "world size" if stages == 1 else f"{world} ranks / {stages} stages ="
+    try:
+        return resolve_member(data, max(1, world // stages), what)
+    except ValueError as exc:   # a missing member, an unreadable family.json
+        raise UsageError(f"{prog}: error: --data {exc}") from None
+
+
 def parse_run_config(argv: Sequence[str] | None = None) -> tuple[RunConfig, argparse.Namespace]:
     """``(config, namespace)`` from ``argv`` (default ``sys.argv[1:]``): defaults, then
     ``--config``, then the flags. The namespace holds ``verbose``, ``quiet`` and ``validate``.
@@ -293,6 +308,8 @@ def parse_run_config(argv: Sequence[str] | None = None) -> tuple[RunConfig, argp
         raise UsageError(f"{PROG}: error: {where or exc.field}: {exc.reason}") from None
     if not config.data.data:
         raise UsageError(f"{PROG}: error: --data is required (the partition folder; or data.data in --config)")
+    parallel = config.trainer.parallel
+    config.data.data = family_member(config.data.data, parallel.stages if parallel.parallel != "graph" else 1)
     if getattr(args, "verbose", False) and getattr(args, "quiet", False):
         raise UsageError(f"{PROG}: error: -v/--verbose and -q/--quiet exclude each other")
     namespace = argparse.Namespace(verbose=getattr(args, "verbose", False), quiet=getattr(args, "quiet", False),

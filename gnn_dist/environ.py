@@ -34,11 +34,13 @@ reads the environment and a test can see every variable that matters in one tabl
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
-__all__ = ["KERNELS", "launch_variables", "launch_rank", "local_world_size", "restart_count", "elastic_run_id", "kernels", "set_default", "set_variable",
-           "rank_defaults", "RANK_DEFAULTS", "THREAD_VARIABLES", "thread_settings"]
+__all__ = ["KERNELS", "launch_variables", "launch_rank", "launch_world_size", "local_world_size", "world_size_as",
+           "restart_count", "elastic_run_id", "kernels", "set_default", "set_variable", "rank_defaults", "RANK_DEFAULTS",
+           "THREAD_VARIABLES", "thread_settings"]
 
 KERNELS = "GNN_DIST_KERNELS"
 
@@ -55,6 +57,14 @@ def launch_rank() -> int:
         return max(0, int(os.environ.get("RANK", "0")))
     except ValueError:
         return 0
+
+
+def launch_world_size() -> int:
+    """``WORLD_SIZE`` as torchrun set it (the ranks of the job); 1 when unset or malformed."""
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
 
 
 def local_world_size() -> int:
@@ -93,6 +103,21 @@ def thread_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The :data:`THREAD_VARIABLES` set (non-empty) in ``environ`` (default: this process's)."""
     environ = os.environ if environ is None else environ
     return {name: environ[name].strip() for name in THREAD_VARIABLES if environ.get(name, "").strip()}
+
+
+@contextlib.contextmanager
+def world_size_as(size: int) -> Iterator[None]:
+    """``WORLD_SIZE`` is ``size`` inside the block, as before after it: the agent's pre-launch
+    check of the ranks' configuration (a partition family's member is the world size's)."""
+    saved = os.environ.get("WORLD_SIZE")
+    os.environ["WORLD_SIZE"] = str(size)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("WORLD_SIZE", None)
+        else:
+            os.environ["WORLD_SIZE"] = saved
 
 
 def set_variable(name: str, value: str) -> None:

@@ -405,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    from .config_cli import UsageError as ConfigUsage, load_user_code
+    from .config_cli import UsageError as ConfigUsage, family_member, load_user_code
 
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -415,6 +415,10 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     from partitioners.cli_args import parse_unknown_first
 
     args = parse_unknown_first(build_parser(), argv)
+    try:
+        args.data = family_member(args.data, prog=PROG)
+    except ConfigUsage as exc:
+        raise UsageError(str(exc)) from None
     if args.layer is not None and not args.embeddings:
         raise UsageError(f"{PROG}: error: --layer {args.layer} applies with --embeddings only")
     if args.pairs is not None and args.embeddings:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .cli_args import UsageError, nonneg_int, positive_int
+from .cli_elastic import add_elastic_arguments, elastic_rendezvous, rendezvous_is_loopback
 
 __all__ = ["LOOPBACK_ENV", "LOOPBACK_RDZV_BACKEND", "add_launch_verbs", "cmd_predict", "cmd_train", "train_command",
            "train_env"]
@@ -33,12 +34,14 @@ def add_launch_verbs(sub: argparse._SubParsersAction, verbose: argparse.Argument
                                    "on to gnn_dist.train. -v shows torchrun's full output.",
                        epilog="The training flags (gnn_dist.train's) follow.")
     t.add_argument("-h", "--help", action=_TrainHelp, help="show this help, with every training flag, and exit")
-    t.add_argument("--data", metavar="DIR", help="partition folder (or data.data in --config)")
-    t.add_argument("--nproc", type=positive_int, default=None, metavar="P",
-                   help="processes (ranks) (default: the folder's num_parts)")
+    t.add_argument("--data", metavar="DIR", help="partition folder or partition family (or data.data in --config)")
+    t.add_argument("--nproc", "--nproc-per-node", type=positive_int, default=None, metavar="P",
+                   help="processes (ranks) (default: the folder's num_parts; a family: its largest member that "
+                        "fits this machine's CPUs); with --nnodes: the ranks of each node")
     t.add_argument("--max-restarts", type=nonneg_int, default=0, metavar="N",
                    help="restart the ranks up to N times when one fails (torchrun's elastic restart); with "
                         "--checkpoint-dir and --resume auto they continue from the newest checkpoint (default: 0)")
+    add_elastic_arguments(t)
 
     pr = sub.add_parser("predict", parents=[verbose], allow_abbrev=False,
                         help="predict every node of a partition folder with a model file (a link model: its "
@@ -49,7 +52,11 @@ def add_launch_verbs(sub: argparse._SubParsersAction, verbose: argparse.Argument
                                     "--out FILE.npz [--embeddings [--layer K] | --pairs PAIRS] [--no-verify] "
                                     "[--backend B] [--timeout S].",
                         epilog="Prediction flags: see docs/cli.md or `python -m gnn_dist.predict -h`.")
-    pr.add_argument("--data", required=True, metavar="DIR", help="partition folder (any number of parts)")
+    pr.add_argument("--data", required=True, metavar="DIR",
+                    help="partition folder (any number of parts), or partition family")
+    pr.add_argument("--nproc", type=positive_int, default=None, metavar="P",
+                    help="ranks (default: the folder's num_parts; a family: its largest member that fits this "
+                         "machine's CPUs, or --nproc P picks the P member)")
 
 
 class _TrainHelp(argparse.Action):
@@ -78,7 +85,8 @@ LOOPBACK_RDZV_BACKEND = "gnn-dist-loopback"
 
 
 def train_command(data: str, nproc: int, rest: Sequence[str], *, verbose: bool = False,
-                  watch_pid: int | None = None, max_restarts: int = 0, entry: str = "gnn_dist.train") -> list[str]:
+                  watch_pid: int | None = None, max_restarts: int = 0, entry: str = "gnn_dist.train",
+                  rendezvous: Sequence[str] | None = None) -> list[str]:
     """The agent command ``gnn-dist train`` runs (``rest``: flags for ``gnn_dist.train``);
     ``gnn-dist predict``'s with ``entry="gnn_dist.predict"``.
 
@@ -88,17 +96,20 @@ def train_command(data: str, nproc: int, rest: Sequence[str], *, verbose: bool =
     agent stops the ranks when that process (``gnn-dist``) is gone. Unless ``verbose`` the agent
     reports a failure as one line per rank (``--summarize``). The agent first checks the
     configuration against the folder (``--validate``: ``gnn_dist.train --validate`` in the agent's
-    process; a refusal is one line and exit code 2, before any rank starts).
+    process; a refusal is one line and exit code 2, before any rank starts). ``rendezvous``:
+    an elastic job's rendezvous arguments instead (``partitioners/cli_elastic.py``), ``nproc``
+    then the ranks of each node.
     """
     agent = [sys.executable, "-m", "gnn_dist.distributed.local_run", "--validate"]
     if watch_pid is not None:
         agent += ["--watch-pid", str(watch_pid)]
     if not verbose:
         agent.append("--summarize")
-    return [*agent, "--", "--nnodes=1", f"--nproc-per-node={nproc}", f"--max-restarts={max_restarts}",
-            f"--rdzv-backend={LOOPBACK_RDZV_BACKEND}", "--rdzv-endpoint=127.0.0.1:0",
-            f"--rdzv-id=gnn-dist-{entry.rsplit('.', 1)[-1]}", "--local-addr=127.0.0.1",
-            "-m", entry, "--data", data, *rest]
+    if rendezvous is None:
+        rendezvous = ["--nnodes=1", f"--rdzv-backend={LOOPBACK_RDZV_BACKEND}", "--rdzv-endpoint=127.0.0.1:0",
+                      f"--rdzv-id=gnn-dist-{entry.rsplit('.', 1)[-1]}", "--local-addr=127.0.0.1"]
+    return [*agent, "--", rendezvous[0], f"--nproc-per-node={nproc}", f"--max-restarts={max_restarts}",
+            *rendezvous[1:], "-m", entry, "--data", data, *rest]
 
 
 def cmd_train(args: argparse.Namespace, rest: Sequence[str]) -> int:
@@ -107,19 +118,18 @@ def cmd_train(args: argparse.Namespace, rest: Sequence[str]) -> int:
 
 
 def _train(args: argparse.Namespace, rest: Sequence[str]) -> int:
-    from .format import load_partition_meta
+    from .cli_world import elastic_world_sizes, one_node_nproc
 
     args.data = args.data or _config_table(_flag_value(rest, "--config"), "data").get("data")
     if not isinstance(args.data, str) or not args.data:
         raise UsageError("gnn-dist train: --data is required (the partition folder; or data.data in --config)")
-    num_parts = load_partition_meta(args.data).num_parts
     stages = _stages(rest)   # --parallel layer/hybrid: S stages x the folder's parts
-    nproc = args.nproc or num_parts * stages
-    if nproc != num_parts * stages:
-        raise UsageError(f"--nproc {nproc} differs from the {num_parts} parts of {args.data}"
-                         + (f" x {stages} stages" if stages > 1 else "")
-                         + f": gnn_dist.train runs one rank per part (and stage); drop --nproc or re-partition "
-                           f"with --parts {nproc // stages if nproc % stages == 0 else nproc}")
+    rendezvous = elastic_rendezvous(args)
+    if rendezvous is not None:
+        elastic_world_sizes(args.data, args.nnodes, args.nproc, stages)
+        return _run_agent(args, rest, args.nproc, "gnn_dist.train", max_restarts=args.max_restarts,
+                          rendezvous=rendezvous)
+    nproc = one_node_nproc(args.data, args.nproc, stages)
     return _run_agent(args, rest, nproc, "gnn_dist.train", max_restarts=args.max_restarts)
 
 
@@ -163,19 +173,19 @@ def _config_table(path: str | None, *keys: str) -> dict[str, Any]:
 
 
 def cmd_predict(args: argparse.Namespace, rest: Sequence[str]) -> int:
-    from .format import load_partition_meta
+    from .cli_world import one_node_nproc
 
-    return _run_agent(args, rest, load_partition_meta(args.data).num_parts, "gnn_dist.predict")
+    return _run_agent(args, rest, one_node_nproc(args.data, args.nproc, 1), "gnn_dist.predict")
 
 
 def _run_agent(args: argparse.Namespace, rest: Sequence[str], nproc: int, entry: str, *,
-               max_restarts: int = 0) -> int:
+               max_restarts: int = 0, rendezvous: Sequence[str] | None = None) -> int:
     """Supervise the agent (:func:`train_command`) of rank entry point ``entry`` on ``nproc`` ranks."""
     from .launch import run_torchrun
 
-    env = train_env(os.environ, nproc)
+    env = train_env(os.environ, nproc, loopback=rendezvous_is_loopback(rendezvous))
     cmd = train_command(args.data, nproc, rest, verbose=args.verbose, watch_pid=os.getpid(),
-                        max_restarts=max_restarts, entry=entry)
+                        max_restarts=max_restarts, entry=entry, rendezvous=rendezvous)
     log.debug("running: " + " ".join(cmd))
     return run_torchrun(cmd, env, verbose=args.verbose)
 
@@ -229,7 +239,7 @@ LOOPBACK_ENV = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
 """Where the ranks' gloo and NCCL sockets listen on Linux unless the user says otherwise."""
 
 
-def train_env(environ: Mapping[str, str], nproc: int) -> dict[str, str]:
+def train_env(environ: Mapping[str, str], nproc: int, *, loopback: bool = True) -> dict[str, str]:
     """The environment of the torchrun child: ``environ`` plus defaults the user did not set.
 
     The thread variables of ``gnn_dist.rank_threads.thread_defaults`` (``OMP_NUM_THREADS`` and
@@ -240,7 +250,8 @@ def train_env(environ: Mapping[str, str], nproc: int) -> dict[str, str]:
     each rank fixes glibc's malloc thresholds (``gnn_dist/distributed/allocator.py``).
     On Linux, :data:`LOOPBACK_ENV`: the ranks' gloo/NCCL listeners bind the loopback interface
     instead of the address the hostname resolves to (the agent's stores are on 127.0.0.1 too:
-    :func:`train_command`); nothing of a one-machine job listens on the network.
+    :func:`train_command`); nothing of a one-machine job listens on the network. Not with
+    ``loopback=False`` (an elastic job across machines).
     """
     from gnn_dist.environ import thread_settings   # torch-free
     from gnn_dist.rank_threads import thread_defaults
@@ -248,7 +259,7 @@ def train_env(environ: Mapping[str, str], nproc: int) -> dict[str, str]:
     env = dict(environ)
     env.update(thread_defaults(nproc, thread_settings(environ)))
     env.setdefault("THP_MEM_ALLOC_ENABLE", "1")   # gnn_dist.environ.RANK_DEFAULTS: a rank sets it too
-    if sys.platform.startswith("linux"):
+    if loopback and sys.platform.startswith("linux"):
         for name, value in LOOPBACK_ENV.items():
             env.setdefault(name, value)
     return env

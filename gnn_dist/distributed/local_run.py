@@ -115,20 +115,36 @@ def loopback_store(host: str, port: int, *, timeout: timedelta = timedelta(secon
         raise
 
 
+def _shared_loopback_store(host: str, port: int, timeout: timedelta, what: str) -> Any:
+    """The rendezvous store of several agents on this machine (an elastic job's "nodes"): the
+    first agent serves it on loopback ``host:port``, the others connect to it."""
+    import errno
+
+    from torch.distributed import TCPStore
+
+    if port == 0:
+        raise ValueError(f"{what}: the agents of an elastic job meet at one port; give --rdzv-endpoint "
+                         f"127.0.0.1:PORT")
+    try:
+        return loopback_store(host, port, timeout=timeout, what="--rdzv-endpoint host")
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+    return TCPStore(_loopback_ip(host, "--rdzv-endpoint host"), port, is_master=False, timeout=timeout)
+
+
 def _create_loopback_handler(params: Any) -> Any:
     """torchrun's c10d dynamic rendezvous, both of its stores on loopback."""
     from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
     from torch.distributed.elastic.rendezvous.dynamic_rendezvous import create_handler
     from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
 
-    if params.max_nodes != 1:
-        raise ValueError(f"--nnodes {params.min_nodes}:{params.max_nodes}: the {LOOPBACK_BACKEND} "
-                         f"rendezvous serves one machine; use --nnodes 1, or --rdzv-backend c10d "
-                         f"for a multi-node job")
     host, port = parse_rendezvous_endpoint(params.endpoint, default_port=0)
-    read_timeout = params.get_as_int("read_timeout", 60)
-    store = loopback_store(host, port, timeout=timedelta(seconds=read_timeout),
-                           what="--rdzv-endpoint host")
+    timeout = timedelta(seconds=params.get_as_int("read_timeout", 60))
+    if params.max_nodes == 1:
+        store = loopback_store(host, port, timeout=timeout, what="--rdzv-endpoint host")
+    else:
+        store = _shared_loopback_store(host, port, timeout, f"--nnodes {params.min_nodes}:{params.max_nodes}")
     if environ.launch_variables().get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE") == "1":
         logger.warning("TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: rank 0 will start its own store, "
                        "listening on every interface; unset it to keep every socket on loopback")
@@ -231,9 +247,25 @@ def _validate(torchrun_args: Sequence[str]) -> int:
     args = list(torchrun_args)
     for i in range(len(args) - 1):
         if args[i] == "-m" and args[i + 1] in _VALIDATED_ENTRIES:
-            return importlib.import_module(args[i + 1]).main(["--validate", *args[i + 2:]])
+            for size in _world_sizes(args[:i]):   # each one the job may take (a family's member is the size's)
+                with environ.world_size_as(size):
+                    code = importlib.import_module(args[i + 1]).main(["--validate", *args[i + 2:]])
+                if code:
+                    return code
+            return 0
     raise SystemExit(f"gnn_dist.distributed.local_run: --validate needs '-m' with one of "
                      f"{', '.join(_VALIDATED_ENTRIES)} in the torchrun arguments")
+
+
+def _world_sizes(torchrun_args: Sequence[str]) -> list[int]:
+    """The world sizes of torchrun's ``--nnodes MIN:MAX`` x ``--nproc-per-node N`` (``[1]`` when
+    N is not a number)."""
+    from torch.distributed.run import parse_args, parse_min_max_nnodes
+
+    parsed = parse_args([*torchrun_args, "-m", "gnn_dist.train"])
+    low, high = parse_min_max_nnodes(parsed.nnodes)
+    nproc = str(parsed.nproc_per_node)
+    return [n * int(nproc) for n in range(low, high + 1)] if nproc.isdigit() else [1]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

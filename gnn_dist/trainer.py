@@ -303,6 +303,9 @@ class Trainer:
         with all_ranks_write(f"preparing the metrics file {self.metrics.path}"):   # a full disk: one line, exit 1
             if self.rank == 0:
                 self.metrics.start({**self._run_config, "task": task}, self.epoch)
+                resized = getattr(self.checkpoints, "resized", None)
+                if resized is not None:   # an elastic job went on with another number of ranks
+                    self.metrics.append(resized)
 
     def _after_epoch(self, rec: dict[str, Any], last: bool) -> None:
         c = self.config

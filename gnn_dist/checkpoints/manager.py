@@ -105,6 +105,8 @@ class CheckpointManager:
         self.rank = get_rank()
         self.fingerprint = partition_fingerprint(part.meta)
         self.graph_fingerprint: str | None = getattr(part.meta, "graph_fingerprint", None)
+        self.resized: dict[str, Any] | None = None
+        """After a resume on another world size: the metrics file's resize record."""
         if config.checkpoint_dir is not None:
             removed = ckpt.remove_partial_writes(config.checkpoint_dir)
             if removed:
@@ -226,6 +228,10 @@ class CheckpointManager:
         other_cut = self._check_partition(saved)
         pipeline = self._restore_pipeline(trainer, saved)
         self._apply(trainer, saved, pipeline)
+        before = saved.state.get("world_size")
+        if isinstance(before, int) and before != get_world_size():   # an elastic job that went on resized
+            self.resized = {"event": "resize", "epoch": trainer.epoch, "from_world_size": before,
+                            "to_world_size": get_world_size()}
         log.info((f"{other_cut}: {saved.path} at epoch {trainer.epoch}" if other_cut else
                   f"resumed from {saved.path} at epoch {trainer.epoch}")
                  + ("" if pipeline is None else f" with the {pipeline.name} pipeline's state"))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -151,6 +152,9 @@ class RunMetrics:
     """The run's task: its metrics, and the one the best epoch is chosen by (:mod:`.task`)."""
     warnings: tuple[str, ...] = ()
     """What was skipped (a truncated last line, records that are not epoch records)."""
+    resizes: tuple[dict[str, int], ...] = ()
+    """The resize records (an elastic job that went on with another number of ranks), in file
+    order: ``epoch``, ``from_world_size``, ``to_world_size``."""
     missing: dict[str, int] = field(default_factory=dict)
     """:data:`EPOCH_FIELDS` or metric field name -> number of epoch records without it (only
     names with > 0; ``eval_time_s`` and the metrics count only in evaluated epochs)."""
@@ -256,6 +260,7 @@ def read_metrics(path: str | Path) -> RunMetrics:
     raws: list[tuple[str, dict[str, Any]]] = []   # (where, record) of each epoch record
     warnings: list[str] = []
     ignored: list[int] = []
+    resizes: list[dict[str, int]] = []
     seen_records = False
     with open(p, "rb") as f:
         for number, raw, last in _lines(f, str(path)):
@@ -272,7 +277,9 @@ def read_metrics(path: str | Path) -> RunMetrics:
                 raise
             if not isinstance(rec, dict):
                 raise MetricsFileError(f"{where}: expected a JSON object, got {type(rec).__name__}")
-            if "epoch" in rec:
+            if rec.get("event") == "resize" and _is_resize(rec):
+                resizes.append({k: rec[k] for k in RESIZE_FIELDS})
+            elif "epoch" in rec:
                 epoch = _epoch_number(where, rec)
                 if raws and epoch <= raws[-1][1]["epoch"]:
                     raise MetricsFileError(f"{where}: epoch {epoch} follows epoch {raws[-1][1]['epoch']}; "
@@ -290,7 +297,17 @@ def read_metrics(path: str | Path) -> RunMetrics:
             else:
                 ignored.append(number)
             seen_records = True
-    return _finish(path, config, raws, warnings, ignored)
+    return dataclasses.replace(_finish(path, config, raws, warnings, ignored), resizes=tuple(resizes))
+
+
+RESIZE_FIELDS = ("epoch", "from_world_size", "to_world_size")
+"""A resize record's fields (``{"event": "resize", ...}``: an elastic job went on with another
+number of ranks from that epoch; ``gnn_dist/trainer.py``)."""
+
+
+def _is_resize(rec: dict[str, Any]) -> bool:
+    return all(isinstance(rec.get(k), int) and not isinstance(rec.get(k), bool) and rec[k] >= 0
+               for k in RESIZE_FIELDS)
 
 
 def _lines(f: Any, path: str) -> Iterator[tuple[int, bytes, bool]]:

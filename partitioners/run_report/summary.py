@@ -61,6 +61,10 @@ def summary_rows(run: RunView) -> list[SummaryRow]:
     epochs = run.epochs
     rows = [SummaryRow("epochs", "epochs recorded", f"{len(epochs)} ({epoch_range(epochs)})",
                        float(len(epochs)))]
+    if m.resizes:   # an elastic job that went on with another number of ranks
+        rows.append(SummaryRow("resizes", "resized (elastic job)", "; ".join(
+            f"from epoch {r['epoch']}: {r['from_world_size']} -> {r['to_world_size']} ranks" for r in m.resizes),
+            float(len(m.resizes))))
     times = m.values("epoch_time_s")
     first, rest = _first_and_rest(times)
     mean_all = mean(times)

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 from . import __version__
 from .cli_args import (BALANCE_CRITERIA, OneLineParser, UsageError, balance_list, emit_json, memory_size, nonneg_int,
-                       parts_list, unknown_flags_first, weight_list, with_progress_bars)
+                       part_counts, unknown_flags_first, weight_list, with_progress_bars)
 from .cli_convert import add_convert_verb, cmd_convert
 from .cli_inspect import cmd_inspect
 from .cli_plan import add_plan_verb, cmd_plan
@@ -90,6 +90,10 @@ _emit_json = emit_json
 
 
 # ------------------------------------------------------------------------------------ parser
+_PARTS_HELP = ("number of parts; several (2,4,8) write a partition family: the graph read once, one folder per P "
+               "(DIR/p2, DIR/p4, ...) and DIR/family.json; train picks the member of its world size")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``gnn-dist`` parser: verbs ``datasets``, ``partition``, ``convert``, ``inspect``, ``train``, ``predict``, ``plan``, ``report``."""
     from .cli_input import _split_fractions, add_input_arguments
@@ -122,10 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--input", metavar="PATH", help="a graph file, or a dataset folder (OGB, Planetoid, typed: docs/cli.md)")
     p.add_argument("--input-format", choices=input_formats(), default=None, metavar="FMT",
                    help=f"format of --input, one of {', '.join(input_formats())} (default: inferred from the path)")
-    p.add_argument("--parts", type=parts_list, required=True, metavar="P[,P...]",
-                   help="number of parts; several (2,4,8) write a partition family: the graph read once, one "
-                        "folder per P (DIR/p2, DIR/p4, ...) and DIR/family.json; train picks the member of its "
-                        "world size")
+    p.add_argument("--parts", type=part_counts, required=True, metavar="P[,P...]", help=_PARTS_HELP)
     p.add_argument("--method", choices=METHODS, default="metis",
                    help="partitioning method (default: metis)")
     p.add_argument("--import", dest="imports", action="append", metavar="FILE.py|MODULE",

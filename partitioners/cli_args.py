@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = ["BALANCE_CRITERIA", "UsageError", "balance_list", "emit_json", "int_at_least", "memory_size", "nonneg_int",
-           "parts_list", "positive_int", "weight_list", "OneLineParser", "nearest_flags", "parse_unknown_first"]
+           "part_counts", "parts_list", "positive_int", "weight_list", "OneLineParser", "nearest_flags", "parse_unknown_first"]
 
 BALANCE_CRITERIA = ("nodes", "edges", "train")
 
@@ -80,6 +80,11 @@ def parts_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"{text!r} is not a part count or a comma-separated list of them "
                                          f"(e.g. 8 or 8,16,32,64)")
     return out
+
+
+def part_counts(text: str) -> list[int]:
+    """``partition --parts``: one count (refused as any positive integer flag is) or a list."""
+    return [positive_int(text)] if "," not in text else parts_list(text)
 
 
 def memory_size(value: str) -> int:

@@ -31,7 +31,9 @@ def add_launch_verbs(sub: argparse._SubParsersAction, verbose: argparse.Argument
                                    "gnn_dist.distributed.local_run`: torchrun --standalone with "
                                    "every socket on 127.0.0.1) with `--nproc-per-node P -m "
                                    "gnn_dist.train --data DIR ...`; every other argument is passed "
-                                   "on to gnn_dist.train. -v shows torchrun's full output.",
+                                   "on to gnn_dist.train. DIR may be a partition family (its member of the "
+                                   "world size runs); --nnodes MIN:MAX makes an elastic job. -v shows "
+                                   "torchrun's full output.",
                        epilog="The training flags (gnn_dist.train's) follow.")
     t.add_argument("-h", "--help", action=_TrainHelp, help="show this help, with every training flag, and exit")
     t.add_argument("--data", metavar="DIR", help="partition folder or partition family (or data.data in --config)")

@@ -17,15 +17,21 @@ torchrun's agent behaves as ``python -m torch.distributed.run TORCHRUN_ARGS`` do
   stores' sockets to the endpoint's loopback address itself (``--rdzv-endpoint 127.0.0.1:0``:
   ``::1`` works too; any other host is refused) and hands them over. The ranks' own sockets are
   the launcher's job: ``GLOO_SOCKET_IFNAME=lo`` / ``NCCL_SOCKET_IFNAME=lo`` and
-  ``--local-addr 127.0.0.1`` (which becomes the ranks' ``MASTER_ADDR``).
+  ``--local-addr 127.0.0.1`` (which becomes the ranks' ``MASTER_ADDR``). With ``--nnodes
+  MIN:MAX`` (``gnn-dist train --nnodes``: several agents on this machine, each a "node") the
+  endpoint needs a fixed port: the first agent serves the store there, the others connect to it
+  (so that agent must stay for the job to go on); the ranks' store is served by the agent of
+  node rank 0, again on loopback.
 - **The ranks know their agent.** :data:`~.parent_watch.AGENT_PID_ENV` is set to this pid for
   them, so a rank whose agent died before its watch started still notices
   (:mod:`.parent_watch`).
 - ``--watch-pid PID``: when process ``PID`` (``gnn-dist train``) is gone, the agent stops as on
   SIGTERM (torchrun forwards it to the ranks), and exits after :data:`STOP_TIMEOUT_S` at most.
 - ``--validate``: first ``gnn_dist.train --validate`` with the training flags (or
-  ``gnn_dist.predict --validate`` with its flags), in this process; a refused configuration
-  exits with its code (2) and its one line before any rank starts.
+  ``gnn_dist.predict --validate`` with its flags), in this process, once per world size the job
+  may take (``--nnodes MIN:MAX`` x ``--nproc-per-node``: a partition family's member is the
+  world size's); a refused configuration exits with its code (2) and its one line before any
+  rank starts.
 - ``--summarize``: when ranks fail, print one line per failed rank, ``rank R failed: Type:
   message`` (from the error files ``@record`` wrote, else the exit code or signal), first
   failure first, instead of torchrun's ``ChildFailedError`` traceback and report, drop
@@ -34,8 +40,9 @@ torchrun's agent behaves as ``python -m torch.distributed.run TORCHRUN_ARGS`` do
   stops the ranks as usual and this exits ``128 + signal`` without a traceback. Without
   ``--summarize`` (``gnn-dist -v train``) everything is torchrun's, unfiltered.
 
-Multi-node jobs do not use this (``launch/multi_node.sh``): their store must listen on the
-network, unauthenticated, so it must sit on a trusted network.
+Multi-node jobs use torchrun's ``c10d`` rendezvous instead (``launch/multi_node.sh``, or
+``gnn-dist train --nnodes`` with a non-loopback ``--rdzv-endpoint``): their store must listen on
+the network, unauthenticated, so it must sit on a trusted network.
 """
 
 from __future__ import annotations

@@ -17,7 +17,9 @@ The metrics file (rank 0, JSON lines) starts with one ``{"config": {...}}`` reco
 configuration, and under ``"task"`` the resolved task's ``task``, ``loss``, ``metrics``,
 ``select_metric`` and ``lower_is_better``: what ``gnn-dist report`` reads), then one record per epoch. A resumed run keeps the epoch records before its
 checkpoint and rewrites the rest, so the file reads like one uninterrupted run (the file is
-rewritten atomically: temp file and rename).
+rewritten atomically: temp file and rename). A resume on another world size (an elastic job
+that lost or gained a node) adds ``{"event": "resize", "epoch": E, "from_world_size": 4,
+"to_world_size": 2}`` after the kept records (E: the epoch it goes on from).
 
 The file ends at a complete record whatever the disk does: each epoch record is one line built
 whole, then written by one ``write`` call (looped only over a short write); when the filesystem

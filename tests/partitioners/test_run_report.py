@@ -400,3 +400,18 @@ def test_final_means_the_weights_the_run_ends_with(capsys, tmp_path):
         assert f"final test accuracy (epoch {final_epoch})" in html
     header = section(html, "header")
     assert "weight decay 0.0005" in header and "best-val weights, patience 20" in header and "0.5 (input 0.0)" in header
+
+
+def test_a_resize_record_is_read_and_listed_not_ignored(capsys, tmp_path):
+    """An elastic job's ``{"event": "resize", ...}`` record (gnn_dist/trainer.py) sits between
+    epoch records with the epoch it went on from; the reader keeps it apart from the epochs, warns
+    about nothing, and the summary lists it."""
+    resize = {"event": "resize", "epoch": 2, "from_world_size": 4, "to_world_size": 2}
+    path = write_metrics(tmp_path / "m.jsonl", [epoch(0, evaluated=True), epoch(1, evaluated=False), resize,
+                                                epoch(2, evaluated=False), epoch(3, evaluated=True)])
+    run = read_metrics(path)
+    assert [e["epoch"] for e in run.epochs] == [0, 1, 2, 3] and not run.warnings
+    assert run.resizes == ({"epoch": 2, "from_world_size": 4, "to_world_size": 2},)
+    code, err = report(capsys, path, "--out", tmp_path / "r.html")
+    assert code == EXIT_OK, err
+    assert "from epoch 2: 4 -&gt; 2 ranks" in (tmp_path / "r.html").read_text()

@@ -88,6 +88,13 @@ def _ranks(launcher: psutil.Process) -> list[psutil.Process]:
         return []
 
 
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def _records(metrics: Path) -> list[dict]:
     out = []
     for line in metrics.read_text().splitlines() if metrics.exists() else []:
@@ -116,9 +123,9 @@ def _wait_listening(port: int, proc: subprocess.Popen, deadline: float) -> None:
     pytest.fail(f"the first agent never served the rendezvous on port {port} (code {proc.poll()})")
 
 
-def _kill_node_at_first_checkpoint(node: psutil.Process, ckpt: Path, deadline: float) -> int:
+def _kill_node_at_first_checkpoint(node: psutil.Process, ckpt: Path, deadline: float) -> list[psutil.Process]:
     """SIGKILL ``node``'s agent and its ranks at once (a machine lost) once the job's first
-    checkpoint exists; the agent's pid."""
+    checkpoint exists; those processes, the agent first."""
     while time.monotonic() < deadline:
         agent = _agent(node)
         if agent is not None and (ckpt / "checkpoint-000001.pt").exists():
@@ -128,7 +135,7 @@ def _kill_node_at_first_checkpoint(node: psutil.Process, ckpt: Path, deadline: f
                     proc.send_signal(signal.SIGKILL)
                 except psutil.Error:
                     pass
-            return agent.pid
+            return victims
         time.sleep(0.02)
     pytest.fail("no checkpoint was written in time")
 
@@ -152,7 +159,8 @@ def test_a_lost_node_resizes_the_job_and_the_result_is_the_uninterrupted_one(tmp
     seen: dict[int, psutil.Process] = {}
     try:
         nodes = [psutil.Process(first.pid), psutil.Process(second.pid)]
-        killed = _kill_node_at_first_checkpoint(nodes[1], tmp_path / "ck-elastic", deadline)
+        victims = _kill_node_at_first_checkpoint(nodes[1], tmp_path / "ck-elastic", deadline)
+        seen.update((p.pid, p) for p in victims)
         killed_at = time.monotonic() - t0
         while first.poll() is None and time.monotonic() < deadline:
             for node in nodes:
@@ -170,7 +178,8 @@ def test_a_lost_node_resizes_the_job_and_the_result_is_the_uninterrupted_one(tmp
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
     total = time.monotonic() - t0
-    print(f"elastic resize: node 1's agent (pid {killed}) killed at {killed_at:.1f} s, job done at {total:.1f} s")
+    print(f"elastic resize: node 1's agent (pid {victims[0].pid}) and {len(victims) - 1} ranks killed at "
+          f"{killed_at:.1f} s, job done at {total:.1f} s")
 
     resizes = [r for r in _records(metrics) if r.get("event") == "resize"]
     assert any(r["from_world_size"] == 4 and r["to_world_size"] == 2 for r in resizes), (resizes, log0[-4000:])
@@ -181,5 +190,5 @@ def test_a_lost_node_resizes_the_job_and_the_result_is_the_uninterrupted_one(tmp
     assert mine.keys() == theirs.keys()
     for name in mine:
         torch.testing.assert_close(mine[name], theirs[name], rtol=1e-5, atol=1e-5, msg=name)
-    alive = [p.pid for p in seen.values() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    alive = [p.pid for p in seen.values() if _running(p)]
     assert not alive, f"processes left running: {alive}"

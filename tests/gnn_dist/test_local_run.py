@@ -59,11 +59,22 @@ def test_loopback_store_refuses_other_hosts(host):
         loopback_store(host, 0, what="--local-addr")
 
 
-def test_the_loopback_rendezvous_serves_one_node():
+def test_the_loopback_rendezvous_of_several_agents_shares_one_store_on_a_fixed_port():
+    """``--nnodes 1:2`` on this machine (``gnn-dist train --nnodes``): the first agent serves the
+    store on the endpoint's loopback port, a second one connects to it; port 0 is refused (the
+    agents could not find each other)."""
+    from train_helpers import free_port
+
     params = RendezvousParameters(backend=LOOPBACK_BACKEND, endpoint="127.0.0.1:0", run_id="t",
                                   min_nodes=1, max_nodes=2)
-    with pytest.raises(ValueError, match="--nnodes 1:2: the gnn-dist-loopback rendezvous serves one machine"):
+    with pytest.raises(ValueError, match="--nnodes 1:2: the agents of an elastic job meet at one port"):
         local_run._create_loopback_handler(params)
+    port = free_port()
+    params = RendezvousParameters(backend=LOOPBACK_BACKEND, endpoint=f"127.0.0.1:{port}", run_id="t",
+                                  min_nodes=1, max_nodes=2)
+    first, second = local_run._create_loopback_handler(params), local_run._create_loopback_handler(params)
+    first._store.set("k", b"from the first agent")
+    assert second._store.get("k") == b"from the first agent"
 
 
 def _failure(tmp_path, rank: int, exitcode: int, message: str | None, timestamp: int = 100) -> ProcessFailure:

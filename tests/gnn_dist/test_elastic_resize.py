@@ -83,7 +83,8 @@ def _agent(launcher: psutil.Process) -> psutil.Process | None:
 
 def _ranks(launcher: psutil.Process) -> list[psutil.Process]:
     try:
-        return [p for p in launcher.children(recursive=True) if "gnn_dist.train" in " ".join(p.cmdline())]
+        return [p for p in launcher.children(recursive=True)
+                if "gnn_dist.train" in (line := " ".join(p.cmdline())) and "local_run" not in line]
     except psutil.Error:
         return []
 

@@ -84,6 +84,13 @@ def test_the_ranks_resolve_their_world_size(family, monkeypatch):
     with pytest.raises(UsageError) as exc:
         parse_run_config(["--data", str(family)])
     assert "\n" not in str(exc.value) and "none for world size 8" in str(exc.value)
+    from gnn_dist.predict import UsageError as PredictUsage, _parse
+
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    assert _parse(["--data", str(family), "--model-file", "m.pt", "--out", "o.npz"]).data == str(family / "p4")
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    with pytest.raises(PredictUsage, match=r"^gnn_dist.predict: error: --data .*none for world size 3"):
+        _parse(["--data", str(family), "--model-file", "m.pt", "--out", "o.npz"])
 
 
 def test_train_refuses_a_world_size_with_no_member_in_one_line(family, capsys):

@@ -230,13 +230,14 @@ def test_partition_graph_wiring(tmp_path, monkeypatch):
     g = Graph.from_edges([0, 1, 2, 3, 4], [1, 2, 3, 4, 0], 6)
     out = tmp_path / "o"
     report = partition_graph(g, 3, "ldg", out, seed=7, refine=True, balance="edges", read_time_s=1.5)
-    assert calls == [(3, "ldg", {"seed": 7, "balance": ("edges",), "refine": True, "progress": False})]
+    assert calls == [(3, "ldg", {"seed": 7, "balance": ("edges",), "refine": True, "progress": False,
+                                 "part_weights": None, "refine_objective": "volume"})]
     meta = load_partition_meta(out)
     assert (meta.method, meta.seed, meta.method_params) == ("ldg", 7, {"balance": ["edges"], "refine": True})
     assert report["time_s"]["read"] == 1.5 and set(report["time_s"]) == {"read", "partition", "quality", "write"}
     assert report["edge_cut"] == 5 and report["num_parts"] == 3 and report == {
         **meta.quality, "num_parts": 3, "num_nodes": 6, "num_edges": 5, "method": "ldg", "seed": 7,
-        "out_dir": str(out)}
+        "method_params": {"balance": ["edges"], "refine": True}, "out_dir": str(out)}
     check_roundtrip(g, np.arange(6) % 3, 3, out)
     with pytest.raises(FileExistsError, match="--overwrite"):
         partition_graph(g, 3, "ldg", out)

@@ -15,9 +15,12 @@ inner rows), and with ``num_bases`` the basis decomposition
 ``RGCNConv(aggr="mean")``. Edge weights are not read.
 
 The layer implements the layer protocol (:mod:`.decomposable`): each relation's mean is a sum
-over edges, so the sources may be split into groups (the ``overlap`` schedule). Per destination
-type ``t`` the root term and the relations into ``t`` are one product,
-``[x_v, agg_r1, agg_r2, ...] @ [W_t^root; W_r1; W_r2; ...]``.
+over edges, so the sources may be split into groups (the ``overlap`` schedule). All relations
+are aggregated in one SpMM (one transposed SpMM in backward) over fused rows: per destination
+type ``t`` with ``R_t`` relations into it, ``D_t R_t`` rows, row ``d R_t + j`` the mean of
+relation ``j`` into destination ``d``, so the type's rows viewed as ``[D_t, R_t F]`` are its
+relations' aggregates side by side, without a copy. Per destination type the output is then
+``x_t W_t^root + [agg_r1, agg_r2, ...] [W_r1; W_r2; ...]`` (one ``addmm``).
 """
 
 from __future__ import annotations
@@ -31,17 +34,38 @@ from torch import nn
 from .block import Block
 from .decomposable import check_first, propagate
 from .dropout import DropoutKey
-from .relations import TypedRows, check_typed, relation_blocks, typed_rows
+from .relations import TypedRows, check_typed, typed_rows
 from .sparse import spmm
 
 __all__ = ["RGCNConv"]
 
 
 @dataclass(frozen=True, slots=True)
-class _Context:
+class _Fused:
+    """The fused aggregate's layout of a block's destinations (per block, cached)."""
+
     typed: TypedRows
     inv: torch.Tensor
     """float ``[D, R]``: 1 / in-edges per destination and relation (0 without)."""
+    perm: torch.Tensor
+    """int64 ``[D]``: the destinations grouped by type (each type's ascending)."""
+    sizes: tuple[int, ...]
+    """Destinations per type."""
+    slots: tuple[tuple[int, ...], ...]
+    """Per type, the relations into it (ascending)."""
+    row_ptr: tuple[int, ...]
+    """``T + 1`` offsets of the types' rows in the fused aggregate: type ``t`` holds
+    ``D_t * R_t`` rows, row ``d R_t + j`` the aggregate of relation ``slots[t][j]`` into its
+    ``d``-th destination (so its rows viewed as ``[D_t, R_t F]`` are the relations side by side)."""
+
+    def row_sizes(self) -> list[int]:
+        """Fused rows per type."""
+        return [b - a for a, b in zip(self.row_ptr, self.row_ptr[1:])]
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    fused: _Fused
     x_dst: torch.Tensor
 
 
@@ -117,51 +141,46 @@ class RGCNConv(nn.Module):
         check_first(block, x_first, self.in_channels, self)
         types = check_typed(block, self, self.num_relations, self.num_node_types if self.root_per_type else None,
                             "R-GCN")
-        self._rel_types = types.rel_types.cpu()
-        typed = typed_rows(block)
-        inv = block.cached(("rgcn_inv", x_first.dtype), lambda: _inverse_counts(typed.count, x_first.dtype))
-        return _Context(typed, inv, block.dst_rows(x_first)), x_first
+        fused = block.cached(("rgcn_fused_rows", x_first.dtype),
+                             lambda: _fused_rows(typed_rows(block), types.rel_types, x_first.dtype))
+        return _Context(fused, block.dst_rows(x_first)), x_first
 
     def transform(self, x: torch.Tensor, ctx: _Context) -> torch.Tensor:
         return x
 
     def aggregate(self, group: Block, z: torch.Tensor, ctx: _Context, *,
-                  whole: bool = False) -> list[torch.Tensor | None]:
+                  whole: bool = False) -> torch.Tensor | None:
         """Per relation, the sum over ``group``'s edges of that relation into its destination
-        type's rows, each edge scaled by 1 / its destination's count: ``[D_t, F]`` (None: no edge)."""
-        out: list[torch.Tensor | None] = []
-        for r, rel in enumerate(relation_blocks(group, ctx.typed)):
-            if rel.block is None:
-                out.append(None)
-                continue
-            scale = ctx.inv[rel.dst, r].to(z.dtype)
-            out.append(spmm(rel.block, z, scale))
-        return out
+        type's rows, each edge scaled by 1 / its destination's count, all relations in one SpMM:
+        the fused rows ``[sum_t D_t R_t, F]`` (:attr:`_Fused.row_ptr`; None: no edge)."""
+        fused = group.cached(("rgcn_fused", self.num_relations), lambda: _fused_block(group, ctx.fused))
+        if fused is None:
+            return None
+        sub, scale = fused
+        return spmm(sub, z, scale.to(z.dtype))
 
-    def merge(self, a: list[torch.Tensor | None], b: list[torch.Tensor | None]) -> list[torch.Tensor | None]:
-        return [y if x is None else x if y is None else x + y for x, y in zip(a, b)]
+    def merge(self, a: torch.Tensor | None, b: torch.Tensor | None) -> torch.Tensor | None:
+        return b if a is None else a if b is None else a + b
 
-    def update(self, acc: list[torch.Tensor | None], ctx: _Context) -> torch.Tensor:
+    def update(self, acc: torch.Tensor | None, ctx: _Context) -> torch.Tensor:
+        """Per destination type ``t``: ``x_t W_t^root + [agg_r1, agg_r2, ...] [W_r1; W_r2; ...]``
+        (the aggregates a view of the fused rows: no copy), the rows back in the block's order."""
         weights = self.relation_weights()
-        dst_of = self._dst_types()
+        typed = ctx.fused
+        # the destinations grouped by type (one gather) and the fused rows split per type: views
+        # whose gradients autograd joins in one copy (a slice's would be zero-filled per type)
+        xs = ctx.x_dst.index_select(0, typed.perm).split(list(typed.sizes))
+        aggs = (None,) * len(xs) if acc is None else acc.split(typed.row_sizes())
         outs = []
-        for t, rows in enumerate(ctx.typed.rows):
-            inputs = [ctx.x_dst.index_select(0, rows)]
-            maps = [self.root[t if self.root_per_type else 0]]
-            for r in range(self.num_relations):
-                if dst_of[r] == t and acc[r] is not None:
-                    inputs.append(acc[r])
-                    maps.append(weights[r])
-            y = torch.cat(inputs, dim=1) @ torch.cat(maps, dim=0) if len(inputs) > 1 else inputs[0] @ maps[0]
+        for t, rel in enumerate(typed.slots):
+            y = xs[t] @ self.root[t if self.root_per_type else 0]
+            if aggs[t] is not None and rel:
+                agg = aggs[t].view(xs[t].shape[0], len(rel) * aggs[t].shape[1])
+                maps = weights[rel[0]] if len(rel) == 1 else torch.cat([weights[r] for r in rel], dim=0)
+                y = torch.addmm(y, agg, maps)
             outs.append(y)
-        out = torch.cat(outs).index_select(0, ctx.typed.order)
+        out = torch.cat(outs).index_select(0, typed.typed.order)
         return out if self.bias is None else out + self.bias
-
-    def _dst_types(self) -> list[int]:
-        rel = getattr(self, "_rel_types", None)
-        if rel is None:
-            raise ValueError(f"{self!r}: run it on a typed block (partition a typed graph: docs/heterogeneous.md)")
-        return [int(t) for t in rel[:, 1]]
 
     def __repr__(self) -> str:
         bases = "" if self.num_bases is None else f", num_bases={self.num_bases}"
@@ -169,6 +188,45 @@ class RGCNConv(nn.Module):
                 f"num_relations={self.num_relations}{bases})")
 
 
-def _inverse_counts(count: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``[D, R]``: 1 / in-edges per destination and relation (0 without)."""
-    return torch.where(count > 0, 1.0 / count.clamp(min=1).to(torch.float64), 0.0).to(dtype)
+def _fused_rows(typed: TypedRows, rel_types: torch.Tensor, dtype: torch.dtype) -> _Fused:
+    """The fused layout of a block's destinations (:class:`_Fused`), from their per-type rows
+    and per-(destination, relation) counts (the block holds every in-edge of its destinations)."""
+    count = typed.count
+    inv = torch.where(count > 0, 1.0 / count.clamp(min=1).to(torch.float64), 0.0).to(dtype)
+    dst_of = [int(t) for t in rel_types[:, 1]]
+    rows = typed.rows
+    slots = tuple(tuple(q for q in range(len(dst_of)) if dst_of[q] == t) for t in range(len(rows)))
+    row_ptr = [0]
+    for t, t_rows in enumerate(rows):
+        row_ptr.append(row_ptr[-1] + t_rows.numel() * len(slots[t]))
+    return _Fused(typed, inv, torch.cat(rows), tuple(int(t_rows.numel()) for t_rows in rows), slots, tuple(row_ptr))
+
+
+def _fused_block(group: Block, typed: _Fused) -> tuple[Block, torch.Tensor] | None:
+    """``group``'s edges as one block over the fused rows (:attr:`_Fused.row_ptr`) and
+    ``group``'s sources, each row's edges in ``group``'s order, with each edge's scale
+    (1 / its destination's count of its relation); None where ``group`` has no edge."""
+    types = group.types
+    assert types is not None
+    if group.indices.numel() == 0:
+        return None
+    device = group.device
+    num_rel = types.rel_types.shape[0]
+    slot = torch.zeros(num_rel, dtype=torch.long, device=device)
+    width = torch.ones(num_rel, dtype=torch.long, device=device)
+    base = torch.zeros(num_rel, dtype=torch.long, device=device)
+    for t, rel in enumerate(typed.slots):
+        for j, r in enumerate(rel):
+            slot[r], width[r], base[r] = j, len(rel), typed.row_ptr[t]
+    dst, et = group.dst_index, types.edge_type
+    row = base[et] + typed.typed.pos[dst] * width[et] + slot[et]
+    order = torch.argsort(row, stable=True)
+    n = typed.row_ptr[-1]
+    indptr = torch.zeros(n + 1, dtype=torch.long, device=device)
+    torch.cumsum(torch.bincount(row, minlength=n), 0, out=indptr[1:])
+    sub = Block(num_src=group.num_src, num_dst=n, indptr=indptr, indices=group.indices[order].contiguous(),
+                edge_weight=None, in_degree=group.in_degree, out_degree=group.out_degree,
+                self_loops=group.self_loops, src_original_ids=group.src_original_ids, kernels=group.kernels)
+    sub._cache["dst_index"] = row[order]
+    scale = typed.inv[dst[order], et[order]].contiguous()
+    return sub, scale

@@ -25,7 +25,7 @@ interleaved ratios are the result.
 
 Usage (from the repository root)::
 
-    python benchmarks/hetero.py                  # 200k nodes, ~2M stored edges; ~10-20 min on 2 cores
+    python benchmarks/hetero.py                  # 100k nodes, ~1M stored edges; ~10 min on 2 cores
     python benchmarks/hetero.py --quick          # a 20k-node smoke run
 
 Writes ``benchmarks/results/hetero_<hw>_<date>.json`` (raw numbers) and ``.md`` (the report).
@@ -52,8 +52,8 @@ log = logging.getLogger("hetero")
 
 @dataclass
 class Config:
-    num_nodes: int = 200_000
-    num_edges: int = 1_000_000
+    num_nodes: int = 100_000
+    num_edges: int = 500_000
     """Edges drawn before the reverses (``mag_graph``): about twice as many stored."""
     num_classes: int = 16
     feature_dim: int = 128
@@ -62,7 +62,7 @@ class Config:
     lr: float = 0.01
     threads: tuple[int, ...] = (1, 2)
     warmup: int = 2
-    rounds: int = 7
+    rounds: int = 5
     seed: int = 0
     cache_dir: str = str(common.repo_root() / "benchmarks" / ".cache")
     out: str | None = None

@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
-python3 -m pytest -q "$@"
+python3 -m pytest -q -n 2 "$@"   # 2 workers (pytest-xdist); -n 0 runs it in one process

@@ -11,25 +11,19 @@ a root (self-loop) weight, a bias, no dropout; one measured unit is one training
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import subprocess
-import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-import common
+from dgl_peer import dgl_peer_process
 
 log = logging.getLogger("hetero")
-DGL_PYTHON = common.repo_root() / "benchmarks" / ".dgl-venv" / "bin" / "python"
 
 
 @dataclass
@@ -152,26 +146,6 @@ for line in sys.stdin:
 '''
 
 
-class DglPeer:
-    """DGL's R-GCN in its own process; :meth:`run` is one step there (its own wall time)."""
-
-    def __init__(self, proc: subprocess.Popen[str], header: dict[str, Any]) -> None:
-        self.proc, self.versions = proc, header
-
-    def run(self) -> float:
-        stdin, stdout = self._pipes()
-        stdin.write("step\n")
-        stdin.flush()
-        reply = stdout.readline()
-        if not reply:
-            raise RuntimeError(f"the DGL peer exited (exit code {self.proc.poll()})")
-        return float(reply)
-
-    def _pipes(self) -> tuple[IO[str], IO[str]]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        return self.proc.stdin, self.proc.stdout
-
-
 def _save_npz(path: Path, data: UnionArrays, hidden: int, embedding_dim: int, lr: float) -> None:
     rows = {f"rows{i}": r.numpy() for i, r in enumerate(data.learnable)}
     np.savez(path, src=data.src.numpy(), dst=data.dst.numpy(), etype=data.edge_type.numpy(), n=data.num_nodes,
@@ -179,41 +153,8 @@ def _save_npz(path: Path, data: UnionArrays, hidden: int, embedding_dim: int, lr
              x=data.x.numpy(), y=data.y.numpy(), train=data.train.numpy(), num_learnable=len(rows), **rows)
 
 
-@contextmanager
 def dgl_peer(data: UnionArrays, hidden: int, embedding_dim: int, lr: float, threads: int,
-             why: dict[str, str]) -> Iterator[DglPeer | None]:
-    """The DGL peer at ``threads`` threads, or None with the reason in ``why["dgl"]`` (logged)."""
-    if not DGL_PYTHON.exists():
-        why["dgl"] = f"no DGL environment at {DGL_PYTHON} (benchmarks/dgl_env.sh creates it)"
-        log.warning("%s: DGL rows left out", why["dgl"])
-        yield None
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "graph.npz"
-        _save_npz(path, data, hidden, embedding_dim, lr)
-        script = Path(tmp) / "dgl_peer.py"
-        script.write_text(DGL_SCRIPT)
-        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-        env.pop("PYTHONPATH", None)
-        with tempfile.TemporaryFile("w+") as err:
-            proc = subprocess.Popen([str(DGL_PYTHON), str(script), str(path), str(threads)], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=err, text=True, env=env)
-            try:
-                assert proc.stdout is not None
-                header = proc.stdout.readline()
-                if not header:
-                    proc.wait()
-                    err.seek(0)
-                    why["dgl"] = f"the DGL peer failed to start (exit code {proc.returncode}): {err.read()[-1500:]}"
-                    log.warning("%s", why["dgl"])
-                    yield None
-                    return
-                yield DglPeer(proc, json.loads(header))
-            finally:
-                if proc.stdin is not None:
-                    proc.stdin.close()
-                try:
-                    proc.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+             why: dict[str, str]) -> Any:
+    """The DGL peer at ``threads`` threads (a context manager: a :class:`~dgl_peer.DglPeer`, or
+    None with the reason in ``why["dgl"]``, logged)."""
+    return dgl_peer_process(DGL_SCRIPT, lambda path: _save_npz(path, data, hidden, embedding_dim, lr), threads, why)

@@ -47,20 +47,16 @@ import argparse
 import json
 import logging
 import os
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import IO, Any, Callable
+from typing import Any, Callable
 
 import numba
 import numpy as np
 import torch
 
 import common
+from dgl_peer import dgl_peer_process
 
 ROOT = common.repo_root()
 sys.path.insert(0, str(ROOT))
@@ -73,7 +69,6 @@ from gnn_dist.nn import Block  # noqa: E402
 from gnn_dist.nn.sparse import _csr_t, _SpMM, prepare, sddmm, spmm  # noqa: E402
 
 log = logging.getLogger("kernels")
-DGL_PYTHON = ROOT / "benchmarks" / ".dgl-venv" / "bin" / "python"
 UNITS = ("spmm", "spmm_t", "sddmm", "gcn_epoch", "sage_epoch", "gin_epoch", "gat_epoch")
 KERNEL_UNITS = ("spmm", "spmm_t", "sddmm")
 SHORT_EPOCHS = ("gcn_epoch", "sage_epoch", "gin_epoch")
@@ -205,66 +200,10 @@ def gather_bandwidth(width: int, l3_bytes: int, rounds: int = 3, per_row: int = 
     return res
 
 
-class DglPeer:
-    """DGL in its own environment and process, running one measured unit per :meth:`run`.
-
-    ``versions`` holds DGL's and its torch's version; ``units`` the names it can run.
-    """
-
-    def __init__(self, proc: subprocess.Popen[str], header: dict[str, Any]) -> None:
-        self.proc = proc
-        self.versions = {k: header[k] for k in ("dgl", "torch")}
-        self.units: list[str] = header["units"]
-
-    def run(self, unit: str) -> float:
-        """Run ``unit`` once in the peer; its own wall time in seconds."""
-        stdin, stdout = self._pipes()
-        stdin.write(unit + "\n")
-        stdin.flush()
-        reply = stdout.readline()
-        if not reply:
-            raise RuntimeError(f"the DGL peer exited while running {unit!r} (exit code {self.proc.poll()})")
-        return float(reply)
-
-    def _pipes(self) -> tuple[IO[str], IO[str]]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        return self.proc.stdin, self.proc.stdout
-
-
-@contextmanager
-def dgl_peer(src: np.ndarray, dst: np.ndarray, n: int, width: int, threads: int) -> Iterator[DglPeer | None]:
-    """The DGL peer on the same graph, or None (logged) when its environment is missing or it fails."""
-    if not DGL_PYTHON.exists():
-        log.info("no DGL environment at %s (benchmarks/dgl_env.sh creates it): DGL rows left out", DGL_PYTHON)
-        yield None
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "graph.npz"
-        np.savez(path, src=src, dst=dst, n=n, width=width)
-        script = Path(tmp) / "dgl_peer.py"
-        script.write_text(DGL_SCRIPT)
-        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-        with tempfile.TemporaryFile("w+") as err:
-            proc = subprocess.Popen([str(DGL_PYTHON), str(script), str(path), str(threads)], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=err, text=True, env=env)
-            try:
-                assert proc.stdout is not None
-                header = proc.stdout.readline()
-                if not header:
-                    proc.wait()
-                    err.seek(0)
-                    log.warning("DGL peer failed to start (exit code %s): %s", proc.returncode, err.read()[-2000:])
-                    yield None
-                    return
-                yield DglPeer(proc, json.loads(header))
-            finally:
-                if proc.stdin is not None:
-                    proc.stdin.close()
-                try:
-                    proc.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+def dgl_peer(src: np.ndarray, dst: np.ndarray, n: int, width: int, threads: int) -> Any:
+    """The DGL peer on the same graph (a context manager: a :class:`~dgl_peer.DglPeer`, or None,
+    logged, when its environment is missing or it fails)."""
+    return dgl_peer_process(DGL_SCRIPT, lambda path: np.savez(path, src=src, dst=dst, n=n, width=width), threads)
 
 
 def epoch_runner(model: torch.nn.Module, part: FullGraph, x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:

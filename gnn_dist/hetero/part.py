@@ -22,8 +22,8 @@ import torch
 
 from ..nn.block_types import BlockTypes
 
-__all__ = ["TypedPart", "training_meta", "check_target_type", "typed_features_problem", "schema_section",
-           "section_problem"]
+__all__ = ["TypedPart", "training_meta", "check_target_type", "typed_features_problem", "featureless_problem",
+           "schema_section", "section_problem"]
 
 
 @dataclass(eq=False)
@@ -78,21 +78,15 @@ class TypedPart:
 
     @classmethod
     def load(cls, meta: Any, typed: dict[str, np.ndarray], original_ids: torch.Tensor, num_inner: int) -> "TypedPart":
-        """From a part's typed arrays (:attr:`partitioners.format.PartData.typed`), on the CPU."""
-        sec = meta.hetero
-        names = tuple(t["name"] for t in sec["node_types"])
+        """From a part's typed arrays (:attr:`partitioners.format.PartData.typed`), on the CPU: the
+        folder's schema (:meth:`from_section`) with this part's rows and features."""
+        schema = cls.from_section(meta.hetero)
         node_type = torch.from_numpy(np.array(typed["node_type"], dtype=np.int64))
         inner_type = node_type[:num_inner]
-        rows = tuple(torch.nonzero(inner_type == t).flatten() for t in range(len(names)))
-        feats = {}
-        for t, spec in enumerate(sec["node_types"]):
-            if spec.get("feature_dim"):
-                feats[t] = torch.from_numpy(np.array(typed[f"features-{spec['name']}"]))
-        return cls(type_names=names, relations=tuple(tuple(r) for r in sec["relations"]),
-                   target_type=sec.get("target_type"), counts=tuple(int(t["count"]) for t in sec["node_types"]),
-                   offsets=tuple(int(t["offset"]) for t in sec["node_types"]),
-                   feature_dims=tuple(int(t.get("feature_dim") or 0) for t in sec["node_types"]),
-                   node_type=node_type, inner_rows=rows, features=feats, original_ids=original_ids.cpu())
+        rows = tuple(torch.nonzero(inner_type == t).flatten() for t in range(len(schema.type_names)))
+        feats = {t: torch.from_numpy(np.array(typed[f"features-{name}"]))
+                 for t, (name, width) in enumerate(zip(schema.type_names, schema.feature_dims)) if width}
+        return replace(schema, node_type=node_type, inner_rows=rows, features=feats, original_ids=original_ids.cpu())
 
     @classmethod
     def schema(cls, meta: Any) -> "TypedPart":
@@ -166,14 +160,22 @@ def training_meta(meta: Any) -> Any:
                    label_kind="class" if labelled else None)
 
 
+def featureless_problem(bare: list[str], embedding_dim: int | None) -> str | None:
+    """Why node types ``bare`` (without features) cannot be trained: no ``embedding_dim`` for
+    their learnable rows; None when they have them (or there are none)."""
+    if bare and embedding_dim is None:
+        return (f"node type(s) {', '.join(bare)} have no features: give them learnable rows with --embedding-dim D "
+                f"(e.g. 128), or partition the graph with their features")
+    return None
+
+
 def typed_features_problem(meta: Any, embedding_dim: int | None) -> str | None:
     """Why a typed folder cannot be trained as configured (a featureless type without
     ``--embedding-dim``; no labelled target type), or None."""
     sec = meta.hetero
-    bare = [t["name"] for t in sec["node_types"] if not t.get("feature_dim")]
-    if bare and embedding_dim is None:
-        return (f"node type(s) {', '.join(bare)} have no features: give them learnable rows with --embedding-dim D "
-                f"(e.g. 128), or partition the graph with their features")
+    why = featureless_problem([t["name"] for t in sec["node_types"] if not t.get("feature_dim")], embedding_dim)
+    if why is not None:
+        return why
     if meta.label_kind is None:
         return (f"the target type {sec.get('target_type')!r} has no labels to train on (partition it with its "
                 f"labels)")

@@ -326,12 +326,11 @@ def _count_typed_parameters(model_name: str, relations: tuple[tuple[int, int], .
     from ..models import build_model
 
     spec = model_spec(model_name)
-    none = torch.zeros(0, dtype=torch.long)
-    names = tuple(f"t{t}" for t in range(num_types))
-    part = TypedPart(type_names=names, relations=tuple((names[a], f"r{i}", names[b]) for i, (a, b) in enumerate(relations)),
-                     target_type=names[0], counts=(0,) * num_types, offsets=(0,) * num_types,
-                     feature_dims=(width,) * num_types, node_type=none, inner_rows=(none,) * num_types, features={},
-                     original_ids=none)
+    names = [f"t{t}" for t in range(num_types)]
+    part = TypedPart.from_section({"node_types": [{"name": n, "count": 0, "offset": 0, "feature_dim": width}
+                                                  for n in names],
+                                   "relations": [[names[a], f"r{i}", names[b]] for i, (a, b) in enumerate(relations)],
+                                   "target_type": names[0]})
     kwargs: dict[str, Any] = {"jk": jk}
     if "heads" in spec.options and heads is not None:
         kwargs["heads"] = heads

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from ..hetero.embedding import TypedEmbedding
-from ..hetero.part import TypedPart
+from ..hetero.part import TypedPart, featureless_problem
 from ..nn.part import PartLike
 from .basic_gnn import BasicGNN
 
@@ -22,10 +22,9 @@ __all__ = ["TypedGNN", "typed_input_width"]
 def typed_input_width(typed: TypedPart, embedding_dim: int | None) -> int:
     """The first layer's input width: the widest of the feature widths and ``embedding_dim``;
     one line when a type has neither features nor learnable rows."""
-    bare = [typed.type_names[t] for t in typed.featureless]
-    if bare and embedding_dim is None:
-        raise ValueError(f"node type(s) {', '.join(bare)} have no features: give them learnable rows with "
-                         f"--embedding-dim D (e.g. 128), or partition the graph with their features")
+    why = featureless_problem([typed.type_names[t] for t in typed.featureless], embedding_dim)
+    if why is not None:
+        raise ValueError(why)
     return max(typed.feature_dim, embedding_dim or 0)
 
 

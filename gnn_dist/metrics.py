@@ -19,7 +19,8 @@ configuration, and under ``"task"`` the resolved task's ``task``, ``loss``, ``me
 checkpoint and rewrites the rest, so the file reads like one uninterrupted run (the file is
 rewritten atomically: temp file and rename). A resume on another world size (an elastic job
 that lost or gained a node) adds ``{"event": "resize", "epoch": E, "from_world_size": 4,
-"to_world_size": 2}`` after the kept records (E: the epoch it goes on from).
+"to_world_size": 2}`` after the kept records (E: the epoch it goes on from; with a ``stale``
+schedule also ``"pipeline_state"``: what it carried to the new cut).
 
 The file ends at a complete record whatever the disk does: each epoch record is one line built
 whole, then written by one ``write`` call (looped only over a short write); when the filesystem

@@ -14,8 +14,10 @@ cut). A resume onto another cut of the same graph (any number of parts) continue
 one line saying so; onto another graph, or another partition when a folder has no graph
 fingerprint, it is refused, naming both, unless ``resume_any_partition``. A stateful schedule
 (``stale``) also has every rank write its state to its own rank file before rank 0 writes the
-main file; that state is restored only for the same partition, schedule and smoothing (else the
-schedule starts fresh, with a warning on every rank: its buffers belong to the cut).
+main file; that state is restored for the same schedule and smoothing: as it is on the same
+partition, and placed by original node id on another cut of the same graph when the schedule
+can (``load_other_cut``, :mod:`.reshard`; the resume line says what it carried). Otherwise the
+schedule starts fresh, with a warning on every rank.
 
 A job holds its checkpoint folder for its whole life (:func:`hold_checkpoint_dir`, around the
 job in ``gnn_dist.train``): rank 0 takes the folder's lock (:mod:`gnn_dist.run_lock`) before any
@@ -40,7 +42,7 @@ from ..distributed import all_gather_json, all_ranks_agree, broadcast_bytes, bro
 from ..partition import partition_fingerprint
 from ..selection import ModelSelection
 from . import files as ckpt
-from . import node_rows
+from . import node_rows, reshard
 from .format import CheckpointError
 from .resume import _RUN_FIELDS, DataIdentity, _saved_optim, check_applies, check_fits, check_same_data, model_info
 from .state import rng_state, set_rng_state
@@ -226,15 +228,17 @@ class CheckpointManager:
         if saved is None:
             return False
         other_cut = self._check_partition(saved)
-        pipeline = self._restore_pipeline(trainer, saved)
+        pipeline, carried = self._restore_pipeline(trainer, saved, other_cut is not None)
         self._apply(trainer, saved, pipeline)
         before = saved.state.get("world_size")
         if isinstance(before, int) and before != get_world_size():   # an elastic job that went on resized
             self.resized = {"event": "resize", "epoch": trainer.epoch, "from_world_size": before,
-                            "to_world_size": get_world_size()}
+                            "to_world_size": get_world_size(),
+                            **({} if carried is None else {"pipeline_state": reshard.describe(carried).strip()})}
         log.info((f"{other_cut}: {saved.path} at epoch {trainer.epoch}" if other_cut else
                   f"resumed from {saved.path} at epoch {trainer.epoch}")
-                 + ("" if pipeline is None else f" with the {pipeline.name} pipeline's state"))
+                 + ("" if pipeline is None else f" with the {pipeline.name} pipeline's state")
+                 + ("" if carried is None else reshard.describe(carried)))
         return True
 
     def _read(self, path: str | Path | None) -> _Saved | None:
@@ -274,9 +278,10 @@ class CheckpointManager:
             log.warning(line)
         return line if same_graph else None
 
-    def _mismatch(self, trainer: TrainerState, saved: dict[str, Any] | None) -> str | None:
+    def _mismatch(self, trainer: TrainerState, saved: dict[str, Any] | None, other_cut: bool) -> str | None:
         """Why the checkpoint's schedule state cannot be restored, or None when it can (or when
-        neither side has any); the same on every rank."""
+        neither side has any; ``other_cut``: on another cut of the same graph, placed by id when
+        the schedule can, :mod:`.reshard`); the same on every rank."""
         mine = self._schedule_info(trainer)
         stateful = trainer.pipeline.stateful
         if saved is None:
@@ -287,6 +292,8 @@ class CheckpointManager:
             return None
         if not saved.get("rank_files"):
             return "the checkpoint holds no pipeline state" if stateful else None
+        if saved.get("smoothing") == mine["smoothing"] and other_cut and reshard.can_reshard(trainer.pipeline):
+            return getattr(trainer.pipeline, "other_cut_refusal", None)
         for key, what in (("smoothing", "stale_smoothing"), ("num_parts", "num_parts")):
             if saved.get(key) != mine[key]:
                 return f"the checkpoint was written with {what}={saved.get(key)}, this run has {what}={mine[key]}"
@@ -294,19 +301,27 @@ class CheckpointManager:
             return "the checkpoint was written for another partition"
         return None
 
-    def _restore_pipeline(self, trainer: TrainerState, saved: _Saved) -> Any:
+    def _restore_pipeline(self, trainer: TrainerState, saved: _Saved, other_cut: bool) -> tuple[Any, Any]:
         """A fresh schedule holding this rank's saved state, or None (a warning says why, on every
-        rank). Every rank makes the same collectives whatever its own answer (hosts may hold
-        different copies of the partition)."""
+        rank); and, when it was placed on another cut by id, every rank's counts of what it carried
+        (:mod:`.reshard`; else None). Every rank makes the same collectives whatever its own answer
+        (hosts may hold different copies of the partition)."""
         info = saved.state.get("pipeline_state")
-        why = self._mismatch(trainer, info)
+        why = self._mismatch(trainer, info, other_cut)
         if info is None or not info.get("rank_files"):
             self._warn_fresh(trainer, saved.path, info, why)
-            return None
-        pipeline = None
+            return None, None
+        pipeline, counts, lacks = None, None, None
+        resharding = why is None and info.get("partition") != self.fingerprint
         with all_ranks_agree(f"reading the rank files of the checkpoint {saved.path}"):
-            if why is None:
+            if resharding:
+                lacks = reshard.missing_rank_file(saved.path.parent, info)
+                if lacks is None:
+                    pipeline = trainer.new_pipeline()
+                    counts, why = reshard.load_other_cut(pipeline, saved.path.parent, info, int(saved.state["epoch"]))
+            elif why is None:
                 entry = info["rank_files"][self.rank]
+                lacks = entry["name"]
                 loaded = ckpt.load_rank_state(saved.path.parent, entry, epoch=int(saved.state["epoch"]),
                                               rank=self.rank, num_parts=info["num_parts"])
                 if loaded is not None:
@@ -316,20 +331,20 @@ class CheckpointManager:
                     except (ValueError, KeyError, TypeError) as exc:
                         raise CheckpointError(f"the rank file does not fit this rank's pipeline ({exc})",
                                               path=saved.path.parent / entry["name"]) from exc
-        status = all_gather_json([why, pipeline is not None])
-        reasons = [(r, w) for r, (w, _) in enumerate(status) if w is not None]
-        missing = [r for r, (w, ok) in enumerate(status) if w is None and not ok]
+        status = all_gather_json([why, pipeline is not None, lacks, counts])
+        reasons = [(r, w) for r, (w, *_) in enumerate(status) if w is not None]
+        missing = [(r, name) for r, (w, ok, name, _) in enumerate(status) if w is None and not ok]
         if reasons:
             r, w = reasons[0]
             why = w if len(reasons) == len(status) else f"on rank {r}, {w}"
         elif missing:
-            names = ", ".join(info["rank_files"][r]["name"] for r in missing)
-            why = (f"rank(s) {', '.join(map(str, missing))} cannot see their rank file ({names}) in "
+            names = ", ".join(sorted({name for _, name in missing}))
+            why = (f"rank(s) {', '.join(str(r) for r, _ in missing)} cannot see their rank file ({names}) in "
                    f"{saved.path.parent} on their host (no shared filesystem, or it was deleted)")
         else:
-            return pipeline
+            return pipeline, ([c for *_, c in status] if resharding else None)
         self._warn_fresh(trainer, saved.path, info, why)
-        return None
+        return None, None
 
     def _warn_fresh(self, trainer: TrainerState, path: Path, info: dict[str, Any] | None, why: str | None) -> None:
         if why is None:

@@ -30,11 +30,17 @@ from it takes the next step exactly as this one would. The state is per rank (it
 Size per rank: ``sum over exchanging layers l of (H + B) * F_l * itemsize`` bytes, ``H`` halo
 rows, ``B <= min(I, S)`` the distinct rows this rank sends (``S`` = ``len(send_index)``): the
 gradient buffer is ``[I, F]`` but zero outside those rows, so only they are kept. Over all
-ranks ``sum B <= sum S = sum H``: at most ``2 * (total halo rows) * F * layers * itemsize``.
+ranks ``sum B <= sum S = sum H``: at most ``2 * (total halo rows) * F * layers * itemsize``,
+and the halo rows' original ids (``halo_ids``, int64 ``[H]``).
+
+On another cut of the same graph (:meth:`StalePipeline.load_other_cut`) the halo rows' averages
+are placed by those ids, each row carrying the value its owner last sent; the halo gradients,
+which belong to the cut, restart (:mod:`.stale_reshard`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -42,6 +48,7 @@ from ..distributed import EXACT, HaloExchanger, HaloHandle, HaloSubset, Transpor
 from ..nn import Block
 from .base import ExchangeBeforeLayer, LayerCounter, SubsetFn
 from .registry import register_schedule
+from .stale_reshard import NoRowIds, collect
 
 __all__ = ["StalePipeline", "EMABuffer"]
 
@@ -97,6 +104,16 @@ class EMABuffer:
         self.count, self._m = count, m
         self._refresh()
 
+    def set_rows(self, rows: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """Start the rows ``rows`` of the average at ``x[rows]`` (as if they had read ``x`` at
+        every update so far): ``value`` holds ``x``'s rows exactly; returns ``value``."""
+        assert self._m is not None and self.value is not None
+        scale = 1.0 - self.gamma ** self.count if self.gamma else 1.0
+        self._m[rows] = x[rows].to(self._m.dtype) * scale if self.gamma else x[rows].to(self._m.dtype)
+        self.value = self.value.clone()
+        self.value[rows] = x[rows].to(self.value.dtype)
+        return self.value
+
 
 class _LayerState:
     """Per layer: the feature and gradient buffers and the exchanges in flight."""
@@ -106,6 +123,9 @@ class _LayerState:
         self.grads = EMABuffer(gamma)
         self.pending_features: HaloHandle | None = None
         self.pending_grads: HaloHandle | None = None
+        self.missing: torch.Tensor | None = None
+        """After a load from another cut: the halo rows without a saved value (the next forward
+        waits for its exchange and reads them from it, :mod:`.stale_reshard`)."""
 
     def settle_features(self) -> None:
         if self.pending_features is not None:
@@ -138,6 +158,9 @@ class _StaleExchange(torch.autograd.Function):
             state.settle_features()
             halo = state.features.value
             state.pending_features = ex.start(h, tag=tag, subset=subset, transport=transport)
+            if state.missing is not None:   # rows the old cut never sent: this epoch's, waited for
+                halo = state.features.set_rows(state.missing.to(h.device), state.pending_features.wait())
+                state.missing = None
         assert halo is not None
         return torch.cat([h.detach(), halo.to(h.dtype)], dim=0)
 
@@ -241,7 +264,9 @@ class StalePipeline(ExchangeBeforeLayer):
                 assert not m.index_fill(0, rows, 0).any(), "a halo-gradient buffer is non-zero outside the sent rows"
                 grads["m"] = m.index_select(0, rows)
             layers[layer] = {"features": state.features.state_dict(), "grads": grads}
-        return {"steps": self._steps, "layers": layers}
+        halo_ids = self.exchanger.row_ids
+        return {"steps": self._steps, "layers": layers,
+                "halo_ids": None if halo_ids is None else halo_ids[self.exchanger.num_inner:].cpu()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`state_dict`'s output (saved on this rank of the same partition,
@@ -277,6 +302,46 @@ class StalePipeline(ExchangeBeforeLayer):
             states[int(layer)] = layer_state
         self._states, self._steps = states, steps
         self._first = steps == 0
+
+    @property
+    def other_cut_refusal(self) -> str | None:
+        """Why a state saved on another cut cannot be placed on this one (None: it can)."""
+        if self.subset_fn is not None:
+            return "with boundary sampling each rank's halo rows are its own sample, not their owners' rows"
+        return None
+
+    def load_other_cut(self, states: Iterable[dict[str, Any]]) -> dict[str, int]:
+        """Continue from the saved states of every rank of another cut of the same graph (any
+        number of ranks, read one at a time): each halo row's moving average is its saved value,
+        picked by original id; rows without one are read from the first resumed step's exchange;
+        the halo gradients restart (:mod:`.stale_reshard` says why). Returns this rank's counts:
+        ``{"restored": rows, "fetched": rows}`` (summed over the exchanging layers).
+
+        Raises:
+            NoRowIds: the states, or the exchanger, hold no original row ids.
+            ValueError: boundary sampling is on (:attr:`other_cut_refusal`), or the states are
+                malformed or disagree.
+        """
+        if self.other_cut_refusal is not None:
+            raise ValueError(self.other_cut_refusal)
+        ex = self.exchanger
+        if ex.row_ids is None:
+            raise NoRowIds("the halo exchanger has no original row ids to place the saved rows by")
+        self.flush()
+        steps, carried = collect(states, ex.row_ids[ex.num_inner:])
+        self._states, counts = {}, {"restored": 0, "fetched": 0}
+        for layer, entry in carried.items():
+            state = _LayerState(self.smoothing)
+            state.features.load_state_dict({"gamma": entry.gamma, "count": entry.count,
+                                            "m": entry.m.to(self.block.device)})
+            missing = (~entry.found).nonzero().squeeze(1)
+            state.missing = missing if missing.numel() else None
+            counts["restored"] += int(entry.found.sum())
+            counts["fetched"] += missing.numel()
+            self._states[layer] = state
+        self._steps = steps
+        self._first = steps == 0
+        return counts
 
     def __repr__(self) -> str:
         return f"StalePipeline(smoothing={self.smoothing}, sampled={self.subset_fn is not None})"

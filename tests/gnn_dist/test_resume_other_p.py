@@ -2,9 +2,12 @@
 (other cuts of the same graph, same graph fingerprint) with no flag, and the run goes on exactly:
 per-epoch losses and final weights equal the uninterrupted P=4 run's (to 1e-5: the sums run in
 another order), for the ``sync`` and ``overlap`` schedules, with dropout on. One line says what
-the resume did. What belongs to the old cut starts afresh, with a warning: a ``stale`` run's
-buffers, adaptive halo widths (decided per pair of ranks). Single-process tests: another graph is refused, naming both graph fingerprints;
-folders without a graph fingerprint (written before it existed) keep the old refusal.
+the resume did. A ``stale`` run (with smoothing) carries its halo rows by original id: the first
+resumed step's halo rows are, row by row, the values saved at the stop (rows the old cut never
+sent: their owner's values of that step), with no warning and no synchronous step. What belongs
+to the pairs of ranks of the old cut starts afresh, with a warning: adaptive halo widths.
+Single-process tests: another graph is refused, naming both graph fingerprints; folders without a
+graph fingerprint (written before it existed) keep the old refusal.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from mp_utils import run_ranks
 from train_helpers import gcn_trainer, make_graph
 
 EPOCHS, HALF = 12, 6
+STALE = {"pipeline": "stale", "stale_smoothing": 0.5}
+STALE_STOP = 3
 PIPELINES = ("sync", "overlap")
 ADAPTIVE = {"halo_bits": "adaptive:3", "halo_bits_every": 2, "static_halo": False}
 """Adaptive halo widths: decided per pair of ranks, so they cannot follow a checkpoint to another cut."""
@@ -67,7 +72,7 @@ def _straight(rank: int, world_size: int, data: str, root: str) -> dict[str, Any
         trainer = gcn_trainer(part, str(Path(root, pipeline)), checkpoint_every=HALF, pipeline=pipeline)
         trainer.fit(EPOCHS)
         out[pipeline] = _result(trainer, lines)
-    gcn_trainer(part, str(Path(root, "stale")), pipeline="stale").fit(2)
+    gcn_trainer(part, str(Path(root, "stale")), **STALE).fit(STALE_STOP)
     gcn_trainer(part, str(Path(root, "adaptive")), **ADAPTIVE).fit(3)
     return out
 
@@ -86,16 +91,48 @@ def _resumed(rank: int, world_size: int, data: str, root: str) -> dict[str, Any]
         resumed_lines = lines.lines[:]
         trainer.fit(EPOCHS - HALF)
         out[pipeline] = {**_result(trainer, lines), "resume_lines": resumed_lines}
-    stale = gcn_trainer(part, None, pipeline="stale")
-    assert stale.resume(checkpoint_path(Path(root, "stale"), 2))
-    out["stale"] = {"staleness": stale.fit(1)[0]["staleness"], "lines": lines.lines[:]}
-    lines.lines.clear()
+    # The P=4 stale checkpoint; on P=3 also the P=2 run's (a min-cut: many rows it never sent).
+    out["stale"] = _stale_resume(part, Path(root, "stale"), STALE_STOP, Path(root, f"stale-p{world_size}"), lines)
+    if world_size == 3:
+        out["stale-p2"] = _stale_resume(part, Path(root, "stale-p2"), STALE_STOP + 2, None, lines)
     adaptive = gcn_trainer(part, None, **ADAPTIVE)
     assert adaptive.resume(checkpoint_path(Path(root, "adaptive"), 3))
     adaptive.fit(3)   # steps 3-5: widths decided afresh at step 5, from the statistics of steps 3-4
     out["adaptive"] = {"lines": lines.lines[:], "pairs": sorted({(s, d) for _, _, s, d in
                                                                  adaptive.pipeline.transport.adaptive.table})}
     return out
+
+
+def _stale_resume(part: Any, source: Path, epoch: int, ckpt_dir: Path | None, lines: _Lines) -> dict[str, Any]:
+    """A stale run resumed from ``source``'s checkpoint of ``epoch`` for 2 epochs (checkpointing
+    to ``ckpt_dir``), its first step's exchanges recorded."""
+    from gnn_dist.checkpoints import checkpoint_path
+
+    stale = gcn_trainer(part, None if ckpt_dir is None else str(ckpt_dir), init_seed=99, **STALE)
+    assert stale.resume(checkpoint_path(source, epoch))
+    seen = _record_exchanges(stale.pipeline, part)
+    records = stale.fit(2)
+    out = {"staleness": [r["staleness"] for r in records], "losses": [r["train_loss"] for r in records],
+           "lines": lines.lines[:], "seen": seen}
+    lines.lines.clear()
+    return out
+
+
+def _record_exchanges(pipeline: Any, part: Any) -> dict[int, dict[str, torch.Tensor]]:
+    """Records each layer's exchange of the first step: the inner rows sent and the halo rows read,
+    with their original ids."""
+    seen: dict[int, dict[str, torch.Tensor]] = {}
+    exchange, ids, inner = pipeline.exchange, part.original_ids.cpu(), part.num_inner
+
+    def record(h: torch.Tensor) -> torch.Tensor:
+        layer = pipeline._layers.layer
+        out = exchange(h)
+        if layer not in seen:
+            seen[layer] = {"inner_ids": ids[:inner], "inner": h.detach().clone(), "halo_ids": ids[inner:],
+                           "halo": out[inner:].detach().clone()}
+        return out
+    pipeline.exchange = record
+    return seen
 
 
 @pytest.fixture(scope="module")
@@ -139,17 +176,52 @@ def test_one_line_says_what_the_resume_did(runs):
         assert "checkpoint-000006.pt at epoch 6" in lines[0]
 
 
-def test_stale_buffers_start_fresh_on_another_cut(runs):
-    """The stale schedule's buffers (halo rows, halo-gradient sums) belong to the old cut: it
-    resumes the weights with no flag, restarts its buffers with a warning, and its first resumed
-    step is synchronous."""
-    for p in (2, 3):
-        got = runs[p][0]["stale"]
-        assert got["staleness"] == 0
-        warnings = [m for level, m in got["lines"] if level == "WARNING"]
-        assert len(warnings) == 1 and f"written with num_parts=4, this run has num_parts={p}" in warnings[0]
-        assert "first resumed step is synchronous" in warnings[0]
-        assert any(m.startswith(f"resumed a P=4 run's checkpoint on P={p}") for _, m in got["lines"])
+def _saved_halo_values(folder: Path, epoch: int, num_parts: int) -> dict[int, dict[int, torch.Tensor]]:
+    """``{layer: {original id: value}}`` of a stale run's rank files: each layer's moving average
+    (``m / (1 - gamma ** count)``, the schedule's expression)."""
+    from gnn_dist.checkpoints import rank_state_path
+
+    table: dict[int, dict[int, torch.Tensor]] = {}
+    for rank in range(num_parts):
+        state = torch.load(rank_state_path(folder, epoch, rank, num_parts), weights_only=True)["state"]
+        for layer, entry in state["layers"].items():
+            f = entry["features"]
+            value = f["m"] / (1.0 - f["gamma"] ** f["count"])
+            for i, row in zip(state["halo_ids"].tolist(), value):
+                table.setdefault(layer, {}).setdefault(i, row)
+    return table
+
+
+@pytest.mark.parametrize("old, new, key, epoch", [(4, 2, "stale", STALE_STOP), (4, 3, "stale", STALE_STOP),
+                                                 (2, 3, "stale-p2", STALE_STOP + 2)])
+def test_stale_halo_rows_carry_the_saved_values_on_another_cut(runs, old, new, key, epoch):
+    """The first resumed step's halo rows, row by row: a row the old cut sent holds its saved
+    moving average exactly; a row it never sent holds its owner's value of this step."""
+    saved = _saved_halo_values(Path(runs["root"], "ckpt", key), epoch, old)
+    assert sorted(saved) == [1, 2]   # layer 0's halo rows are static inputs
+    for p in (new,):
+        ranks = [r[key] for r in runs[p]]
+        restored = fetched = 0
+        for layer, rows in saved.items():
+            current = {i: row for r in ranks for i, row in zip(r["seen"][layer]["inner_ids"].tolist(),
+                                                                r["seen"][layer]["inner"])}
+            for rank, r in enumerate(ranks):
+                seen = r["seen"][layer]
+                for i, row in zip(seen["halo_ids"].tolist(), seen["halo"]):
+                    want = rows.get(i)
+                    if want is None:
+                        fetched += 1
+                        assert torch.equal(row, current[i]), f"P={p} rank {rank} layer {layer} row {i}"
+                    else:
+                        restored += 1
+                        assert torch.equal(row, want), f"P={p} rank {rank} layer {layer} row {i}"
+        assert restored > 0 and (old < new) <= (fetched > 0), (restored, fetched)
+        got = ranks[0]
+        assert got["staleness"] == [1, 1] and all(np.isfinite(got["losses"]))
+        assert [m for level, m in got["lines"] if level == "WARNING"] == []
+        line = [m for _, m in got["lines"] if m.startswith(f"resumed a P={old} run's checkpoint on P={p}")]
+        assert len(line) == 1 and "with the stale pipeline's state re-sharded by node id " \
+            f"({restored} halo rows restored, {fetched} never sent on the old cut" in line[0], line
 
 
 def test_adaptive_halo_widths_start_afresh_on_another_cut(runs):

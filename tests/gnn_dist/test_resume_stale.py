@@ -4,10 +4,12 @@ On 2 gloo ranks, with dropout on and 3 layers (two halo exchanges per step, the 
 halo rows being static), without and with ``stale_smoothing=0.5``: 6 epochs straight against
 3 epochs that checkpoint after every epoch (so the saves at epochs 1 and 2 find exchanges still
 in flight), then a fresh trainer with other initial weights that resumes and trains 3 more.
-Per-epoch losses must be equal (``==``, bit-identical) and so must the final weights. Then the
-fallbacks: another pipeline mode or smoothing, another partition or number of parts, or a rank
-that cannot see its rank file, start a fresh pipeline with a warning that says why (the stale
-run's first resumed step is then synchronous: staleness 0); a truncated rank file fails on every
+Per-epoch losses must be equal (``==``, bit-identical) and so must the final weights. Another
+partition of the same graph, or another number of parts, carries the halo rows by id with no
+warning (row by row: tests/gnn_dist/test_resume_other_p.py). Then the fallbacks: another
+pipeline mode or smoothing, boundary sampling on another cut, or a rank that cannot see its rank
+file, start a fresh pipeline with a warning that says why (the stale run's first resumed step is
+then synchronous: staleness 0); a truncated rank file fails on every
 rank with a ``CheckpointError`` naming it, before anything changes. Single-process tests cover
 the state API itself (``EMABuffer``, the empty state of ``sync``/``overlap``), one rank, and a
 checkpoint written without pipeline state.
@@ -98,10 +100,12 @@ def _resume_runs(rank: int, world_size: int, data: str, other_data: str, root: s
         trainer.fit(1)
         falls[key] = {"warnings": warnings.take(), "staleness": trainer.history[-1]["staleness"]}
     # Another partition of the same graph into as many parts: the same graph fingerprint, so it
-    # resumes with no flag (tests/gnn_dist/test_resume_other_p.py); the stale buffers do not fit.
-    trainer = gcn_trainer(gnn_dist.load_partition(other_data), None, pipeline="stale")
-    assert trainer.resume(checkpoint_path(plain, EPOCHS))
-    falls["partition"] = {"warnings": warnings.take()}
+    # resumes with no flag, its halo rows placed by id; with boundary sampling they cannot be.
+    other_part = gnn_dist.load_partition(other_data)
+    for key, cfg in (("partition", {}), ("sampled", {"boundary_sample_rate": 0.5})):
+        trainer = gcn_trainer(other_part, None, pipeline="stale", **cfg)
+        assert trainer.resume(checkpoint_path(plain, EPOCHS))
+        falls[key] = {"warnings": warnings.take(), "staleness": trainer.fit(1)[0]["staleness"]}
     # A stale run resuming from a sync checkpoint.
     sync_dir = str(Path(root, "sync"))
     gcn_trainer(part, sync_dir, pipeline="sync").fit(1)
@@ -181,20 +185,23 @@ def test_another_mode_or_smoothing_falls_back_with_a_warning(runs):
         assert f["from_sync"]["rank_files"] == []  # sync keeps no state
 
 
-def test_another_partition_or_number_of_parts_falls_back_with_a_warning(runs, caplog):
+def test_another_partition_or_number_of_parts_carries_the_state(runs, caplog):
     import gnn_dist
 
     for r in runs["ranks"]:
-        assert any("the checkpoint was written for another partition; the stale state is not restored" in w
-                   and "first resumed step is synchronous" in w
-                   for w in r["fallbacks"]["partition"]["warnings"]), r["fallbacks"]["partition"]["warnings"]
-    # One process resumes the 2-rank checkpoint: the weights fit, the stale buffers do not.
+        f = r["fallbacks"]
+        assert f["partition"] == {"warnings": [], "staleness": 1}
+        assert f["sampled"]["staleness"] == 0
+        assert any("with boundary sampling each rank's halo rows are its own sample" in w
+                   and "first resumed step is synchronous" in w for w in f["sampled"]["warnings"]), f["sampled"]
+    # One process resumes the 2-rank checkpoint: no halo rows, nothing to warn about.
     part = gnn_dist.load_partition(write_parts(runs["root"] / "p1", num_parts=1))
     trainer = gcn_trainer(part, None, pipeline="stale")   # the same graph: no flag needed
-    with caplog.at_level("WARNING", logger="gnn_dist"):
+    with caplog.at_level("INFO", logger="gnn_dist"):
         assert trainer.resume(runs["root"] / "ckpt" / "plain" / f"checkpoint-{EPOCHS:06d}.pt")
-    assert "written with num_parts=2, this run has num_parts=1" in caplog.text
-    assert trainer.epoch == EPOCHS and trainer.fit(1)[0]["staleness"] == 0
+    assert "WARNING" not in caplog.text
+    assert "re-sharded by node id (0 halo rows restored, 0 never sent" in caplog.text
+    assert trainer.epoch == EPOCHS and np.isfinite(trainer.fit(1)[0]["train_loss"])
 
 
 def test_a_rank_without_its_file_makes_every_rank_fall_back(runs):
@@ -342,3 +349,22 @@ def test_prune_deletes_an_earlier_runs_rank_files_on_rank_0(tmp_path):
         (tmp_path / name).write_bytes(b"x")
     deleted = prune_checkpoints(tmp_path, {2}, 2, rank=0, num_parts=2)
     assert [p.name for p in deleted] == ["checkpoint-000001.rank-00003-of-00004.pt"]
+
+
+def test_saved_halo_rows_are_picked_by_id():
+    """Another cut's halo rows from the old ranks' states: by original id, the first saved copy,
+    rows no old rank read flagged (not found); a state without ids is named."""
+    from gnn_dist.pipeline.stale_reshard import NoRowIds, collect
+
+    def state(ids: list[int], rows: list[float], count: int = 2) -> dict[str, Any]:
+        m = torch.tensor(rows).view(-1, 1)
+        return {"steps": 3, "halo_ids": torch.tensor(ids), "layers": {1: {"features": {"gamma": 0.5, "count": count,
+                                                                                      "m": m}}}}
+    steps, carried = collect([state([7, 2], [70.0, 20.0]), state([5, 7], [50.0, 71.0])], torch.tensor([5, 9, 7, 2]))
+    got = carried[1]
+    assert steps == 3 and (got.gamma, got.count) == (0.5, 2)
+    assert got.m.view(-1).tolist() == [50.0, 0.0, 70.0, 20.0] and got.found.tolist() == [True, False, True, True]
+    with pytest.raises(NoRowIds, match="no original ids of their halo rows"):
+        collect([{"steps": 3, "layers": {}}], torch.tensor([1]))
+    with pytest.raises(ValueError, match="moving averages disagree"):
+        collect([state([1], [1.0]), state([2], [2.0], count=1)], torch.tensor([1]))

@@ -214,9 +214,10 @@ class CheckpointManager:
         exist) or a file. Rank 0 reads the file and broadcasts it, so only rank 0 needs to see
         it; each rank reads its own rank file. The weights, optimizer state, dropout step, RNG
         states, history, the model selection's state (best epoch, its weights with
-        ``select="best-val"``, the patience count) and (same partition, schedule and smoothing)
-        the schedule's state are restored, and adaptive halo widths with their statistics, so the
-        run reproduces the uninterrupted one exactly; ``lr`` and
+        ``select="best-val"``, the patience count) and (same schedule and smoothing) the
+        schedule's state are restored (on another cut of the same graph, placed by node id when
+        the schedule can: :mod:`.reshard`), and adaptive halo widths with their statistics (same
+        partition), so the run reproduces the uninterrupted one exactly; ``lr`` and
         ``weight_decay`` are this run's (a warning says when the checkpoint's differ).
 
         Raises:

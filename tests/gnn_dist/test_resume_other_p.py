@@ -111,9 +111,10 @@ def _stale_resume(part: Any, source: Path, epoch: int, ckpt_dir: Path | None, li
     stale = gcn_trainer(part, None if ckpt_dir is None else str(ckpt_dir), init_seed=99, **STALE)
     assert stale.resume(checkpoint_path(source, epoch))
     seen = _record_exchanges(stale.pipeline, part)
+    resized = dict(stale.checkpoints.resized or {})
     records = stale.fit(2)
     out = {"staleness": [r["staleness"] for r in records], "losses": [r["train_loss"] for r in records],
-           "lines": lines.lines[:], "seen": seen}
+           "lines": lines.lines[:], "seen": seen, "resized": resized}
     lines.lines.clear()
     return out
 
@@ -220,8 +221,9 @@ def test_stale_halo_rows_carry_the_saved_values_on_another_cut(runs, old, new, k
         assert got["staleness"] == [1, 1] and all(np.isfinite(got["losses"]))
         assert [m for level, m in got["lines"] if level == "WARNING"] == []
         line = [m for _, m in got["lines"] if m.startswith(f"resumed a P={old} run's checkpoint on P={p}")]
-        assert len(line) == 1 and "with the stale pipeline's state re-sharded by node id " \
-            f"({restored} halo rows restored, {fetched} never sent on the old cut" in line[0], line
+        said = f"re-sharded by node id ({restored} halo rows restored, {fetched} never sent on the old cut"
+        assert len(line) == 1 and f"with the stale pipeline's state {said}" in line[0], line
+        assert got["resized"]["from_world_size"] == old and got["resized"]["pipeline_state"].startswith(said)
 
 
 def test_adaptive_halo_widths_start_afresh_on_another_cut(runs):

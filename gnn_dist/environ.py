@@ -21,6 +21,9 @@ reads the environment and a test can see every variable that matters in one tabl
 ``TORCHELASTIC_RUN_ID``            torchrun's ``--rdzv-id``, the same for every restart of a job
                                     (names the run holding a checkpoint folder,
                                     :mod:`gnn_dist.run_lock`)
+``TORCHELASTIC_ERROR_FILE``        where torchrun reads a failed rank's reason (the one line a
+                                    user error gets, :mod:`gnn_dist.failure_note`), shown in its
+                                    summary's root cause
 ``TORCH_NCCL_ASYNC_ERROR_HANDLING`` set (unless the user set it) before an NCCL group starts
 ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE`` read by the loopback agent (a warning: a store on every
                                     interface)
@@ -39,7 +42,7 @@ import os
 from collections.abc import Iterator, Mapping
 
 __all__ = ["KERNELS", "launch_variables", "launch_rank", "launch_world_size", "local_world_size", "world_size_as",
-           "restart_count", "elastic_run_id", "kernels", "set_default", "set_variable", "rank_defaults", "RANK_DEFAULTS",
+           "restart_count", "elastic_run_id", "error_file", "kernels", "set_default", "set_variable", "rank_defaults", "RANK_DEFAULTS",
            "THREAD_VARIABLES", "thread_settings"]
 
 KERNELS = "GNN_DIST_KERNELS"
@@ -86,6 +89,12 @@ def restart_count() -> int:
 def elastic_run_id() -> str | None:
     """``TORCHELASTIC_RUN_ID`` (torchrun's ``--rdzv-id``, kept across restarts), or None when unset or empty."""
     value = os.environ.get("TORCHELASTIC_RUN_ID", "").strip()
+    return value or None
+
+
+def error_file() -> str | None:
+    """``TORCHELASTIC_ERROR_FILE`` (set by torchrun for each worker), or None when unset or empty."""
+    value = os.environ.get("TORCHELASTIC_ERROR_FILE", "").strip()
     return value or None
 
 

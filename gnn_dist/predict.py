@@ -65,6 +65,7 @@ rank_threads.rank_defaults()   # before torch (see gnn_dist.train)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402
+from .failure_note import leave_failure_note
 from .link.pairs import PAIR_CHUNK, count_pairs, shared_pairs
 from .model_file import ModelFile, check_output_file, load_model_file
 
@@ -456,6 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         if rank == 0:
             print(exc, file=sys.stderr)
+        leave_failure_note(str(exc))
         return EXIT_USAGE
     if args.validate:
         return _validate(args)

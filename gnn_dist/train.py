@@ -37,6 +37,7 @@ rank_threads.rank_defaults()   # before torch: the ranks torchrun starts run as 
 from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402
 from .config import RunConfig
 from .config_cli import UsageError, parse_run_config
+from .failure_note import leave_failure_note
 
 log = logging.getLogger("gnn_dist.train")
 
@@ -211,19 +212,19 @@ def _report(exc: BaseException, rank: int, verbose: bool) -> int | None:
     from .atomic_file import StorageError
     from .distributed import CollectiveError
 
-    if isinstance(exc, StorageError):   # a full or read-only disk: nothing half-written, one line, exit 1
-        if rank == 0 or verbose:   # every rank raises it (atomic_file.all_ranks_write shares it)
-            log.error(f"error: {exc}", exc_info=exc if verbose else None)
-        return 1
     if isinstance(exc, (ValueError, FileNotFoundError, FloatingPointError)):
-        if rank == 0 or verbose:
-            log.error(f"error: {exc}", exc_info=exc if verbose else None)
-        return EXIT_USAGE
-    if isinstance(exc, CollectiveError):
+        code, shown = EXIT_USAGE, rank == 0 or verbose
+    elif isinstance(exc, StorageError):   # a full or read-only disk: nothing half-written, one line, exit 1
+        code, shown = 1, rank == 0 or verbose   # every rank raises it (atomic_file.all_ranks_write shares it)
+    elif isinstance(exc, CollectiveError):
+        code, shown = 1, True
+    else:
+        log.error(f"rank {rank}: {type(exc).__name__}: {exc}", exc_info=exc)
+        return None
+    if shown:
         log.error(f"error: {exc}", exc_info=exc if verbose else None)
-        return 1
-    log.error(f"rank {rank}: {type(exc).__name__}: {exc}", exc_info=exc)
-    return None
+    leave_failure_note(f"error: {exc}")   # torchrun's summary names the reason, not "To enable traceback"
+    return code
 
 
 @record
@@ -239,6 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         if rank == 0:
             print(exc, file=sys.stderr)
+        leave_failure_note(str(exc))
         return EXIT_USAGE
     if options.validate:
         from .validate import validate_run

@@ -7,7 +7,8 @@
 - a peer that dies mid-training (``os._exit``) makes the survivor exit non-zero within the
   collective timeout (``--timeout``), not hang;
 - one real torchrun launch with the wrong number of processes exits non-zero and says both
-  numbers (torchrun directly: ``gnn-dist train`` refuses a wrong ``--nproc`` before launching).
+  numbers, also as the root cause of torchrun's failure summary (torchrun directly: ``gnn-dist
+  train`` refuses a wrong ``--nproc`` before launching).
 """
 
 from __future__ import annotations
@@ -226,6 +227,9 @@ def test_torchrun_with_the_wrong_process_count_fails(folders):
     assert res.returncode != 0, res.stdout[-4000:]
     assert "num_parts=3" in res.stdout and "world_size=2" in res.stdout, res.stdout[-4000:]
     assert "ChildFailedError" in res.stdout  # torchrun saw the ranks fail (no hang, no kill)
+    # torchrun's summary ends with its root cause: our line there, not "To enable traceback see"
+    root_cause = res.stdout[res.stdout.index("Root Cause"):]
+    assert "traceback : error:" in root_cause and "num_parts=3" in root_cause, root_cause
 
 
 # ---------------------------------------------------------------- a peer stalls

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 from . import __version__
 from .cli_args import (BALANCE_CRITERIA, OneLineParser, UsageError, balance_list, emit_json, memory_size, nonneg_int,
-                       part_counts, unknown_flags_first, weight_list, with_progress_bars)
+                       part_counts, unknown_flags_first, with_progress_bars)
 from .cli_convert import add_convert_verb, cmd_convert
 from .cli_inspect import cmd_inspect
 from .cli_plan import add_plan_verb, cmd_plan
@@ -176,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_refine_arguments(p: argparse.ArgumentParser) -> None:
-    """``partition``'s ``--refine``, ``--refine-objective`` and ``--part-weights``."""
+    """``partition``'s ``--refine``, ``--refine-objective``, ``--part-weights`` and ``--device-memory``."""
+    from .cli_weights import add_weight_arguments
     from .methods import refiner_names
 
     p.add_argument("--refine", action="store_true",
@@ -184,9 +185,7 @@ def _add_refine_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--refine-objective", choices=refiner_names(), default="volume", metavar="OBJ",
                    help="what --refine lowers: volume (the total halo rows, default) or max-volume (the "
                         "busiest part's halo send/receive volume per layer, which sets a synchronous exchange's time)")
-    p.add_argument("--part-weights", type=weight_list, default=None, metavar="W,W,...",
-                   help="size the parts to their devices: one positive weight per part (e.g. 2,1,1 gives part 0 "
-                        "half of every --balance criterion); recorded in partition.json (default: equal parts)")
+    add_weight_arguments(p)
 
 
 # --------------------------------------------------------------------------------- partition
@@ -194,8 +193,10 @@ def _check_request(args: argparse.Namespace) -> None:
     """Checks that need no graph: refuse a bad request before a long read."""
     from .cli_family import check_family_out, split_parts
     from .cli_input import check_input_request, input_format
+    from .cli_weights import resolve_part_weights
     from .format import check_out_dir
 
+    resolve_part_weights(args, args.parts)   # --parts as given: a family refuses them
     split_parts(args)
     if args.dataset is not None:
         from .catalog import dataset_info
@@ -224,11 +225,7 @@ def _check_request(args: argparse.Namespace) -> None:
 
 
 def _check_refine_flags(args: argparse.Namespace) -> None:
-    """``--part-weights`` gives one weight per part; ``--refine-objective`` needs ``--refine``."""
-    weights = args.part_weights
-    if weights is not None and len(weights) != args.parts:
-        raise UsageError(f"--part-weights {','.join(f'{w:g}' for w in weights)} gives {len(weights)} "
-                         f"weight(s) for --parts {args.parts}; give one per part")
+    """``--refine-objective`` needs ``--refine``."""
     if args.refine_objective != "volume" and not args.refine:
         raise UsageError(f"--refine-objective {args.refine_objective} applies to --refine; add --refine")
 

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["BALANCE_CRITERIA", "UsageError", "balance_list", "emit_json", "int_at_least", "memory_size", "nonneg_int",
+__all__ = ["BALANCE_CRITERIA", "UsageError", "balance_list", "emit_json", "int_at_least", "memory_list", "memory_size", "nonneg_int",
            "part_counts", "parts_list", "positive_int", "weight_list", "OneLineParser", "nearest_flags", "parse_unknown_first"]
 
 BALANCE_CRITERIA = ("nodes", "edges", "train")
@@ -92,6 +92,17 @@ def memory_size(value: str) -> int:
 
     try:
         return parse_size(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def memory_list(value: str) -> tuple[int, ...]:
+    """``--device-memory 40G,20G,20G``: one memory size per part, as bytes (the count is checked
+    against ``--parts`` once both are known)."""
+    from .memory import parse_size_list
+
+    try:
+        return parse_size_list(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

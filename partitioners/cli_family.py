@@ -25,9 +25,6 @@ def split_parts(args: argparse.Namespace) -> None:
     parts = sorted(set(args.parts))
     args.family = parts if len(parts) > 1 else None
     args.parts = parts[-1]
-    if args.family is not None and args.part_weights is not None:
-        raise UsageError(f"--part-weights gives one weight per part of one cut; it does not apply to the family "
-                         f"--parts {','.join(map(str, parts))}: partition each P on its own instead")
 
 
 def check_family_out(out: str, overwrite: bool) -> None:

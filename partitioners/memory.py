@@ -35,7 +35,7 @@ from typing import Any
 
 __all__ = ["BASELINE_BYTES", "GraphSize", "MemoryEstimate", "MemoryLimitError",
            "available_memory", "check_memory", "estimate_partition_memory", "format_bytes",
-           "generic_method_memory", "guard_memory", "parse_size"]
+           "generic_method_memory", "guard_memory", "parse_size", "parse_size_list"]
 
 log = logging.getLogger(__name__)
 
@@ -235,6 +235,17 @@ def parse_size(text: str) -> int:
     if value <= 0:
         raise ValueError(f"{text!r} is not a positive memory size; e.g. 8GB, 512MiB")
     return value
+
+
+def parse_size_list(text: str) -> tuple[int, ...]:
+    """Bytes of each comma-separated size in ``text`` (``40G,20G,20G``: one per rank; a single
+    size is a list of one). ValueError naming the item that is not a size."""
+    items = text.split(",") if isinstance(text, str) else [text]
+    try:
+        return tuple(parse_size(item) for item in items)
+    except ValueError as exc:
+        raise ValueError(str(exc) if len(items) == 1 else f"{exc} (in {text!r}: one size per rank, "
+                         f"comma-separated, e.g. 40G,20G,20G)") from None
 
 
 def format_bytes(num: int) -> str:

@@ -164,3 +164,31 @@ def test_cli_partitions_with_weights(capsys, tmp_path):
     assert report["node_balance"] <= 1 + TOL + 1e-9
     assert "part weights (target fractions; balances are against them): 0.5 0.25 0.25" in err
     assert verify_partition(tmp_path / "o") == []
+
+
+def test_cli_device_memory_sizes_the_parts_like_the_weights(capsys, tmp_path):
+    """``--device-memory 40G,20G,20G`` cuts what ``--part-weights 2,1,1`` cuts: the same folder."""
+    folders = {}
+    for flag, value in (("--device-memory", "40G,20GB,20000MB"), ("--part-weights", "2,1,1")):
+        out = tmp_path / flag.strip("-")
+        code, _, err = cli(capsys, "partition", "--dataset", "sbm-tiny", "--parts", 3, flag, value,
+                           "--out", out, "--no-progress")
+        assert code == EXIT_OK, err
+        folders[flag] = json.loads((out / "partition.json").read_text())
+    assert folders["--device-memory"]["method_params"]["part_weights"] == [0.5, 0.25, 0.25]
+    assert folders["--device-memory"]["parts"] == folders["--part-weights"]["parts"]
+
+
+@pytest.mark.parametrize("argv, pattern", [
+    (["--parts", 3, "--device-memory", "40G,20G"], r"--device-memory gives 2 size\(s\) for --parts 3; give one per part"),
+    (["--parts", 3, "--device-memory", "40G,2x,20G"], r"argument --device-memory: '2x' is not a memory size; .*"
+                                                       r"\(in '40G,2x,20G': one size per rank"),
+    (["--parts", 2, "--device-memory", "4G,2G", "--part-weights", "2,1"],
+     r"--part-weights and --device-memory exclude each other"),
+    (["--parts", "2,4", "--device-memory", "4G,2G"], r"--device-memory gives one size per part of one cut"),
+])
+def test_cli_refuses_bad_device_memory_in_one_line(capsys, tmp_path, argv, pattern):
+    code, out, err = cli(capsys, "partition", "--dataset", "sbm-tiny", *argv, "--out", tmp_path / "o", "--no-progress")
+    assert code == EXIT_USAGE and out == ""
+    assert len(err.strip().splitlines()) == 1 and re.search(pattern, err), err
+    assert not (tmp_path / "o").exists()

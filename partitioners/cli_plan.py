@@ -75,8 +75,9 @@ def add_plan_verb(sub: argparse._SubParsersAction, verbose: argparse.ArgumentPar
                                                                   "--halo-model)")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None,
                    help="where the ranks train (default: cuda with --device-memory, else cpu)")
-    p.add_argument("--device-memory", metavar="SIZE", help="memory of one device (80GB, 512MiB): recommend the "
-                                                           "cheapest settings that fit it")
+    p.add_argument("--device-memory", metavar="SIZE[,SIZE...]",
+                   help="memory of one device (80GB, 512MiB): recommend the cheapest settings that fit it; or one "
+                        "size per rank (40G,20G,20G, with --data): every rank checked against its own device")
     p.add_argument("--schedules", action="store_true",
                    help="also compare the parallel schedules (graph sync, layer S, hybrid S x G on the same ranks): "
                         "bytes per epoch, epoch time with --link-gbps, the recommended one (docs/layer_parallel.md)")
@@ -158,17 +159,36 @@ def _config(rest: Sequence[str]) -> Any:
         raise UsageError(f"plan: {str(exc).replace('gnn_dist.train: error: ', '')}") from None
 
 
+def _device_memory(args: argparse.Namespace) -> int | tuple[int, ...] | None:
+    """``--device-memory``: bytes of one device, or a tuple of each rank's own (several sizes)."""
+    from .memory import parse_size_list
+
+    if args.device_memory is None:
+        return None
+    try:
+        sizes = parse_size_list(args.device_memory)
+    except ValueError as exc:
+        raise UsageError(f"--device-memory: {exc}") from None
+    return sizes[0] if len(sizes) == 1 else sizes
+
+
+def _check_rank_devices(args: argparse.Namespace, limit: Any, ranks: int) -> None:
+    """A device per rank needs a folder's parts (a size spec plans the mean part) and one size per rank."""
+    if not isinstance(limit, tuple):
+        return
+    if args.data is None:
+        raise UsageError(f"plan: --device-memory {args.device_memory} gives a device per rank, which needs --data DIR "
+                         f"(a folder's parts; a size spec plans the mean part): give one size, or --data")
+    if len(limit) != ranks:
+        raise UsageError(f"plan: --device-memory {args.device_memory} gives {len(limit)} sizes for the {ranks} ranks "
+                         f"of {args.data}; give one size per rank (world rank order), or one size for every rank")
+
+
 def cmd_plan(args: argparse.Namespace, rest: Sequence[str]) -> int:
     from gnn_dist.memory_plan import Workload, plan_memory, render_plan
+    from gnn_dist.memory_plan.stages import stage_count
 
-    from .memory import parse_size
-
-    limit = None
-    if args.device_memory is not None:
-        try:
-            limit = parse_size(args.device_memory)
-        except ValueError as exc:
-            raise UsageError(f"--device-memory: {exc}") from None
+    limit = _device_memory(args)
     device = args.device or ("cuda" if limit is not None else "cpu")
     if (args.link_gbps or args.edge_rate or args.halo_data or args.schedule_chunks) and not args.schedules:
         raise UsageError("plan: --link-gbps, --edge-rate, --schedule-chunks and --halo-data compare schedules: "
@@ -176,6 +196,7 @@ def cmd_plan(args: argparse.Namespace, rest: Sequence[str]) -> int:
     config = _config(rest)
     runs, source = _sizes(args, config.trainer.task.task)
     workload = Workload.from_config(config, device, _meta(args))
+    _check_rank_devices(args, limit, len(runs[0]) * stage_count(workload))
     def at(parts: int) -> list[Any]:
         """The size spec's mean part at ``parts`` parts (how many parts would fit)."""
         return [_spec_part(args, parts, workload.task)]

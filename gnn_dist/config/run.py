@@ -156,17 +156,18 @@ class DistributedConfig:
     kernels: str | None = flag("--kernels", choices=choices_of("kernels"))
     """Aggregation kernels: auto (numba on CPU, cuSPARSE on CUDA), torch, numba, or triton (fused Triton
     kernels on CUDA) (default: $GNN_DIST_KERNELS, else auto)."""
-    max_memory: str | None = flag("--max-memory", metavar="SIZE")
+    max_memory: str | None = flag("--max-memory", metavar="SIZE[,SIZE...]")
     """Refuse to start when the estimated peak memory of this machine's ranks exceeds SIZE (8GB, 512MiB;
-    default: the memory available when the run starts)."""
+    default: the memory available when the run starts); one size per rank (40G,20G,20G: a cluster whose
+    devices differ) checks each rank against its own."""
 
     def __post_init__(self) -> None:
         check_choice("backend", self.backend, ("nccl", "gloo"), optional=True)
         if self.max_memory is not None:
-            from partitioners.memory import parse_size
+            from partitioners.memory import parse_size_list
 
             try:
-                parse_size(self.max_memory)
+                parse_size_list(self.max_memory)
             except ValueError as exc:
                 raise ConfigError("max_memory", str(exc)) from None
         require(is_number(self.timeout) and 0 < self.timeout <= MAX_TIMEOUT_S, "timeout", self.timeout,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .model import COMPONENTS, RankPlan, Workload, plan_rank
-from .search import Recommendation, recommend
+from .search import DeviceMemory, Recommendation, recommend
 from .sizes import PartSizes, sizes_from_meta
 from .stages import stage_count
 
@@ -47,6 +47,8 @@ class MemoryPlan:
         if rec is not None:
             out["recommendation"] = {"fits": rec.fits, "setting": rec.name, "flags": rec.flags,
                                      "device_memory": rec.device_memory, "largest_total": rec.largest.total,
+                                     "binding": {"part": rec.largest.part_id, "stage": rec.largest.stage,
+                                                 "total": rec.largest.total, "device_memory": rec.limit},
                                      "parts_needed": rec.parts_needed}
         return out
 
@@ -65,17 +67,19 @@ def scaled_parts(sizes: list[PartSizes]) -> Callable[[int], list[PartSizes]]:
     return at
 
 
-def plan_memory(sizes: list[PartSizes], workload: Workload, device_memory: int | None = None,
+def plan_memory(sizes: list[PartSizes], workload: Workload, device_memory: DeviceMemory | None = None,
                 more_parts: Callable[[int], list[PartSizes]] | None = None) -> MemoryPlan:
-    """The plan of ``workload`` on parts ``sizes``; with ``device_memory`` (bytes) the cheapest
-    settings that fit it (:func:`~.search.recommend`)."""
+    """The plan of ``workload`` on parts ``sizes``; with ``device_memory`` (bytes: one device
+    for every rank, or a tuple of each world rank's own) the cheapest settings under which every
+    rank fits (:func:`~.search.recommend`)."""
     ranks = [plan_rank(s, workload, stage) for stage in range(stage_count(workload)) for s in sizes]
     rec = None if device_memory is None else recommend(sizes, workload, device_memory,
                                                        more_parts or scaled_parts(sizes))
     return MemoryPlan(workload, ranks, sizes, rec)
 
 
-def plan_from_meta(meta: Any, config: Any, device: str = "cpu", device_memory: int | None = None) -> MemoryPlan:
+def plan_from_meta(meta: Any, config: Any, device: str = "cpu",
+                   device_memory: DeviceMemory | None = None) -> MemoryPlan:
     """The plan of a partition folder's metadata (``PartitionMeta``) trained as ``config`` (a
     :class:`~gnn_dist.config.RunConfig`) on ``device`` (``cpu``/``cuda``)."""
     return plan_memory(sizes_from_meta(meta), Workload.from_config(config, device, meta), device_memory)

@@ -7,6 +7,7 @@ from partitioners.memory import format_bytes
 
 from .model import COMPONENTS
 from .plan import MemoryPlan
+from .search import Recommendation
 from .stages import stage_count
 
 __all__ = ["render_plan", "MAX_ROWS"]
@@ -46,14 +47,24 @@ def render_plan(plan: MemoryPlan) -> list[str]:
         lines.append(f"host memory of the largest rank besides the device: ~{format_bytes(host)}")
     rec = plan.recommendation
     if rec is not None:
-        limit = format_bytes(rec.device_memory)
-        if rec.fits:
-            flags = " ".join(rec.flags) or "(no flags)"
-            lines.append(f"fits {limit} per device with: {flags}  [{rec.name}: largest rank "
-                         f"~{format_bytes(rec.largest.total)}]")
-        else:
-            more = (f"; about {rec.parts_needed} parts would fit" if rec.parts_needed
-                    else "; more parts than 4096x these would be needed")
-            lines.append(f"nothing fits {limit} per device: the cheapest setting ({rec.name}: "
-                         f"{' '.join(rec.flags)}) needs ~{format_bytes(rec.largest.total)} on the largest rank{more}")
+        lines.append(_recommendation_line(rec, num_parts, stages > 1))
     return lines
+
+
+def _recommendation_line(rec: Recommendation, num_parts: int, staged: bool) -> str:
+    """Whether and how the run fits its devices (one size for all, or each rank's own)."""
+    b = rec.largest
+    if isinstance(rec.device_memory, int):
+        devices, who = f"{format_bytes(rec.device_memory)} per device", "the largest rank"
+    else:
+        devices = f"each rank's own device ({', '.join(format_bytes(m) for m in rec.device_memory)})"
+        who = (f"rank {b.stage * num_parts + b.part_id} (part {b.part_id}{f' stage {b.stage}' if staged else ''}, "
+               f"device {format_bytes(rec.limit)})")
+    if rec.fits:
+        flags = " ".join(rec.flags) or "(no flags)"
+        tightest = "largest rank" if isinstance(rec.device_memory, int) else f"tightest: {who}"
+        return f"fits {devices} with: {flags}  [{rec.name}: {tightest} ~{format_bytes(b.total)}]"
+    more = ("" if not isinstance(rec.device_memory, int) else f"; about {rec.parts_needed} parts would fit"
+            if rec.parts_needed else "; more parts than 4096x these would be needed")
+    return (f"nothing fits {devices}: the cheapest setting ({rec.name}: {' '.join(rec.flags)}) needs "
+            f"~{format_bytes(b.total)} on {who}{more}")

@@ -18,6 +18,11 @@ the largest cache budget that fits):
 6. **offload activations** (CUDA only): the saved tensors cross PCIe twice per step; last.
 
 When none fits, the answer says so, with the cheapest rung's need and how many parts would fit.
+
+The device is one size for every rank, or one size per rank (a cluster whose devices differ,
+``gnn-dist plan --device-memory 40G,20G,20G``, in world-rank order): a setting fits when every
+rank fits its own device, and the rank that binds is the one with the least room on its own
+(the largest rank when the devices are alike).
 """
 
 from __future__ import annotations
@@ -30,7 +35,10 @@ from .layers import tensor_input
 from .sizes import PartSizes
 from .stages import stage_count
 
-__all__ = ["LADDER", "Recommendation", "candidates", "recommend"]
+__all__ = ["LADDER", "DeviceMemory", "Recommendation", "candidates", "recommend"]
+
+DeviceMemory = int | tuple[int, ...]
+"""Bytes of one device for every rank, or of each world rank's own device."""
 
 LADDER: tuple[tuple[str, dict[str, object]], ...] = (
     ("as configured", {}),
@@ -53,10 +61,14 @@ class Recommendation:
     name: str
     workload: Workload
     largest: RankPlan
-    """The largest rank's plan under ``workload``."""
-    device_memory: int
+    """The plan of the rank that binds under ``workload``: the largest, or with a device per rank
+    the one with the least room on its own."""
+    device_memory: DeviceMemory
     parts_needed: int | None = None
-    """When nothing fits: the fewest parts (a power of two times the current) that would."""
+    """When nothing fits: the fewest parts (a power of two times the current) that would (one
+    device size for every rank only)."""
+    limit: int = 0
+    """The device of the rank that binds (bytes)."""
 
     @property
     def flags(self) -> list[str]:
@@ -88,43 +100,54 @@ def candidates(base: Workload) -> list[tuple[str, Workload]]:
     return out
 
 
-def _largest(sizes: list[PartSizes], w: Workload) -> RankPlan:
-    return max((plan_rank(s, w, stage) for stage in range(stage_count(w)) for s in sizes), key=lambda p: p.total)
+def _binding(sizes: list[PartSizes], w: Workload, device_memory: DeviceMemory) -> tuple[RankPlan, int]:
+    """The rank that binds under ``w`` and its device: the largest against one size; with a size
+    per world rank (``r = s P + g``), the rank with the least room on its own."""
+    plans = [plan_rank(s, w, stage) for stage in range(stage_count(w)) for s in sizes]
+    if isinstance(device_memory, int):
+        return max(plans, key=lambda p: p.total), device_memory
+    if len(device_memory) != len(plans):
+        raise ValueError(f"{len(device_memory)} device sizes for {len(plans)} ranks: give one per rank")
+    i = min(range(len(plans)), key=lambda i: device_memory[i] - plans[i].total)
+    return plans[i], device_memory[i]
 
 
-def _with_budget(sizes: list[PartSizes], w: Workload, limit: int) -> Workload | None:
+def _with_budget(sizes: list[PartSizes], w: Workload, device_memory: DeviceMemory) -> Workload | None:
     """``w`` with the features in host memory and the largest cache budget (whole MiB) that fits
-    ``limit``, or None (CPU, or nothing left for a cache)."""
+    every rank's device, or None (CPU, or nothing left for a cache)."""
     if w.device != "cuda" or tensor_input(w.model):
         return None
     empty = w.replace(feature_storage="host", feature_cache_budget=0)
-    room = limit - _largest(sizes, empty).total
+    plan, limit = _binding(sizes, empty, device_memory)
+    room = limit - plan.total
     if room < 0:
         return None
     budget = f"{room // MiB}MiB"
     return w.replace(feature_storage="host", feature_cache_budget=budget)
 
 
-def recommend(sizes: list[PartSizes], base: Workload, device_memory: int,
+def recommend(sizes: list[PartSizes], base: Workload, device_memory: DeviceMemory,
               more_parts: Callable[[int], list[PartSizes]] | None = None) -> Recommendation:
-    """The first candidate of :func:`candidates` (each as is, then with a cache budget) whose
-    largest rank's total fits ``device_memory``; else the cheapest rung's plan with ``fits=False``
-    and, given ``more_parts`` (P -> the parts' sizes at P parts), the fewest parts that fit."""
+    """The first candidate of :func:`candidates` (each as is, then with a cache budget) under
+    which every rank fits ``device_memory`` (one size, or a size per world rank); else the
+    cheapest rung's plan with ``fits=False`` and, given ``more_parts`` (P -> the parts' sizes at
+    P parts) and one device size, the fewest parts that fit."""
     tried = candidates(base)
     for name, w in tried:
         for option, label in ((w, name), (_with_budget(sizes, w, device_memory), f"{name}, feature cache budget")):
             if option is None:
                 continue
-            largest = _largest(sizes, option)
-            if largest.total <= device_memory:
-                return Recommendation(True, label, option, largest, device_memory)
+            plan, limit = _binding(sizes, option, device_memory)
+            if plan.total <= limit:
+                return Recommendation(True, label, option, plan, device_memory, limit=limit)
     name, w = tried[-1]
     needed = None
-    if more_parts is not None:
+    if more_parts is not None and isinstance(device_memory, int):
         p = sizes[0].num_parts
         for _ in range(12):
             p *= 2
             if recommend(more_parts(p), base, device_memory).fits:
                 needed = p
                 break
-    return Recommendation(False, name, w, _largest(sizes, w), device_memory, needed)
+    plan, limit = _binding(sizes, w, device_memory)
+    return Recommendation(False, name, w, plan, device_memory, needed, limit)

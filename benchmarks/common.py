@@ -188,7 +188,8 @@ def source_digest(folder: str | os.PathLike[str], pattern: str = "*.py") -> str:
 
 def cached_metis_partitions(dataset: str, parts: Iterable[int], seed: int,
                             cache_dir: str | os.PathLike[str],
-                            edge_split: Sequence[float] | None = None) -> dict[int, str]:
+                            edge_split: Sequence[float] | None = None,
+                            part_weights: Sequence[float] | None = None) -> dict[int, str]:
     """P -> a METIS partition folder of catalog ``dataset`` for each P in ``parts``, made once and
     kept under ``cache_dir``. The folder name carries a digest of the ``partitioners`` sources,
     so a change to the generators, the partitioner or the format makes new folders instead of
@@ -201,6 +202,7 @@ def cached_metis_partitions(dataset: str, parts: Iterable[int], seed: int,
 
     digest = source_digest(repo_root() / "partitioners")[:12]
     split_tag = "" if edge_split is None else "-split" + ",".join(f"{f:g}" for f in edge_split)
+    split_tag += "" if part_weights is None else "-w" + ",".join(f"{w:g}" for w in part_weights)
     graph, extra = None, {}
     paths: dict[int, str] = {}
     for num_parts in parts:
@@ -219,7 +221,7 @@ def cached_metis_partitions(dataset: str, parts: Iterable[int], seed: int,
 
                     graph, extra["edge_split"] = with_edge_split(graph, edge_split, seed)
             _, t = timed(partition_graph, graph, num_parts, "metis", path, seed=seed, overwrite=True,
-                         extra_meta=extra or None)
+                         extra_meta=extra or None, part_weights=part_weights)
             log.info("partitioned %s into %d parts in %.1f s -> %s", dataset, num_parts, t, path)
         paths[num_parts] = str(path)
     return paths

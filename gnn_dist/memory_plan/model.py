@@ -23,6 +23,7 @@ from typing import Any
 
 from ..models.saved import LayerShape, Terms, activation_terms
 from ..models.spec import model_spec
+from ..pipeline import SCHEDULES
 from .layers import jk_terms, layer_shapes, tensor_input
 from .sizes import PartSizes
 from .stages import stage_bytes, stage_layers, stage_parameters
@@ -67,6 +68,8 @@ class Workload:
     optimizer: str = "adam"
     select: str = "last"
     pipeline: str = "sync"
+    stale_smoothing: float | None = None
+    """``--stale-smoothing`` (a schedule's moving average doubles the buffers it keeps)."""
     recompute: str = "none"
     precision: str = "fp32"
     offload: bool = False
@@ -104,7 +107,8 @@ class Workload:
         return cls(parallel=p.parallel, stages=p.stages, chunks=p.chunks, model=m.model, hidden=m.hidden, layers=m.layers, heads=m.heads, out_heads=m.out_heads,
                    jk=getattr(m, "jk", "last"),
                    dropout=m.dropout, optimizer=t.optim.optimizer, select=t.selection.select,
-                   pipeline=t.schedule.pipeline, recompute=t.memory.recompute,
+                   pipeline=t.schedule.pipeline, stale_smoothing=getattr(t.schedule, "stale_smoothing", None),
+                   recompute=t.memory.recompute,
                    precision=getattr(t.memory, "precision", "fp32"),
                    offload=getattr(t.memory, "offload_activations", False),
                    feature_storage=t.features.feature_storage, feature_cache_budget=t.features.feature_cache_budget,
@@ -385,7 +389,9 @@ def _features(w: Workload, s: PartSizes) -> Component:
 
 def _halo(w: Workload, s: PartSizes) -> Component:
     """One exchange in flight: the send rows ``R w`` and the received rows ``H w`` of the widest
-    exchanged layer, in the wire dtype (forward rows or backward gradients)."""
+    exchanged layer, in the wire dtype (forward rows or backward gradients); a schedule that
+    declares ``held_rows`` (the stale one: buffers kept between steps, every layer's exchanges
+    in flight) its rows of every exchanged layer instead."""
     if s.num_parts <= 1:
         return Component(0)
     shapes = _layers(w, s)
@@ -393,7 +399,11 @@ def _halo(w: Workload, s: PartSizes) -> Component:
     if not widths:
         return Component(0)
     wire = _wire_bytes(w.halo_dtype or w.precision)
-    return Component(int((s.send + s.halo) * max(widths) * wire))
+    held = getattr(SCHEDULES.get(w.pipeline), "held_rows", None)
+    if held is None:
+        return Component(int((s.send + s.halo) * max(widths) * wire))
+    kept, flight = held(inner=s.inner, halo=s.halo, send=s.send, smoothing=w.stale_smoothing)
+    return Component(int(sum(kept * width * _activation_bytes(w) + flight * width * wire for width in widths)))
 
 
 def _activations(w: Workload, s: PartSizes, stage: int = 0) -> Component:

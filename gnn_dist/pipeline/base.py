@@ -17,6 +17,7 @@ Legend: ``I`` inner rows, ``H`` halo rows, ``F`` feature width.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import torch
@@ -55,6 +56,11 @@ class Pipeline(Protocol):
     may run again in backward."""
     recompute_refusal: str
     """Optional: why the modes it leaves out cannot run (the config's refusal says it)."""
+    held_rows: Callable[..., tuple[int, int]]
+    """Optional, for the memory planner: ``held_rows(inner=I, halo=H, send=R, smoothing=g) ->
+    (kept, wire)``, the rows of each exchanged layer's width the schedule holds at its peak, in
+    the activation dtype (buffers kept between steps) and in the wire dtype (exchanges in flight).
+    Without it the planner counts one exchange in flight, ``R + H`` rows of the widest layer."""
 
     def begin_step(self, epoch: int) -> Any:
         """Start training step ``epoch``; returns the part-like view the model runs on."""

@@ -213,6 +213,15 @@ class StalePipeline(ExchangeBeforeLayer):
         self._steps = 0
         self._first = True
 
+    @staticmethod
+    def held_rows(*, inner: int, halo: int, send: int, smoothing: float | None) -> tuple[int, int]:
+        """The planner's rows per exchanged layer (:class:`~.base.Pipeline`): kept, the feature
+        buffer's ``H`` halo rows and the gradient buffer's ``I`` inner rows (twice with a moving
+        average: its sum and its value), and the received gradients summed into ``I`` rows before
+        they replace the buffer; on the wire at the backward's peak, this step's feature exchange
+        and its gradients' both in flight, ``2 (R + H)``."""
+        return (halo + inner) * (2 if smoothing else 1) + inner, 2 * (send + halo)
+
     def begin_step(self, epoch: int) -> "StalePipeline":
         self._layers.reset(epoch)
         self.transport.begin_step(epoch)

@@ -1,6 +1,7 @@
 """The memory planner against the measured peaks: predicted / measured per rank for GCN, SAGE and
-GAT on catalog graphs at P = 1, 2, 4, link prediction (``--task link``) at P = 1, 2, and (``--stages``)
-layer / hybrid parallel runs (GNNPipe stages, :data:`STAGES`).
+GAT on catalog graphs at P = 1, 2, 4, link prediction (``--task link``) at P = 1, 2, (``--stages``)
+layer / hybrid parallel runs (GNNPipe stages, :data:`STAGES`) and (``--resumed``) runs resumed from
+a checkpoint, on the same cut and on another (:data:`RESUME`).
 
 Each case is a real ``gnn-dist train`` run (torchrun, P gloo ranks, METIS partitions cached like
 the other benchmarks') with ``--metrics``: rank 0 records every rank's measured peak (CPU: the
@@ -18,6 +19,7 @@ Usage::
     python benchmarks/memory_plan.py --quick         # sbm-small only
     python benchmarks/memory_plan.py --no-extra --no-node  # the link prediction cases only
     python benchmarks/memory_plan.py --stages --no-node --no-extra --no-link  # the stage cases only (~2 min)
+    python benchmarks/memory_plan.py --resumed --no-node --no-extra --no-link  # the resumed runs only (~5 min)
 
 Results: ``benchmarks/results/memory_plan_[hardware]_[date][_quick].{md,json}``.
 """
@@ -25,6 +27,7 @@ Results: ``benchmarks/results/memory_plan_[hardware]_[date][_quick].{md,json}``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import shlex
@@ -85,6 +88,16 @@ runs of the same model at P = 1, 2 to compare); every world rank ``s G + g`` aga
 rank of stage ``s`` over part ``g`` (``gnn_dist/memory_plan/stages.py``)."""
 
 
+RESUME: list[tuple[str, int, int, str, list[str]]] = [
+    ("sbm-medium", 2, 2, "gcn", []), ("sbm-medium", 2, 2, "sage", []), ("sbm-medium", 2, 2, "gat", ["--heads", "4"]),
+    ("sbm-medium", 2, 2, "gcn", ["--pipeline", "stale"]), ("sbm-medium", 2, 3, "gcn", []),
+]
+"""Resumed runs: ``(graph, P trained, P resumed, model, flags)``: the case trains ``epochs`` with a
+checkpoint every epoch, then a second run resumes the last checkpoint (on another cut when the
+two P differ) and trains ``epochs`` more; its peak against its prediction (the resume reads the
+checkpoint before ``fit``, so a resume the planner missed shows here)."""
+
+
 @dataclass(kw_only=True, slots=True)
 class BenchConfig:
     datasets: list[str] = field(default_factory=lambda: ["sbm-small", "sbm-medium"])
@@ -138,6 +151,23 @@ def run_link_cases(cfg: BenchConfig, work: Path) -> list[dict[str, Any]]:
     return out
 
 
+def run_resume_cases(cfg: BenchConfig, work: Path) -> list[dict[str, Any]]:
+    """:data:`RESUME`: each resumed run's peaks against the planner's."""
+    rows = []
+    for dataset, trained, resumed, model, flags in RESUME:
+        paths = common.cached_metis_partitions(dataset, sorted({trained, resumed}), cfg.seed, cfg.cache_dir)
+        ckpt = work / f"resume-{len(list(work.iterdir()))}"
+        keep = [*flags, "--checkpoint-dir", str(ckpt), "--checkpoint-every", "1"]
+        run_case(paths[trained], model, cfg, work, keep)
+        later = dataclasses.replace(cfg, epochs=2 * cfg.epochs)
+        row = {"dataset": dataset, "parts": resumed, "model": model, "flags": [f"P={trained} -> {resumed}", *flags],
+               **run_case(paths[resumed], model, later, work, [*keep, "--resume"])}
+        log.info("%s P=%d -> %d %s %s resumed: predicted/measured %s", dataset, trained, resumed, model,
+                 " ".join(flags), ", ".join(f"{x:.3f}" for x in row["ratios"]))
+        rows.append(row)
+    return rows
+
+
 def stage_prediction(path: str, flags: list[str]) -> list[int]:
     """Every world rank's predicted peak of a :data:`STAGES` case (the planner in this process:
     a layer-parallel ``train`` records no prediction)."""
@@ -176,7 +206,7 @@ _FLAG_HEAD = ["graph", "P", "model", "flags", "measured (largest)", "predicted (
 
 def render(cfg: BenchConfig, env: dict[str, Any], rows: list[dict[str, Any]], args: str, wall_s: float,
            extra: list[dict[str, Any]] | None = None, link: list[dict[str, Any]] | None = None,
-           stages: list[dict[str, Any]] | None = None) -> str:
+           stages: list[dict[str, Any]] | None = None, resumed: list[dict[str, Any]] | None = None) -> str:
     lines = [f"# Memory planner: predicted vs measured peak — `benchmarks/memory_plan.py{args}`", "",
              f"{env['date']}: {env['cpu_model']} ({env['cpu_count']} logical CPUs), load average at start "
              f"{env['load_average_1_5_15']}; torch {env['packages'].get('torch')}; git {env['git_revision']}; "
@@ -211,6 +241,11 @@ def render(cfg: BenchConfig, env: dict[str, Any], rows: list[dict[str, Any]], ar
         lines += ["## Layer / hybrid parallel stages (GCNII 16 x 64; `P`: the folder's parts)", "",
                   common.markdown_table(_FLAG_HEAD, _flag_rows(stages)), "",
                   f"Every rank within 15%: {met} of {len(stages)} cases.", ""]
+    if resumed:
+        met = sum(all(abs(x - 1) <= TOLERANCE for x in r["ratios"]) for r in resumed)
+        lines += [f"## Resumed runs ({cfg.epochs} epochs with a checkpoint each, then `--resume` for {cfg.epochs} more; "
+                  f"`P`: the resumed run's)", "", common.markdown_table(_FLAG_HEAD, _flag_rows(resumed)), "",
+                  f"Every rank within 15%: {met} of {len(resumed)} cases.", ""]
     return "\n".join(lines)
 
 
@@ -222,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-node", action="store_true", help="skip the node classification cases (GCN, SAGE, GAT)")
     ap.add_argument("--no-link", action="store_true", help="skip the link prediction cases")
     ap.add_argument("--stages", action="store_true", help="also the layer / hybrid parallel cases (STAGES)")
+    ap.add_argument("--resumed", action="store_true", help="also the resumed runs (RESUME)")
     ap.add_argument("--out", default=None, help="result stem (default benchmarks/results/memory_plan_[hw]_[date])")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -253,12 +289,13 @@ def main(argv: list[str] | None = None) -> int:
             extra.append(row)
         link = [] if a.no_link else run_link_cases(cfg, Path(tmp))
         stages = run_stage_cases(cfg, Path(tmp)) if a.stages else []
+        resumed = run_resume_cases(cfg, Path(tmp)) if a.resumed else []
     wall = time.perf_counter() - t0
     stem = Path(a.out) if a.out else common.default_result_stem("memory_plan", "_quick" if a.quick else "")
     args = "".join(f" {shlex.quote(x)}" for x in (sys.argv[1:] if argv is None else argv))
     payload = {"config": asdict(cfg), "environment": env, "results": rows, "extra": extra, "link": link,
-               "stages": stages, "wall_s": wall}
-    json_path, md_path = common.write_results(stem, payload, render(cfg, env, rows, args, wall, extra, link, stages))
+               "stages": stages, "resumed": resumed, "wall_s": wall}
+    json_path, md_path = common.write_results(stem, payload, render(cfg, env, rows, args, wall, extra, link, stages, resumed))
     log.info("wrote %s and %s", md_path, json_path)
     print(md_path.read_text())
     return 0

@@ -273,3 +273,54 @@ def test_the_activation_model_matches_what_autograd_saves(measured, parts, model
                          precision=precision)
             predicted = sum(layer_saved(w, sizes[rank], resident_input=False))
             assert abs(predicted / value - 1) < 0.06, (key, rank, predicted, value)   # measured: within 4%
+
+
+def _stale_buffers(rank: int, world_size: int, path: str) -> dict[str, dict]:
+    """After two stale steps: each exchanged layer's width and the bytes of the buffers the
+    schedule keeps between steps (feature and gradient buffers, their moving averages)."""
+    import gnn_dist
+    from gnn_dist.models import build_model
+
+    part = gnn_dist.load_partition(path)
+    out = {}
+    for smoothing in (None, 0.5):
+        torch.manual_seed(0)
+        model = build_model("gcn", in_dim=part.feature_dim, hidden_dim=32, out_dim=part.num_classes, num_layers=3,
+                            dropout=0.5)
+        trainer = gnn_dist.Trainer(model, part, lr=0.01, log_every=0, eval_every=0, pipeline="stale",
+                                   stale_smoothing=smoothing)
+        for _ in range(2):
+            trainer.train_step()
+        trainer.pipeline.flush()
+        layers = {}
+        for layer, state in trainer.pipeline._states.items():
+            tensors = [t for buf in (state.features, state.grads) for t in (buf.value, buf._m) if t is not None]
+            storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
+            layers[layer] = {"width": state.features.value.shape[1], "bytes": sum(storages.values())}
+        out[str(smoothing)] = {"layers": layers, "inner": part.num_inner, "halo": part.num_halo}
+    return out
+
+
+def test_the_stale_schedules_buffers_are_what_the_planner_counts(parts):
+    """``StalePipeline.held_rows``' rows kept between steps, less the transient sum of received
+    gradients, are the bytes its buffers really hold, for every exchanged layer, with and without
+    a moving average."""
+    from gnn_dist.pipeline import StalePipeline
+
+    for rank, got in enumerate(run_ranks(_stale_buffers, 2, parts, timeout=300)):
+        for smoothing, run in got.items():
+            assert run["layers"], "the stale schedule exchanged no layer"
+            kept, _ = StalePipeline.held_rows(inner=run["inner"], halo=run["halo"], send=0,
+                                              smoothing=None if smoothing == "None" else float(smoothing))
+            for layer, buf in run["layers"].items():
+                assert buf["bytes"] == (kept - run["inner"]) * buf["width"] * 4, (rank, smoothing, layer, buf, run)
+
+
+def test_a_schedule_that_holds_rows_is_counted_for_every_exchanged_layer():
+    from gnn_dist.memory_plan import Workload
+
+    base = Workload(model="gcn", hidden=128, layers=4)
+    sync, stale = _total(base, part="halo"), _total(base.replace(pipeline="stale"), part="halo")
+    smoothed = _total(base.replace(pipeline="stale", stale_smoothing=0.5), part="halo")
+    assert sync < stale < smoothed, (sync, stale, smoothed)
+    assert _total(base.replace(pipeline="overlap"), part="halo") == sync   # one exchange in flight

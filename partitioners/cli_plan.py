@@ -54,7 +54,9 @@ def add_plan_verb(sub: argparse._SubParsersAction, verbose: argparse.ArgumentPar
                             "that fit a device",
                        description="Per rank, the predicted peak of each component (runtime, block, features, "
                                    "halo buffers, activations, optimizer, workspace, the task's own: link "
-                                   "prediction's pairs and evaluation) and the total; with "
+                                   "prediction's pairs and evaluation; a typed run's learnable rows "
+                                   "gathered on rank 0 at a save: --checkpoint-dir, --save-model) and "
+                                   "the total; with "
                                    "--device-memory the cheapest memory settings that fit. Training flags "
                                    "(--model, --hidden, --layers, --heads, --recompute, --precision, "
                                    "--feature-storage, --feature-cache-budget, ...) are gnn_dist.train's.",

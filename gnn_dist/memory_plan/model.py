@@ -17,7 +17,6 @@ interpreter); on CPU they are all the process's resident memory.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +27,8 @@ from .layers import jk_terms, layer_shapes, tensor_input
 from .sizes import PartSizes
 from .stages import stage_bytes, stage_layers, stage_parameters
 from .task import task_bytes
-from .typed import embedding_values
+from .parameters import count_parameters, count_typed_parameters, task_of
+from .typed import embedding_values, gathered_rows_bytes
 
 __all__ = ["Workload", "Component", "RankPlan", "plan_rank", "RUNTIME_BYTES", "STEP_RUNTIME_BYTES",
            "CUDA_CONTEXT_BYTES", "COMPONENTS"]
@@ -45,8 +45,10 @@ optimizer's first step, small blocks the heap keeps (36-65 MiB above the tensors
 CUDA_CONTEXT_BYTES = 600 * MiB
 """The CUDA context and cuBLAS/cuSPARSE workspaces on the device (not in ``max_memory_allocated``)."""
 
-COMPONENTS = ("runtime", "block", "features", "halo", "stage", "activations", "optimizer", "workspace", "task")
+COMPONENTS = ("runtime", "block", "features", "halo", "stage", "activations", "optimizer", "workspace", "task",
+              "save")
 """The components in the order the tables show them (``task``: :mod:`.task`, 0 for node tasks;
+``save``: rank 0's gathered learnable rows at a save, 0 but for typed runs;
 ``stage``: a layer/hybrid-parallel stage's boundary, leaves and history, :mod:`.stages`, 0 for
 graph parallelism)."""
 
@@ -97,6 +99,10 @@ class Workload:
     """``--embedding-dim`` (a typed partition's learnable rows: :mod:`.typed`)."""
     num_bases: int | None = None
     """``--num-bases`` (R-GCN's basis decomposition)."""
+    checkpoint: bool = False
+    """``--checkpoint-dir`` is set (checkpoints are written)."""
+    save_model: bool = False
+    """``--save-model`` is set (a model file is written)."""
 
     @classmethod
     def from_config(cls, config: Any, device: str = "cpu", meta: Any = None) -> "Workload":
@@ -114,7 +120,9 @@ class Workload:
                    feature_storage=t.features.feature_storage, feature_cache_budget=t.features.feature_cache_budget,
                    static_halo=t.features.static_halo, halo_dtype=t.schedule.halo_dtype, device=device,
                    task=_task_name(t.task, meta), decoder=t.task.decoder, eval_negatives=t.task.eval_negatives,
-                   embedding_dim=getattr(m, "embedding_dim", None), num_bases=getattr(m, "num_bases", None))
+                   embedding_dim=getattr(m, "embedding_dim", None), num_bases=getattr(m, "num_bases", None),
+                   checkpoint=t.checkpoint.checkpoint_dir is not None,
+                   save_model=getattr(config, "save_model", None) is not None)
 
     def replace(self, **changes: Any) -> "Workload":
         return dataclasses.replace(self, **changes)
@@ -194,19 +202,8 @@ def _out_dim(w: Workload, s: PartSizes) -> int:
     """The model's output width, as the task says (:meth:`~gnn_dist.tasks.Task.out_dim`): the
     embedding width ``hidden`` for link prediction, else the classes ``C`` (also for an
     unresolved ``auto``)."""
-    task = _task_of(w.task, w.decoder)
+    task = task_of(w.task, w.decoder)
     return s.num_classes if task is None else task.out_dim(s.num_classes, w.hidden)
-
-
-@functools.lru_cache(maxsize=16)
-def _task_of(name: str, decoder: str) -> Any:
-    """The :class:`~gnn_dist.tasks.Task` of ``--task name`` (with the options that shape its
-    modules), or None for an unresolved ``auto``."""
-    from ..config import TaskConfig
-    from ..tasks import TASKS
-
-    kind = TASKS.get(name)
-    return None if kind is None else kind.from_options(None, TaskConfig(task=name, decoder=decoder))
 
 
 def _layers(w: Workload, s: PartSizes) -> list[LayerShape]:
@@ -215,7 +212,8 @@ def _layers(w: Workload, s: PartSizes) -> list[LayerShape]:
                               classes=_out_dim(w, s), layers=w.layers, heads=w.heads or 1, out_heads=None,
                               dropout=w.dropout, jk=w.jk)
         per_row = s.typed.relation_rows / max(s.inner, 1)
-        return [dataclasses.replace(sh, relations=per_row) for sh in shapes]
+        sources = s.typed.relation_source_rows(s.halo) / max(s.inner, 1)
+        return [dataclasses.replace(sh, relations=per_row, relation_sources=sources) for sh in shapes]
     return layer_shapes(w.model, feature_dim=s.feature_dim, hidden=w.hidden, classes=_out_dim(w, s),
                         layers=w.layers, heads=w.heads, out_heads=w.out_heads, dropout=w.dropout, jk=w.jk)
 
@@ -289,61 +287,11 @@ def _parameter_counts(w: Workload, s: PartSizes) -> tuple[int, tuple[int, ...]]:
     rank's learnable rows (:mod:`.typed`)."""
     if s.typed is not None:
         width = max(s.feature_dim, w.embedding_dim or 0)
-        per_conv = _count_typed_parameters(w.model, s.typed.relations, s.typed.num_types, width, w.hidden,
-                                           _out_dim(w, s), w.layers, w.heads, w.num_bases, w.jk)
+        per_conv = count_typed_parameters(w.model, s.typed.relations, s.typed.num_types, width, w.hidden,
+                                          _out_dim(w, s), w.layers, w.heads, w.num_bases, w.jk)
         return sum(per_conv) + embedding_values(s.typed, w.embedding_dim), per_conv
-    return _count_parameters(w.model, s.feature_dim, w.hidden, _out_dim(w, s), w.layers, w.heads, w.out_heads, w.jk,
-                             w.task, w.decoder)
-
-
-@functools.lru_cache(maxsize=64)
-def _count_parameters(model_name: str, in_dim: int, hidden: int, out_dim: int, layers: int, heads: int | None,
-                      out_heads: int | None, jk: str = "last", task: str = "auto",
-                      decoder: str = "dot") -> tuple[int, tuple[int, ...]]:
-    import torch
-
-    from ..models import build_model
-
-    kwargs: dict[str, Any] = {}
-    if "heads" in model_spec(model_name).options:
-        kwargs = {"heads": heads or 8, "out_heads": out_heads or 1}
-    with torch.device("meta"):
-        model = build_model(model_name, in_dim=in_dim, hidden_dim=hidden, out_dim=out_dim, num_layers=layers,
-                            jk=jk, **kwargs)
-        owner = _task_of(task, decoder)
-        if owner is not None:   # the task's own modules (link prediction: its decoder)
-            owner.add_modules(model)
-    def count(m: Any) -> int:
-        return sum(p.numel() for p in m.parameters() if p.requires_grad)
-    return count(model), tuple(count(conv) for conv in getattr(model, "convs", []))
-
-
-@functools.lru_cache(maxsize=64)
-def _count_typed_parameters(model_name: str, relations: tuple[tuple[int, int], ...], num_types: int, width: int,
-                            hidden: int, out_dim: int, layers: int, heads: int | None, num_bases: int | None,
-                            jk: str = "last") -> tuple[int, ...]:
-    """Each convolution's trainable parameters of a typed model whose first layer reads ``width``
-    wide rows, counted on the meta device (built for a typed part of these relations with no rows)."""
-    import torch
-
-    from ..hetero.part import TypedPart
-    from ..models import build_model
-
-    spec = model_spec(model_name)
-    names = [f"t{t}" for t in range(num_types)]
-    part = TypedPart.from_section({"node_types": [{"name": n, "count": 0, "offset": 0, "feature_dim": width}
-                                                  for n in names],
-                                   "relations": [[names[a], f"r{i}", names[b]] for i, (a, b) in enumerate(relations)],
-                                   "target_type": names[0]})
-    kwargs: dict[str, Any] = {"jk": jk}
-    if "heads" in spec.options and heads is not None:
-        kwargs["heads"] = heads
-    if "num_bases" in spec.options and num_bases is not None:
-        kwargs["num_bases"] = num_bases
-    with torch.device("meta"):
-        model = build_model(model_name, in_dim=width, hidden_dim=hidden, out_dim=out_dim, num_layers=layers,
-                            typed=part, **kwargs)
-    return tuple(sum(p.numel() for p in conv.parameters() if p.requires_grad) for conv in model.convs)
+    return count_parameters(w.model, s.feature_dim, w.hidden, _out_dim(w, s), w.layers, w.heads, w.out_heads, w.jk,
+                            w.task, w.decoder)
 
 
 def _wire_bytes(name: str) -> float:
@@ -489,6 +437,24 @@ def _task(w: Workload, s: PartSizes, stage: int = 0) -> Component:
     return Component(task_bytes(w, s, _activations(w, s, stage).device, workspace))
 
 
+def _save(w: Workload, s: PartSizes, stage: int = 0) -> Component:
+    """Rank 0 at a checkpoint or a model file of a typed run: every rank's learnable rows gathered
+    by id (:func:`~.typed.gathered_rows_bytes`; a checkpoint's tables: the weights, the optimizer's
+    per-row state, the best epoch's weights with ``select best-val``; a model file's: the
+    weights). A save comes after the step, whose tensors are freed: it counts only beyond the
+    model's activations and workspace (less :data:`STEP_RUNTIME_BYTES`, which stays). On CUDA the
+    rows are gathered on the device, then copied to the host one table at a time."""
+    if s.part_id != 0 or stage != 0 or not (w.checkpoint or w.save_model) or s.typed is None or not w.embedding_dim:
+        return Component(0)
+    best = 1 if w.checkpoint and w.select == "best-val" else 0
+    state = _OPTIMIZER_STATE.get(w.optimizer, 8) // 4 if w.checkpoint else 0
+    extra = gathered_rows_bytes(s.typed, w.embedding_dim, 1 + best + state, 1 + best + (1 if w.checkpoint else 0))
+    if w.device == "cuda":   # one table's received rows on the device
+        return Component(s.typed.all_embedding_rows() * (4 * w.embedding_dim + 8), extra)
+    step = _activations(w, s, stage).device + _workspace(w, s, stage).device - STEP_RUNTIME_BYTES
+    return Component(max(0, extra - step))
+
+
 def _stage(w: Workload, s: PartSizes, stage: int = 0) -> Component:
     """A layer/hybrid-parallel stage's boundary buffers, its layer inputs' gradients, history and
     chunk plans (:func:`~.stages.stage_bytes`, at the width of the layers' inputs); 0 for graph
@@ -498,9 +464,10 @@ def _stage(w: Workload, s: PartSizes, stage: int = 0) -> Component:
 
 
 _FORMULAS = {"runtime": _runtime, "block": _block, "features": _features, "halo": _halo, "stage": _stage,
-             "activations": _activations, "optimizer": _optimizer, "workspace": _workspace, "task": _task}
+             "activations": _activations, "optimizer": _optimizer, "workspace": _workspace, "task": _task,
+             "save": _save}
 """Component -> its formula (docstrings: where each figure comes from)."""
-_STAGED = ("stage", "activations", "optimizer", "workspace", "task")
+_STAGED = ("stage", "activations", "optimizer", "workspace", "task", "save")
 """The formulas that depend on a layer/hybrid-parallel rank's stage."""
 
 

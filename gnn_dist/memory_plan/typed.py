@@ -15,7 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TypedSizes", "typed_sizes", "embedding_values", "TYPED_SPECS", "typed_sizes_from_spec"]
+__all__ = ["HALO_RELATIONS", "TypedSizes", "typed_sizes", "embedding_values", "gathered_rows_bytes", "TYPED_SPECS", "typed_sizes_from_spec"]
+
+
+HALO_RELATIONS = 1.5
+"""The relations a halo row is a source of, on average: at least one (it is in the part for an
+edge into it), at most its type's relations out; measured 1.33-1.50 on METIS parts of
+ogbn-mag-shaped graphs (``mag_graph``, 16k and 100k nodes, P = 2) against 2.9-3.1 for the
+bound (the metadata counts a part's halo rows, not per type or relation)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +35,8 @@ class TypedSizes:
     """Each type's feature width (0: featureless)."""
     rows: tuple[int, ...]
     """The part's inner rows of each type."""
+    type_counts: tuple[int, ...] = ()
+    """The graph's nodes of each type (every part's)."""
 
     @property
     def num_types(self) -> int:
@@ -38,9 +47,21 @@ class TypedSizes:
         """``A``: the part's inner rows of each relation's destination type, summed over the relations."""
         return sum(self.rows[d] for _, d in self.relations)
 
+    def relation_source_rows(self, halo: int) -> float:
+        """``B``: each relation's source rows in a block of its own (the destinations of its
+        destination type first, then its other sources), summed over the relations:
+        ``I_d + I_s`` for a relation between two types (every inner row of the source type taken
+        as a source of it; within one type its inner sources are its destinations), and each of
+        the part's ``halo`` rows in :data:`HALO_RELATIONS` relations' blocks."""
+        return sum(self.rows[d] + (self.rows[s] if s != d else 0) for s, d in self.relations) + HALO_RELATIONS * halo
+
     def embedding_rows(self) -> int:
         """The part's inner rows of the featureless types (learnable rows with ``--embedding-dim``)."""
         return sum(n for n, f in zip(self.rows, self.feature_dims) if f == 0)
+
+    def all_embedding_rows(self) -> int:
+        """The graph's nodes of the featureless types (every rank's learnable rows)."""
+        return sum(n for n, f in zip(self.type_counts, self.feature_dims) if f == 0)
 
 
 def typed_sizes(meta: Any, part_id: int) -> TypedSizes | None:
@@ -51,7 +72,8 @@ def typed_sizes(meta: Any, part_id: int) -> TypedSizes | None:
     index = {t["name"]: i for i, t in enumerate(sec["node_types"])}
     return TypedSizes(relations=tuple((index[s], index[d]) for s, _, d in sec["relations"]),
                       feature_dims=tuple(int(t.get("feature_dim") or 0) for t in sec["node_types"]),
-                      rows=tuple(int(c) for c in sec["part_type_counts"][part_id]))
+                      rows=tuple(int(c) for c in sec["part_type_counts"][part_id]),
+                      type_counts=tuple(int(t["count"]) for t in sec["node_types"]))
 
 
 def embedding_values(typed: TypedSizes | None, embedding_dim: int | None) -> int:
@@ -59,6 +81,20 @@ def embedding_values(typed: TypedSizes | None, embedding_dim: int | None) -> int
     if typed is None or not embedding_dim:
         return 0
     return typed.embedding_rows() * int(embedding_dim)
+
+
+def gathered_rows_bytes(typed: TypedSizes | None, embedding_dim: int | None, tables: int, groups: int) -> int:
+    """Rank 0's extra at a save of a typed run's learnable rows (a checkpoint or a model file:
+    :mod:`gnn_dist.checkpoints.node_rows` gathers every rank's rows by id on rank 0): ``tables``
+    whole tables of ``N D`` float32 values (the weights, the optimizer's per-row state, the best
+    epoch's weights) in ``groups`` gathers, each with its int64 ids ``8 N``, and while the last
+    is gathered the received rows and their concatenation before the sort by id, ``2 N (4 D + 8)``
+    (``N``: the graph's featureless nodes, :meth:`TypedSizes.all_embedding_rows`). 0 without
+    learnable rows."""
+    if typed is None or not embedding_dim or not tables:
+        return 0
+    n = typed.all_embedding_rows()
+    return n * (tables * 4 * int(embedding_dim) + groups * 8) + 2 * n * (4 * int(embedding_dim) + 8)
 
 
 TYPED_SPECS: dict[str, dict[str, Any]] = {
@@ -94,7 +130,7 @@ def typed_sizes_from_spec(name: str, num_parts: int, halo_model: str = "rmat", h
     ratio = halo_ratio(num_parts, halo_model) if halo is None else float(halo)
     num_halo = min(int(round(ratio * inner)), nodes - inner)
     typed = TypedSizes(relations=tuple(rels), feature_dims=tuple(f for _, f in spec["node_types"].values()),
-                       rows=tuple(-(-c // num_parts) for c in counts))
+                       rows=tuple(-(-c // num_parts) for c in counts), type_counts=tuple(counts))
     return PartSizes(part_id=0, num_parts=num_parts, inner=inner, halo=num_halo, edges=-(-edges // num_parts),
                      send=num_halo, feature_dim=max(typed.feature_dims), num_classes=int(spec["classes"]),
                      num_nodes=nodes, typed=typed)

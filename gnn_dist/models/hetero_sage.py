@@ -19,7 +19,7 @@ from .typed import TypedGNN
 __all__ = ["HeteroGraphSAGE"]
 
 
-@register_model("hetero-sage", saved=saved.hetero_sage_saved, typed=True)
+@register_model("hetero-sage", saved=saved.hetero_sage_saved, typed=True, workspace_factor=1.6)
 class HeteroGraphSAGE(TypedGNN):
     """Per layer a mean-aggregating :class:`~gnn_dist.nn.SAGEConv` per relation (its mean over the
     relation's in-edges, its own root weight and bias), the relations' outputs summed per

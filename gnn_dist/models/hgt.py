@@ -24,7 +24,8 @@ def _hgt_check(model: Any) -> tuple[str, str] | None:
     return None
 
 
-@register_model("hgt", saved=saved.hgt_saved, options=("heads",), check=_hgt_check, typed=True)
+@register_model("hgt", saved=saved.hgt_saved, options=("heads",), check=_hgt_check, typed=True, workspace_factor=2.4,
+                workspace_edge=2)
 class HGT(TypedGNN):
     """Heterogeneous Graph Transformer (Hu et al., 2020): :class:`~gnn_dist.nn.hgt_conv.HGTConv`
     layers (per-type keys, queries and values, per-relation attention and messages, the softmax

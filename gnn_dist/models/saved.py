@@ -42,6 +42,9 @@ class LayerShape:
     """A hidden layer's dropout saves its mask (dropout > 0)."""
     relations: float = 0.0
     """A typed layer's relation aggregates per inner row (``A / I``: :mod:`gnn_dist.memory_plan.typed`)."""
+    relation_sources: float = 0.0
+    """A typed layer's relations' source rows per inner row, each relation's block counted alone
+    (``B / I``: :meth:`gnn_dist.memory_plan.typed.TypedSizes.relation_source_rows`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,32 +87,29 @@ def rgcn_saved(s: LayerShape) -> Terms:
 def hgt_saved(s: LayerShape) -> Terms:
     """HGT (:class:`~gnn_dist.nn.hgt_conv.HGTConv`): the source rows by type ``S w_in`` (the
     keys' and values' map) and the keys and values ``2 S w_out`` (the SDDMMs and SpMMs); the
-    destinations' rows ``I w_in`` and queries ``I w_out``, per relation its queries through
-    ``W^ATT`` and its aggregate, ``2 (A / I) I w_out``; the message before and after the GELU and
-    the mapped output ``3 I w_out``; with the skip term (``w_in = w_out``) the destinations' rows
-    again and the gate's input ``I (w_in + w_out)``; the attention ``[E, heads]`` twice (the
-    softmax's output and its per-relation copy) and two int64 edge index arrays (``4`` float32
-    per edge); plus the activation and dropout. A saved-tensor hook on one layer of an 80-row
-    test block found the sources' and edges' terms as here, this formula 0.7-0.85 of the total (the
-    einsums' permuted copies, the per-type weight slices); not yet fitted on a partition
-    (``tests/gnn_dist/test_memory_plan.py`` checks the homogeneous models)."""
+    destinations' rows by type ``I w_in`` (the queries' map) and the queries ``I w_out`` (each
+    relation's ``W^ATT``), per relation its queries through ``W^ATT`` and its aggregate,
+    ``2 (A / I) I w_out``; the message before and after the GELU ``2 I w_out``; with the skip term
+    (``w_in = w_out``) the mapped output and the destinations' rows again ``I (w_out + w_in)``;
+    the attention ``[E, heads]`` twice (the softmax's output and its per-relation copy) and two
+    int64 edge index arrays (``4`` float32 per edge); plus the activation and dropout. Counted
+    against a saved-tensor hook on ogbn-mag-shaped parts (``tests/gnn_dist/test_memory_plan_typed.py``)."""
     skip = s.w_in + s.w_out if s.w_in == s.w_out else 0
-    inner = s.w_in + s.w_out + round(2 * s.relations * s.w_out) + 3 * s.w_out + skip
+    inner = s.w_in + 3 * s.w_out + round(2 * s.relations * s.w_out) + skip
     return Terms(source=s.w_in + 2 * s.w_out, inner=inner, edge=2 * s.heads + 4) + activation_terms(s)
 
 
 def hetero_sage_saved(s: LayerShape) -> Terms:
-    """Per-relation SAGE (:class:`~gnn_dist.nn.hetero_conv.HeteroConv`): each relation's conv keeps
-    its block's rows, its destinations ``(A / I) I w_in`` and its other sources, ``~S w_in`` over
-    the relations (each source row counted once: an estimate, a row that is the source of several
-    relations is in each one's block), and when it aggregates first (``w_out >= w_in``) its mean
-    ``(A / I) I w_in``; plus the activation and dropout. A saved-tensor hook on one layer of an
-    80-row test block measured 1.3-1.6 times this (rows that feed several relations, small-block
-    overheads); not yet
-    fitted on a partition."""
+    """Per-relation SAGE (:class:`~gnn_dist.nn.hetero_conv.HeteroConv`): each relation's conv runs
+    on its block's rows gathered from the layer's input, ``B w_in`` over the relations (``B /
+    I``: :attr:`LayerShape.relation_sources`; its root term and, mapping first, its map keep
+    them); each relation's output ``(A / I) I w_out`` (the sum per destination keeps it) and, when
+    it aggregates first (``w_out >= w_in``), its mean ``(A / I) I w_in``; the layer's own input
+    rows are not kept. Plus the activation and dropout. Counted against a saved-tensor hook on
+    ogbn-mag-shaped parts (``tests/gnn_dist/test_memory_plan_typed.py``)."""
     mean = s.w_in if s.w_out >= s.w_in else 0
-    inner = round(s.relations * (2 * s.w_in + mean))
-    return Terms(source=s.w_in, inner=inner) + activation_terms(s)
+    inner = round(s.relation_sources * s.w_in + s.relations * (s.w_out + mean))
+    return Terms(inner=inner) + activation_terms(s)
 
 
 def generic_saved(s: LayerShape) -> Terms:

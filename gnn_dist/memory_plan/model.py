@@ -449,10 +449,10 @@ def _save(w: Workload, s: PartSizes, stage: int = 0) -> Component:
     best = 1 if w.checkpoint and w.select == "best-val" else 0
     state = _OPTIMIZER_STATE.get(w.optimizer, 8) // 4 if w.checkpoint else 0
     extra = gathered_rows_bytes(s.typed, w.embedding_dim, 1 + best + state, 1 + best + (1 if w.checkpoint else 0))
-    if w.device == "cuda":   # one table's received rows on the device
-        return Component(s.typed.all_embedding_rows() * (4 * w.embedding_dim + 8), extra)
-    step = _activations(w, s, stage).device + _workspace(w, s, stage).device - STEP_RUNTIME_BYTES
-    return Component(max(0, extra - step))
+    step = _activations(w, s, stage).device + _workspace(w, s, stage).device
+    if w.device == "cuda":   # one table's received rows on the device, the tables on the host
+        return Component(max(0, s.typed.all_embedding_rows() * (4 * w.embedding_dim + 8) - step), extra)
+    return Component(max(0, extra - step + STEP_RUNTIME_BYTES))
 
 
 def _stage(w: Workload, s: PartSizes, stage: int = 0) -> Component:

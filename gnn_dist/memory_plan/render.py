@@ -38,7 +38,8 @@ def render_plan(plan: MemoryPlan) -> list[str]:
     if len(plan.ranks) > MAX_ROWS:
         lines.append(f"... {len(plan.ranks) - MAX_ROWS} smaller rank(s) not shown")
     largest = plan.largest
-    whole = sum(r.total for r in plan.ranks) * (num_parts // len(plan.sizes))   # a size spec: the mean part P times
+    save = sum(r.components["save"].device for r in plan.ranks)   # rank 0's alone
+    whole = (sum(r.total for r in plan.ranks) - save) * (num_parts // len(plan.sizes)) + save   # a size spec: the mean part P times
     where = f"part {largest.part_id}" + (f" stage {largest.stage}" if stages > 1 else "")
     lines.append(f"largest rank: {where}, ~{format_bytes(largest.total)}; all {num_parts * stages} ranks "
                  f"~{format_bytes(whole)}")

@@ -116,3 +116,17 @@ def test_rank_zero_save_counts_the_gathered_rows(mag):
     config = parse_run_config(["--data", "-", "--model", "rgcn", "--checkpoint-dir", "ck", "--save-model", "m.pt"])[0]
     got = Workload.from_config(config)
     assert (got.checkpoint, got.save_model) == (True, True)
+
+
+def test_a_size_specs_total_counts_rank_zeros_save_once():
+    from gnn_dist.memory_plan import Workload, plan_memory, render_plan
+    from gnn_dist.memory_plan.render import format_bytes
+    from gnn_dist.memory_plan.typed import typed_sizes_from_spec
+
+    w = Workload(model="rgcn", hidden=64, embedding_dim=128, checkpoint=True)
+    plan = plan_memory([typed_sizes_from_spec("ogbn-mag", 8)], w)   # the mean part stands for 8 ranks
+    rank = plan.ranks[0]
+    save = rank.components["save"].device
+    assert save > 0
+    line = next(line for line in render_plan(plan) if line.startswith("largest rank"))
+    assert line.endswith(f"all 8 ranks ~{format_bytes(8 * (rank.total - save) + save)}"), line

@@ -2,12 +2,13 @@
 inner rows per type, and what a typed model keeps besides a homogeneous one's terms.
 
 A typed model's layers' parameters are counted by building it on the meta device
-(:mod:`.model`); the learnable rows of the featureless types are this
+(:mod:`.parameters`); the learnable rows of the featureless types are this
 rank's own, ``sum_t I_t D`` values with their gradient and optimizer state, never all-reduced.
-Per layer it saves, per destination type ``t``, the concatenation of its rows and of its
-relations' aggregates, ``I_t (1 + R_t) F`` (``R_t`` relations into ``t``): over the types,
-``(I + A) F`` with ``A = sum_r I_{dst(r)}`` (:attr:`TypedSizes.relation_rows`), plus one scale
-per edge (float32). Torch-free.
+What a layer saves is its model's formula (:mod:`gnn_dist.models.saved`), in the part's sizes and
+two of a typed part's: ``A = sum_r I_{dst(r)}`` (:attr:`TypedSizes.relation_rows`; R-GCN saves
+``(I + A) F`` and a scale per edge) and ``B``, the relations' source rows counted per relation
+(:meth:`TypedSizes.relation_source_rows`, hetero-sage's). At a checkpoint or model file rank 0
+holds every rank's learnable rows (:func:`gathered_rows_bytes`). Torch-free.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ if str(_HERE) not in sys.path:
 import common  # noqa: E402
 import peers_partition as pp  # noqa: E402
 from peers_patches import PatchError, prepare_tree  # noqa: E402
-from peers_runs import GNN_DIST, PAIRS, Recipe, Setup, epoch_figures, run_once  # noqa: E402
+from peers_runs import GNN_DIST, PAIRS, Recipe, Setup, collect, epoch_figures, run_once  # noqa: E402
 
 EXIT_USAGE = 2
 
@@ -81,6 +81,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
     p.add_argument("--work", metavar="DIR", help="scratch folder (default: a temporary one, removed)")
+    p.add_argument("--render-from", metavar="WORK", help="no runs: the tables of the runs a --work folder holds "
+                   "(a benchmark stopped early; the runs that finished)")
     p.add_argument("--out", help="result stem (default: benchmarks/results/peers_[hardware]_[date])")
     args = p.parse_args(argv)
     problem = _usage_problem(args)
@@ -169,18 +171,39 @@ def run_all(args: argparse.Namespace, setup: Setup, work: Path) -> list[dict[str
                     scratch = work / "runs" / f"{recipe.name}-{r}-{name}-{mode.framework}"
                     print(f"[peers] {recipe.name} round {r} {name}: {mode.framework} ...", file=sys.stderr, flush=True)
                     results.append(_measured(args, setup, recipe, mode, scratch, port) | {"round": r})
+                    common.write_json_atomic(work / "runs.json", results)   # what a killed benchmark measured
     return results
+
+
+def gather(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
+    """The records of the finished runs a ``--work`` folder holds (``--render-from``)."""
+    results = []
+    for recipe in recipes(args):
+        for r in range(args.rounds):
+            for name in _recipe_pairs(args, recipe):
+                for mode in PAIRS[name]:
+                    scratch = work / "runs" / f"{recipe.name}-{r}-{name}-{mode.framework}"
+                    if (scratch / "output.txt").is_file():
+                        results.append(_measured(args, None, recipe, mode, scratch, 0) | {"round": r})
+    return results
+
+
+def _patch_lines(args: argparse.Namespace) -> dict[str, list[str]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        return {peer: prepare_tree(Path(getattr(args, peer)), Path(tmp) / peer, peer, args.device)
+                for peer in sorted(_needed(args))}
 
 
 def _recipe_pairs(args: argparse.Namespace, recipe: Recipe) -> list[str]:
     return args.pairs if recipe.name == "speed" or not args.accuracy_pairs else args.accuracy_pairs
 
 
-def _measured(args: argparse.Namespace, setup: Setup, recipe: Recipe, mode: Any, scratch: Path,
+def _measured(args: argparse.Namespace, setup: Setup | None, recipe: Recipe, mode: Any, scratch: Path,
               port: int) -> dict[str, Any]:
-    """One run's record; a failed run is recorded (its error's last lines) and the others go on."""
+    """One run's record (``setup`` None: collected from ``scratch``); a failed run is recorded (its error's last lines) and the others go on."""
     try:
-        res = run_once(setup, recipe, mode, scratch, port, args.timeout)
+        res = collect(scratch, recipe, mode, args.parts) if setup is None else \
+            run_once(setup, recipe, mode, scratch, port, args.timeout)
         res["figures"] = epoch_figures(res, args.warmup if recipe.name == "speed" else 1)
     except (RuntimeError, ValueError) as e:
         print(f"[peers]   failed: {e}", file=sys.stderr, flush=True)
@@ -194,30 +217,31 @@ def _median(runs: list[dict[str, Any]], key: str) -> float:
     return statistics.median(r["figures"][key] for r in runs)
 
 
-def _row(pair: str, framework: str, runs: list[dict[str, Any]], base: float | None) -> list[str]:
-    wall = _median(runs, "wall_s")
+def _row(pair: str, framework: str, runs: list[dict[str, Any]], base: tuple[float, float] | None) -> list[str]:
+    """One table row; ``base``: gnn-dist's (wall, CPU) of the pair, None on gnn-dist's own row."""
+    wall, cpu = _median(runs, "wall_s"), _median(runs, "cpu_s")
     rss = [max(r["figures"]["peak_rss_bytes"][i] for r in runs) for i in range(len(runs[0]["figures"]["peak_rss_bytes"]))]
     accs = [r["accuracy"] for r in runs if r["accuracy"] is not None]
-    return [pair, framework, f"{wall * 1e3:.0f}", "—" if base is None else common.fmt_ratio(wall / base),
-            f"{_median(runs, 'cpu_s'):.2f}", f"{_median(runs, 'wait_s'):.2f}",
+    return [pair, framework, f"{wall * 1e3:.0f}", "—" if base is None else common.fmt_ratio(wall / base[0]),
+            f"{cpu:.2f}", "—" if base is None else common.fmt_ratio(cpu / base[1]), f"{_median(runs, 'wait_s'):.2f}",
             ", ".join(common.fmt_bytes(x) for x in rss), common.fmt_bytes(_median(runs, "halo_bytes")),
             f"{statistics.median(accs):.3f}" if accs else "—", str(len(runs))]
 
 
-def render(args: argparse.Namespace, env: dict[str, Any], results: list[dict[str, Any]], wall_s: float) -> str:
-    headers = ["pair", "framework", "wall ms/epoch", "vs gnn-dist", "CPU s/epoch (rank mean)",
+def render(args: argparse.Namespace, env: dict[str, Any], results: list[dict[str, Any]], wall_s: float | None) -> str:
+    headers = ["pair", "framework", "wall ms/epoch", "vs gnn-dist", "CPU s/epoch (rank mean)", "vs gnn-dist",
                "run-queue s/epoch", "peak RSS per rank", "halo/epoch (rank 0)", "test acc", "runs"]
     parts = [f"# gnn-dist beside PipeGCN and BNS-GCN (issue 35)\n\n{env['date']}, {env['cpu_model']}, "
              f"{env['cpu_count']} CPUs, load average before {env['load_average_1_5_15']} (a shared machine: other "
              f"users' tests ran meanwhile); device {args.device}; DGL {args.dgl_version}; SBM {args.nodes:,} nodes, "
              f"P = {args.parts}, {args.threads} thread(s) per rank, {args.rounds} round(s), whole run "
-             f"{wall_s / 60:.1f} min.\n"]
+             f"{'?' if wall_s is None else f'{wall_s / 60:.1f}'} min.\n"]
     for recipe in recipes(args):
         rows = []
         for pair in _recipe_pairs(args, recipe):
             runs = {fw: [r for r in results if r["recipe"] == recipe.name and r["pair"] == pair and r["framework"] == fw
                          and "error" not in r] for fw in (GNN_DIST, PAIRS[pair][1].framework)}
-            base = _median(runs[GNN_DIST], "wall_s") if runs[GNN_DIST] else None
+            base = (_median(runs[GNN_DIST], "wall_s"), _median(runs[GNN_DIST], "cpu_s")) if runs[GNN_DIST] else None
             rows += [_row(pair, fw, rs, None if fw == GNN_DIST else base) if rs else
                      [pair, fw, "failed (see the JSON)"] + ["—"] * (len(headers) - 3) for fw, rs in runs.items()]
         what = (f"GraphSAGE {recipe.layers} layers, {recipe.hidden} wide, {recipe.epochs} epochs"
@@ -230,22 +254,34 @@ def render(args: argparse.Namespace, env: dict[str, Any], results: list[dict[str
     return "\n".join(parts)
 
 
+def _run(args: argparse.Namespace) -> list[dict[str, Any]] | None:
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="peers-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        return run_all(args, prepare(args, work), work)
+    except PatchError as e:
+        print(f"peers.py: {e}", file=sys.stderr)
+        return None
+    finally:
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     env = common.environment(["torch", "numba"])
     t0 = time.monotonic()
-    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="peers-"))
-    work.mkdir(parents=True, exist_ok=True)
-    try:
-        setup = prepare(args, work)
-        results = run_all(args, setup, work)
-    except PatchError as e:
-        print(f"peers.py: {e}", file=sys.stderr)
+    if args.render_from:
+        args.patched, args.dgl_version = _patch_lines(args), subprocess.run(
+            [str(Path(args.dgl_venv) / "bin" / "python"), "-c", "import dgl; print(dgl.__version__)"],
+            capture_output=True, text=True).stdout.strip()
+        results, wall_s = gather(args, Path(args.render_from)), None
+    else:
+        results = _run(args)
+        wall_s = time.monotonic() - t0
+    if results is None:
         return EXIT_USAGE
-    finally:
-        if not args.work:
-            shutil.rmtree(work, ignore_errors=True)
-    md = render(args, env, results, time.monotonic() - t0)
+    md = render(args, env, results, wall_s)
     payload = {"args": {k: v for k, v in vars(args).items() if k != "patched"}, "patched": args.patched,
                "environment": env, "runs": results}
     paths = common.write_results(args.out or common.default_result_stem("peers"), payload, md)

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Recipe", "Mode", "PAIRS", "Setup", "gnn_dist_command", "peer_command", "run_once", "epoch_figures"]
+__all__ = ["Recipe", "Mode", "PAIRS", "Setup", "gnn_dist_command", "peer_command", "run_once", "collect",
+           "epoch_figures"]
 
 HERE = Path(__file__).resolve().parent
 GNN_DIST = "gnn-dist"
@@ -136,12 +137,23 @@ def run_once(setup: Setup, recipe: Recipe, mode: Mode, scratch: Path, port: int,
         out = proc.communicate()[0]
         raise RuntimeError(f"{mode.framework} {mode.pair} ran past {timeout:.0f} s:\n{out[-3000:]}") from None
     (scratch / "output.txt").write_text(out)
-    ranks = [_rank_lines(p) for p in sorted(probe_dir.glob("rank-*.jsonl"))]
-    if proc.returncode != 0 or len(ranks) != setup.num_parts:
-        raise RuntimeError(f"{mode.framework} {mode.pair} failed (exit {proc.returncode}, "
+    (scratch / "run.json").write_text(json.dumps({"command": " ".join(cmd), "cwd": str(cwd), "exit": proc.returncode,
+                                                  "run_wall_s": time.monotonic() - start}))
+    return collect(scratch, recipe, mode, setup.num_parts)
+
+
+def collect(scratch: Path, recipe: Recipe, mode: Mode, num_parts: int) -> dict[str, Any]:
+    """A finished run's record from its folder: ``output.txt``, ``run.json`` (absent for runs of
+    older harness code), the probe's lines, gnn-dist's metrics."""
+    out = (scratch / "output.txt").read_text()
+    run = json.loads((scratch / "run.json").read_text()) if (scratch / "run.json").is_file() else \
+        {"command": "(not recorded)", "cwd": "", "exit": 0, "run_wall_s": None}
+    ranks = [_rank_lines(p) for p in sorted((scratch / "probe").glob("rank-*.jsonl"))]
+    if run["exit"] != 0 or len(ranks) != num_parts:
+        raise RuntimeError(f"{mode.framework} {mode.pair} failed (exit {run['exit']}, "
                            f"{len(ranks)} ranks stepped):\n{out[-3000:]}")
-    result = {"framework": mode.framework, "pair": mode.pair, "recipe": recipe.name,
-              "command": " ".join(cmd), "cwd": str(cwd), "run_wall_s": time.monotonic() - start,
+    metrics = scratch / "metrics.jsonl"
+    result = {"framework": mode.framework, "pair": mode.pair, "recipe": recipe.name, **run,
               "ranks": ranks, "accuracy": _accuracy(mode, out, metrics) if recipe.evaluate else None}
     if mode.framework == GNN_DIST:
         result["gnn_dist_halo_bytes"] = _metrics_column(metrics, "halo_bytes")

@@ -132,3 +132,32 @@ def test_bad_flags_exit_2_with_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit):
         peers.parse_args(["--pairs", "sync", "--pipegcn", str(tmp_path / "pipegcn"), "--dgl-venv", str(tmp_path)])
     assert "no bin/python; build it with" in capsys.readouterr().err
+
+
+def _run_folder(root: Path, exit_code: int, ranks: int, output: str) -> Path:
+    (root / "probe").mkdir(parents=True)
+    (root / "output.txt").write_text(output)
+    (root / "run.json").write_text(json.dumps({"command": "x", "cwd": "", "exit": exit_code, "run_wall_s": 1.0}))
+    for rank in range(ranks):
+        (root / "probe" / f"rank-{rank}.jsonl").write_text(
+            "".join(json.dumps({"rank": rank, "wall": k, "cpu": k, "wait": 0, "rss": 1, "sent": 0}) + "\n"
+                    for k in range(3)))
+    return root
+
+
+def test_a_finished_run_is_collected_from_its_folder(tmp_path):
+    recipe = runs.Recipe("accuracy", layers=2, hidden=8, epochs=3, evaluate=True)
+    bns = runs.PAIRS["bns-0.1"][1]
+    folder = _run_folder(tmp_path / "a", 0, 2, "Epoch 00002 | Accuracy 70.00%\nTest Result | Accuracy 81.25%\n")
+    got = runs.collect(folder, recipe, bns, 2)
+    assert got["accuracy"] == pytest.approx(0.8125) and len(got["ranks"]) == 2
+    ours = runs.PAIRS["bns-0.1"][0]
+    folder = _run_folder(tmp_path / "b", 0, 2, "")
+    (folder / "metrics.jsonl").write_text(json.dumps({"config": {}}) + "\n" + "".join(
+        json.dumps({"epoch": e, "halo_bytes": 10, "test_acc": None if e < 2 else 0.9}) + "\n" for e in range(3)))
+    got = runs.collect(folder, recipe, ours, 2)
+    assert got["accuracy"] == 0.9 and got["gnn_dist_halo_bytes"] == [10, 10, 10]
+    with pytest.raises(RuntimeError, match="failed \\(exit 1, 2 ranks stepped\\)"):
+        runs.collect(_run_folder(tmp_path / "c", 1, 2, "boom"), recipe, bns, 2)
+    with pytest.raises(RuntimeError, match="1 ranks stepped"):
+        runs.collect(_run_folder(tmp_path / "d", 0, 1, ""), recipe, bns, 2)

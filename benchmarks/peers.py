@@ -105,7 +105,8 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
             return f"--{peer} {folder}: no main.py there; pass the root of a {peer} checkout"
     python = Path(args.dgl_venv) / "bin" / "python"
     if not python.is_file():
-        return f"--dgl-venv {args.dgl_venv}: no bin/python; build it with `DGL_VENV={args.dgl_venv} bash benchmarks/dgl_env.sh`"
+        return (f"--dgl-venv {args.dgl_venv}: no bin/python; build it with "
+                f"`DGL_VENV={args.dgl_venv} bash benchmarks/dgl_env.sh`")
     missing = subprocess.run([str(python), "-c", "import dgl, ogb, sklearn"], capture_output=True, text=True)
     if missing.returncode != 0:
         return (f"--dgl-venv {args.dgl_venv}: {missing.stderr.strip().splitlines()[-1]}; the peers import dgl, ogb "
@@ -200,7 +201,8 @@ def _recipe_pairs(args: argparse.Namespace, recipe: Recipe) -> list[str]:
 
 def _measured(args: argparse.Namespace, setup: Setup | None, recipe: Recipe, mode: Any, scratch: Path,
               port: int) -> dict[str, Any]:
-    """One run's record (``setup`` None: collected from ``scratch``); a failed run is recorded (its error's last lines) and the others go on."""
+    """One run's record (``setup`` None: collected from ``scratch``); a failed run is recorded (its
+    error's last lines) and the others go on."""
     try:
         res = collect(scratch, recipe, mode, args.parts) if setup is None else \
             run_once(setup, recipe, mode, scratch, port, args.timeout)
@@ -220,7 +222,8 @@ def _median(runs: list[dict[str, Any]], key: str) -> float:
 def _row(pair: str, framework: str, runs: list[dict[str, Any]], base: tuple[float, float] | None) -> list[str]:
     """One table row; ``base``: gnn-dist's (wall, CPU) of the pair, None on gnn-dist's own row."""
     wall, cpu = _median(runs, "wall_s"), _median(runs, "cpu_s")
-    rss = [max(r["figures"]["peak_rss_bytes"][i] for r in runs) for i in range(len(runs[0]["figures"]["peak_rss_bytes"]))]
+    ranks = range(len(runs[0]["figures"]["peak_rss_bytes"]))
+    rss = [max(r["figures"]["peak_rss_bytes"][i] for r in runs) for i in ranks]
     accs = [r["accuracy"] for r in runs if r["accuracy"] is not None]
     return [pair, framework, f"{wall * 1e3:.0f}", "—" if base is None else common.fmt_ratio(wall / base[0]),
             f"{cpu:.2f}", "—" if base is None else common.fmt_ratio(cpu / base[1]), f"{_median(runs, 'wait_s'):.2f}",

@@ -42,8 +42,8 @@ def _record(*_args: object) -> None:
     import torch.distributed as dist
 
     t = os.times()
-    line = {"rank": dist.get_rank() if dist.is_initialized() else 0, "wall": time.time(), "cpu": t.user + t.system, "wait": _wait_s(), "rss": _peak_rss_bytes(),
-            "sent": _sent[0]}
+    line = {"rank": dist.get_rank() if dist.is_initialized() else 0, "wall": time.time(), "cpu": t.user + t.system,
+            "wait": _wait_s(), "rss": _peak_rss_bytes(), "sent": _sent[0]}
     with open(os.path.join(_DIR, f"rank-{os.getpid()}.jsonl"), "a") as f:
         f.write(json.dumps(line) + "\n")
 

@@ -6,8 +6,8 @@ this machine (``peers_patches.py``: small text substitutions, each listed with i
 docs/performance.md), in the DGL venv of ``benchmarks/dgl_env.sh`` (``--dgl-venv``, default
 ``$DGL_VENV`` or ``benchmarks/.dgl-venv``). gnn-dist runs from this checkout.
 
-1. **One graph**: a degree-corrected SBM of ``--nodes`` nodes (average degree 20, 64 features, 8
-   classes, 10% train), with a self-loop on every node as the peers load graphs.
+1. **One graph**: a degree-corrected SBM of ``--nodes`` nodes (default 20,000; average degree
+   20, 64 features, 8 classes, 10% train), with a self-loop on every node as the peers load graphs.
 2. **One partition**: DGL's ``partition_graph`` cuts it as the peers' own scripts do (METIS,
    objective ``vol``); gnn-dist's folder is written from that cut (the part of every node read
    from DGL's node map), checked node for node: both frameworks exchange the same halo rows.
@@ -28,11 +28,13 @@ one evaluation at the end).
 
 Usage::
 
-    bash benchmarks/dgl_env.sh                      # once: the DGL venv (DGL_VENV=... to place it)
+    bash benchmarks/dgl_env.sh                      # once: the DGL venv (DGL_VENV=... to place it),
+    $DGL_VENV/bin/pip install ogb scikit-learn      # and what the peers' code imports besides DGL
     git --git-dir=PIPEGCN.git archive HEAD | tar -x -C /tmp/peers/pipegcn   # or a clone
     python benchmarks/peers.py --pipegcn /tmp/peers/pipegcn --bnsgcn /tmp/peers/bnsgcn \\
-        --dgl-venv /tmp/dgl-venv                    # 40k nodes, P = 2, ~10 min on 2 cores
-    python benchmarks/peers.py ... --device cuda    # the day a GPU is lent (peers unpatched for CUDA)
+        --dgl-venv /tmp/dgl-venv --nodes 20000 --epochs 8 --warmup 3 --accuracy-pairs sync stale bns-0.1
+                                                    # 16 runs: 33 min on 2 loaded cores (load 10-20)
+    python benchmarks/peers.py ... --device cuda    # the day a GPU is lent: no CPU patches, no shim
 
 Results: ``benchmarks/results/peers_[hardware]_[date].{md,json}``.
 """
@@ -71,7 +73,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--pairs", nargs="+", choices=list(PAIRS), default=list(PAIRS))
     p.add_argument("--accuracy-pairs", nargs="+", choices=list(PAIRS), default=None,
                    help="the pairs of the accuracy recipe (default: --pairs)")
-    p.add_argument("--nodes", type=int, default=40_000)
+    p.add_argument("--nodes", type=int, default=20_000)
     p.add_argument("--parts", type=int, default=2)
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank (default: 1)")
     p.add_argument("--epochs", type=int, default=20, help="speed recipe's epochs (default: 20)")

@@ -142,7 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--edge-split", type=_split_fractions, default=None, metavar="TRAIN,VAL,TEST",
                    help="link prediction: split the unique edge pairs {u, v} by these fractions (e.g. "
                         "0.85,0.05,0.1), seeded with --seed; the val/test pairs are removed from the graph "
-                        "(both directions) and every part stores its link_train/val/test.npy (docs/format.md)")
+                        "(both directions) and every part stores its link_train/val/test.npy (docs/format.md); "
+                        "a typed graph's (head, tail) pairs per relation, --target-relation "
+                        "(docs/heterogeneous.md)")
     p.add_argument("--normalize-features", choices=NORMALIZATIONS, default=None,
                    help="normalise the node features before they are written: row (each row divided by its "
                         "sum, as PyG's NormalizeFeatures: the Planetoid papers' features) or standard (each "
@@ -247,8 +249,14 @@ def _check_memory(args: argparse.Namespace, graph: Any, *, log_estimate: bool = 
 def _load_graph(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     """``(graph, extra partition.json keys)``: the dataset, or ``--input`` with its flags; then
     ``--edge-split``, then ``--normalize-features``."""
+    from .hetero.graph import HeteroGraph
+
     graph, extra = _read_graph(args)
-    if args.edge_split is not None:
+    if args.edge_split is not None and isinstance(graph, HeteroGraph):   # typed: per relation
+        from .cli_typed import typed_edge_split
+
+        graph = typed_edge_split(graph, args)
+    elif args.edge_split is not None:
         from .io.edge_split import with_edge_split
 
         graph, extra["edge_split"] = with_edge_split(graph, args.edge_split, args.seed)

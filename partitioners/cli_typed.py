@@ -1,4 +1,5 @@
-"""The typed-input flags of ``gnn-dist partition``: ``--add-reverse``, ``--target-type``, and the
+"""The typed-input flags of ``gnn-dist partition``: ``--add-reverse``, ``--target-type``,
+``--target-relation`` (the relations ``--edge-split`` splits on a typed graph), and the
 reading of a typed ``--input`` (:mod:`partitioners.hetero.readers`: OGB heterogeneous folders,
 knowledge-graph triples, typed npy-dirs).
 
@@ -16,7 +17,7 @@ from typing import Any
 from .errors import GraphError
 
 __all__ = ["add_typed_arguments", "check_typed_request", "input_formats", "is_typed_format", "read_typed_input",
-           "typed_dataset", "typed_untrainable_warning"]
+           "typed_dataset", "typed_edge_split", "typed_untrainable_warning"]
 
 _HOMOGENEOUS_FLAGS = {
     "features": "--features", "labels": "--labels", "train_mask": "--train-mask", "val_mask": "--val-mask",
@@ -24,7 +25,6 @@ _HOMOGENEOUS_FLAGS = {
     "relabel": "--relabel", "scratch_dir": "--scratch-dir", "planetoid_name": "--planetoid-name",
     "symmetrize": "--symmetrize", "remove_self_loops": "--remove-self-loops",
     "remove_duplicates": "--remove-duplicates", "normalize_features": "--normalize-features",
-    "edge_split": "--edge-split",
 }
 """Flags (dest -> flag) for homogeneous inputs only: a typed input brings its own node data per type."""
 
@@ -38,6 +38,9 @@ def add_typed_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--target-type", metavar="TYPE", default=None,
                    help="typed --input or a typed --dataset: the labelled node type the masks and the training "
                         "balance are for (default: the input's own, or its only labelled type)")
+    g.add_argument("--target-relation", dest="target_relations", action="append", metavar="NAME", default=None,
+                   help="typed graph with --edge-split: a relation whose triples are split for link prediction "
+                        "(repeatable; default: every relation but the rev_ reverses)")
 
 
 def input_formats() -> tuple[str, ...]:
@@ -65,11 +68,14 @@ def check_typed_request(args: argparse.Namespace, fmt: str | None) -> bool:
     typed (``fmt``: its format; None for ``--dataset``)."""
     from .cli_args import UsageError
 
+    if args.target_relations and args.edge_split is None:
+        raise UsageError("--target-relation names the relations --edge-split splits; add --edge-split TRAIN,VAL,TEST")
     if args.dataset is not None:
         _check_dataset(args)
         return False
     if not is_typed_format(fmt or ""):
-        for flag, on in (("--add-reverse", args.add_reverse), ("--target-type", args.target_type is not None)):
+        for flag, on in (("--add-reverse", args.add_reverse), ("--target-type", args.target_type is not None),
+                         ("--target-relation", bool(args.target_relations))):
             if on:
                 fix = "; use --symmetrize to add the reverse edges" if flag == "--add-reverse" else ""
                 raise UsageError(f"{flag} applies to typed inputs (--input-format {_typed_names()}); {args.input} "
@@ -95,8 +101,9 @@ def _check_dataset(args: argparse.Namespace) -> None:
     if args.add_reverse:
         why = "has its reverse relations already" if typed else "is not typed: --symmetrize is the homogeneous flag"
         raise UsageError(f"--add-reverse applies to typed --input; --dataset {args.dataset} {why}")
-    if args.target_type is not None and not typed:
-        raise UsageError(f"--target-type applies to typed graphs; --dataset {args.dataset} has one node type")
+    for flag, on in (("--target-type", args.target_type is not None), ("--target-relation", bool(args.target_relations))):
+        if on and not typed:
+            raise UsageError(f"{flag} applies to typed graphs; --dataset {args.dataset} has one node type")
 
 
 def _with_target(graph: Any, args: argparse.Namespace) -> Any:
@@ -127,8 +134,23 @@ def read_typed_input(args: argparse.Namespace, fmt: str) -> tuple[Any, dict[str,
     return graph, extra
 
 
+def typed_edge_split(graph: Any, args: argparse.Namespace) -> Any:
+    """``--edge-split`` (and ``--target-relation``) on a typed graph
+    (:func:`partitioners.hetero.link_split.typed_edge_split`); a bad relation is one line."""
+    from .cli_args import UsageError
+    from .hetero.link_split import typed_edge_split as split
+
+    try:
+        return split(graph, args.edge_split, args.seed, args.target_relations)
+    except GraphError as exc:
+        raise UsageError(f"{args.dataset or args.input}: {exc}") from None
+
+
 def typed_untrainable_warning(graph: Any) -> str | None:
-    """One line naming what a typed folder lacks for training (its node data comes with the input)."""
+    """One line naming what a typed folder lacks for training (its node data comes with the input);
+    None with an edge split (link prediction needs no labels)."""
+    if graph.link_split is not None:
+        return None
     missing = []
     if graph.target_type is None:
         missing.append("no labelled target type (labels come with the input: OGB's node-label/TYPE/, a typed "

@@ -16,6 +16,7 @@ from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, GLOBAL_IDS, HALO_OFFSETS,
                      SEND_INDEX, SEND_OFFSETS, WEIGHTED_DEGREE, local_index_dtype)
 from .hetero import hetero_layout, hetero_part_problems
 from .meta import PartitionMeta, PartMeta
+from .typed_split import typed_link_part_problems, typed_split_files
 
 __all__ = ["Problem", "expected_layout", "layout_problems", "structure_problems", "value_problems"]
 
@@ -59,6 +60,8 @@ def expected_layout(meta: PartitionMeta, pm: PartMeta) -> dict[str, tuple[str, S
     if meta.edge_split is not None:
         for name in LINK_FILES.values():
             out[name] = ("int64", (2, None))
+        for name in typed_split_files(meta.hetero, meta.edge_split):
+            out[name] = ("int32", (None,))
     if meta.hetero is not None:
         out.update(hetero_layout(meta.hetero, pm.part_id, ni, nl, ne))
     return out
@@ -239,8 +242,11 @@ def _link_problems(meta: PartitionMeta, pm: PartMeta, a: dict[str, np.ndarray]) 
                                    f"[{lo}, {hi}): a pair is stored in the part that owns its destination"))
         elif np.any(src == dst):
             problems.append((name, "a pair joins a node to itself"))
-        elif src.size > 1 and np.any((np.diff(dst) < 0) | ((np.diff(dst) == 0) & (np.diff(src) <= 0))):
+        elif meta.hetero is None and src.size > 1 and np.any((np.diff(dst) < 0)
+                                                           | ((np.diff(dst) == 0) & (np.diff(src) <= 0))):
             problems.append((name, "pairs must be sorted by (destination, source), without repeats"))
+    if meta.hetero is not None:   # triples: (tail, head, relation) order, relation ids
+        problems += typed_link_part_problems(meta.hetero, a)
     return problems
 
 

@@ -68,6 +68,11 @@ class HeteroFolderData:
     """type name -> its features ``[n_t, F_t]`` (local ids of the type)."""
     labels: dict[str, np.ndarray]
     """type name -> its class ids ``[n_t]``."""
+    link_pairs: dict[str, np.ndarray] | None = None
+    """An edge split on relations (:mod:`.typed_split`): split -> int64 ``[2, E_s]`` head and
+    tail union ids."""
+    link_relations: dict[str, np.ndarray] | None = None
+    """split -> int32 ``[E_s]``: each triple's relation id."""
 
 
 def features_file(t: str) -> str:

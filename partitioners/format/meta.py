@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import PartitionFormatError
 from .family import FAMILY_FILE
 from .hetero import HETERO_FILES, HETERO_MINOR_VERSION, check_part_type_counts, parse_hetero, type_files
+from .typed_split import TYPED_SPLIT_MINOR_VERSION, parse_typed_split, typed_split_files
 from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, FORMAT_MINOR_VERSION, FORMAT_NAME, FORMAT_VERSION,
                      LABEL_KINDS, LABELS, LINK_FILES,
                      MASKS, META_FILE, NODE_MAP_FILE, OPTIONAL_PART_FILES, ORIGINAL_NAMES_FILE,
@@ -30,9 +31,10 @@ MAX_DEPTH = 64
 _TOO_DEEP = (f"not a valid {META_FILE}: nesting too deep (lists and objects more than "
              f"{MAX_DEPTH} levels deep; a format v1 document nests 6)")
 
-READ_MINOR_VERSION = max(FORMAT_MINOR_VERSION, HETERO_MINOR_VERSION)
+READ_MINOR_VERSION = max(FORMAT_MINOR_VERSION, HETERO_MINOR_VERSION, TYPED_SPLIT_MINOR_VERSION)
 """The newest minor version this reader reads: homogeneous folders are written with
-``FORMAT_MINOR_VERSION``, typed ones (:mod:`.hetero`) with ``HETERO_MINOR_VERSION``."""
+``FORMAT_MINOR_VERSION``, typed ones (:mod:`.hetero`) with ``HETERO_MINOR_VERSION``, or
+``TYPED_SPLIT_MINOR_VERSION`` with an edge split (:mod:`.typed_split`)."""
 
 INT64_MAX = 2**63 - 1
 """Counts, sizes and shapes are stored in int64 arrays: larger values cannot be real."""
@@ -268,6 +270,7 @@ def _part_meta(d: Any, p: int, meta: dict[str, Any], meta_path: Path) -> PartMet
     if not isinstance(files_raw, dict):
         raise _err(meta_path, f"field {where}files must be an object, got {files_raw!r}")
     typed = [*HETERO_FILES, *type_files(meta["hetero"])] if meta["hetero"] else []
+    typed += typed_split_files(meta["hetero"], meta["edge_split"])
     known = set(REQUIRED_PART_FILES) | set(OPTIONAL_PART_FILES) | set(typed)
     for name in files_raw:
         if name not in known:
@@ -334,6 +337,8 @@ def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> Part
                               f"(edge features came with format 1.1), got {minor_version}")
     edge_split = _edge_split(raw, minor_version, meta_path)
     hetero = parse_hetero(raw, minor_version, num_nodes, num_parts, meta_path)
+    if edge_split is not None:
+        parse_typed_split(edge_split, hetero, minor_version, meta_path)
     checked = {"weighted": raw["weighted"], "feature_dim": feature_dim, "label_kind": label_kind,
                "num_nodes": num_nodes, "num_edges": num_edges, "edge_feature_dim": edge_feature_dim,
                "edge_split": edge_split is not None, "hetero": hetero}

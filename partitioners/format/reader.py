@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import PartitionFormatError
 from .checks import layout_problems, structure_problems, value_problems
 from .hetero import HETERO_FILES, type_files
+from .typed_split import typed_split_files
 from .layout import ORIGINAL_NAMES_FILE
 from .meta import PartitionMeta, parse_meta, read_meta_json
 from .npyio import load_array
@@ -124,6 +125,7 @@ def load_part(path: str | os.PathLike[str], part_id: int, *, mmap: bool = True,
     for name, msg in problems:
         raise PartitionFormatError(msg, path=str(root / pm.files[name].path))
     typed_names = set(HETERO_FILES) | set(type_files(meta.hetero)) if meta.hetero is not None else set()
+    typed_names |= set(typed_split_files(meta.hetero, meta.edge_split))   # link_*_rel.npy
     typed = {name.removesuffix(".npy"): arr for name, arr in arrays.items() if name in typed_names}
     return PartData(part_id=pm.part_id, num_parts=meta.num_parts, num_inner=pm.num_inner,
                     num_halo=pm.num_halo, global_id_range=pm.global_id_range, meta=meta, typed=typed or None,

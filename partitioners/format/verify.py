@@ -26,6 +26,7 @@ from .layout import (GLOBAL_IDS, HALO_OFFSETS, IN_DEGREE, INDICES, INDPTR, LINK_
 from .meta import PartitionMeta
 from .npyio import load_array
 from .reader import load_partition_meta
+from .typed_split import typed_link_cross_problems
 from .verify_digest import graph_fingerprint_problems
 
 __all__ = ["verify_partition"]
@@ -96,7 +97,9 @@ def _cross_problems(root: Path, meta: PartitionMeta, parts: list[Arrays],
             problems.append(f"{where(p, OUT_DEGREE)}: out_degree differs from the number of stored "
                             f"edges each row is the source of (over all parts)")
 
-    if meta.edge_split is not None:
+    if meta.edge_split is not None and meta.hetero is not None:   # triples of relations, directed
+        problems += typed_link_cross_problems(root, meta, parts, orig_of)
+    elif meta.edge_split is not None:
         problems += _link_cross_problems(root, meta, parts, orig_of)
     if node_map is not None:
         nm_path = root / NODE_MAP_FILE

@@ -1,6 +1,6 @@
 """``gnn-dist inspect --verify``'s check of ``graph_fingerprint``: the digest recomputed from the
 parts' stored data (:mod:`.graph_digest`, by original ids: every inner row's node data, every
-stored edge, the edge split's pairs) is the one ``partition.json`` records."""
+stored edge, the edge split's pairs and a typed split's relations) is the one ``partition.json`` records."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from .graph_digest import GraphDigest, graph_header
 from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, INDICES, INDPTR, LABELS, LINK_FILES, MASKS, META_FILE,
                      ORIGINAL_IDS)
 from .meta import PartitionMeta
+from .typed_split import LINK_REL_FILES, add_link_digest
 
 __all__ = ["graph_fingerprint_problems"]
 
@@ -35,9 +36,9 @@ def _add_part(digest: GraphDigest, meta: PartitionMeta, p: int, a: dict[str, np.
         weight = np.asarray(a[EDGE_WEIGHT][lo:hi]) if EDGE_WEIGHT in a else None
         attr = np.asarray(a[EDGE_ATTR][lo:hi]) if EDGE_ATTR in a else None
         digest.add_edges(dst[lo:hi], orig[np.asarray(a[INDICES][lo:hi])], weight, attr)
-    for kind, name in LINK_FILES.items():
-        if name in a:
-            digest.add_pairs(kind, orig_of[np.asarray(a[name], dtype=np.int64)])
+    pairs = {kind: orig_of[np.asarray(a[name], dtype=np.int64)] for kind, name in LINK_FILES.items() if name in a}
+    rels = {kind: np.asarray(a[LINK_REL_FILES[kind]]) for kind in pairs if LINK_REL_FILES[kind] in a}
+    add_link_digest(digest, pairs, rels or None)
 
 
 def graph_fingerprint_problems(root: Path, meta: PartitionMeta, parts: list[dict[str, np.ndarray]],

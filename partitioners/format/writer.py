@@ -11,6 +11,7 @@
         global_ids.npy original_ids.npy in_degree.npy out_degree.npy self_loops.npy hotness.npy
         [weighted_degree.npy] [features.npy] [labels.npy] [train_mask.npy] [val_mask.npy] [test_mask.npy]
         [link_train.npy link_val.npy link_test.npy]   (an edge split: Graph.link_pairs)
+        [link_train_rel.npy ...]   (a typed folder's split: HeteroFolderData.link_relations, .typed_split)
       part-00001/ ...
 
 Everything is built in a sibling temporary folder ``.OUT.tmp-<pid>-<random>`` that is renamed
@@ -44,12 +45,13 @@ from ..chunks import plain, rows_per_step
 from ..graph import Graph
 from . import npyio
 from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, FORMAT_MINOR_VERSION, FORMAT_NAME, FORMAT_VERSION, GLOBAL_IDS, HALO_OFFSETS,
-                     HOTNESS, IN_DEGREE, INDICES, INDPTR, LABELS, LINK_FILES, MASKS, META_FILE, NODE_MAP_FILE,
+                     HOTNESS, IN_DEGREE, INDICES, INDPTR, LABELS, MASKS, META_FILE, NODE_MAP_FILE,
                      ORIGINAL_IDS, ORIGINAL_NAMES_FILE, OUT_DEGREE, SELF_LOOPS, SEND_INDEX,
                      SEND_OFFSETS, TOOL_NAME, WEIGHTED_DEGREE, local_index_dtype, part_dir_name)
 from .graph_digest import GraphDigest, graph_header
 from .hetero import HETERO_MINOR_VERSION, HeteroFolderData, hetero_part_arrays
 from .meta import FileEntry
+from .typed_split import TYPED_SPLIT_MINOR_VERSION, add_link_digest, link_part_arrays
 from ..quality import check_assignment, quality_report
 from .relabel import Relabeling, node_chunks, relabel
 from .writer_memory import NODE_DATA_STEP_BYTES, write_memory
@@ -256,22 +258,6 @@ def _write_part_edges(graph: Graph, tmp: Path, pdir: str, inner: np.ndarray, in_
     return files  # type: ignore[return-value]
 
 
-def _link_parts(graph: Graph, rl: Relabeling) -> list[dict[str, np.ndarray]] | None:
-    """Per part, the arrays of :data:`~.layout.LINK_FILES`: the edge split's pairs in new global
-    ids, in the part owning the destination, sorted by (destination, source); None without a split."""
-    if graph.link_pairs is None:
-        return None
-    out: list[dict[str, np.ndarray]] = [{} for _ in range(rl.num_parts)]
-    for kind, name in LINK_FILES.items():
-        pairs = rl.node_map[graph.link_pairs[kind]]
-        pairs = pairs[:, np.lexsort((pairs[0], pairs[1]))]
-        cuts = np.searchsorted(pairs[1], rl.starts)
-        for p in range(rl.num_parts):
-            out[p][name] = np.ascontiguousarray(pairs[:, cuts[p]:cuts[p + 1]])
-    return out
-
-
-
 def _meta_document(graph: Graph, num_parts: int, *, method: str, method_params: dict[str, Any],
                    seed: int | None, extra: dict[str, Any]) -> dict[str, Any]:
     """The keys of ``partition.json`` that describe the graph and the method, then ``extra``
@@ -319,8 +305,8 @@ def weighted_degree(graph: Graph) -> np.ndarray | None:
     return out
 
 
-def _checked_request(graph: Graph, assignment: Any, num_parts: int, method: str,
-                     extra_meta: dict[str, Any] | None) -> tuple[np.ndarray, int, dict[str, Any]]:
+def _checked_request(graph: Graph, assignment: Any, num_parts: int, method: str, extra_meta: dict[str, Any] | None,
+                     link_pairs: dict[str, np.ndarray] | None) -> tuple[np.ndarray, int, dict[str, Any]]:
     """:func:`write_partition`'s arguments checked: the assignment as int32/int64, ``num_parts``
     as an int, the extra partition.json keys (none of the reserved ones)."""
     if not isinstance(graph, Graph):
@@ -333,8 +319,8 @@ def _checked_request(graph: Graph, assignment: Any, num_parts: int, method: str,
     clash = sorted(set(extra) & _RESERVED_KEYS)
     if clash:
         raise ValueError(f"extra_meta may not set {clash}: the writer records those from the data")
-    if graph.link_pairs is not None:
-        counts = {kind: int(pairs.shape[1]) for kind, pairs in graph.link_pairs.items()}
+    if link_pairs is not None:
+        counts = {kind: int(pairs.shape[1]) for kind, pairs in link_pairs.items()}
         if (extra.get("edge_split") or {}).get("counts") != counts:
             raise ValueError(f"a graph with link_pairs needs extra_meta['edge_split'], the record of its "
                              f"split with counts {counts} (partitioners.io.edge_split.with_edge_split)")
@@ -439,7 +425,10 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
         ValueError: bad ``assignment``/``num_parts``/``extra_meta``.
     """
     t0 = time.perf_counter()
-    a, num_parts, extra = _checked_request(graph, assignment, num_parts, method, extra_meta)
+    link_pairs, link_rels = graph.link_pairs, None   # a typed split's triples come with the typed data
+    if hetero is not None and hetero.link_pairs is not None:
+        link_pairs, link_rels = hetero.link_pairs, hetero.link_relations
+    a, num_parts, extra = _checked_request(graph, assignment, num_parts, method, extra_meta, link_pairs)
     out = check_out_dir(out_dir, overwrite)
     given = None if quality is None else _jsonable(dict(quality))
     stage_times = dict(time_s or {})
@@ -454,10 +443,9 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
         quality = _quality(graph, a, num_parts, rl, given, stage_times, method_params)
         del a
         top_files = {NODE_MAP_FILE: npyio.save_array(tmp, NODE_MAP_FILE, rl.node_map).to_json()}
-        links = _link_parts(graph, rl)
+        links = None if link_pairs is None else link_part_arrays(link_pairs, link_rels, rl.node_map, rl.starts)
         digest = GraphDigest()
-        for kind, pairs in (graph.link_pairs or {}).items():
-            digest.add_pairs(kind, pairs)
+        add_link_digest(digest, link_pairs or {}, link_rels)
         rl.node_map = np.zeros(0, dtype=np.int64)  # not needed any more
         if graph.node_names is not None:
             top_files[ORIGINAL_NAMES_FILE] = npyio.save_array(tmp, ORIGINAL_NAMES_FILE,
@@ -470,7 +458,7 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
         meta = _meta_document(graph, num_parts, method=method, method_params=method_params,
                               seed=seed, extra=extra)
         if hetero is not None:
-            meta["minor_version"] = HETERO_MINOR_VERSION
+            meta["minor_version"] = HETERO_MINOR_VERSION if link_rels is None else TYPED_SPLIT_MINOR_VERSION
             meta["hetero"] = _jsonable({**hetero.section, "part_type_counts": type_counts})
         meta["graph_fingerprint"] = digest.hexdigest(graph_header(meta, graph.node_names))
         meta["quality"] = quality

@@ -285,6 +285,8 @@ class HeteroGraph:
     edge_weight = None
     node_names = None
     link_pairs = None
+    link_split: Any = None
+    """An edge split on relations (:func:`partitioners.hetero.link_split.typed_edge_split`), or None."""
 
     @property
     def x(self) -> np.ndarray | None:

@@ -177,9 +177,14 @@ def partition_hetero(hg: HeteroGraph, num_parts: int, method: str = "metis",
     }
     if hg.relation_names:  # the input's names of the relations renamed to valid names (triples)
         extra_meta = {**(extra_meta or {}), "relation_names": dict(hg.relation_names)}
+    split = hg.link_split
+    if split is not None:   # link prediction on relations: the triples and their record
+        extra_meta = {**(extra_meta or {}), "edge_split": split.record}
     data = HeteroFolderData(node_type=union.node_type, edge_type=union.edge_type,
                             in_degree_rel=union.in_degree_rel, section=section,
-                            features=hg.features, labels=hg.labels)
+                            features=hg.features, labels=hg.labels,
+                            link_pairs=None if split is None else split.pairs,
+                            link_relations=None if split is None else split.relations)
     meta = write_partition(union.graph, assignment, num_parts, out_dir, method=method,
                            method_params=method_params(["types", "train"], refine,
                                                        refine_objective=refine_objective,

@@ -26,10 +26,25 @@ import numpy as np
 from ..graph import Graph
 from .split import check_fractions
 
-__all__ = ["LINK_KINDS", "with_edge_split"]
+__all__ = ["LINK_KINDS", "with_edge_split", "split_sizes"]
 
 LINK_KINDS = ("train", "val", "test")
 """The sets of :attr:`Graph.link_pairs`, in the order of the fractions."""
+
+
+def split_sizes(m: int, fractions: tuple[float, float, float], what: str) -> np.ndarray:
+    """int64 ``[3]``: the val, test and train sizes of ``m`` candidate pairs cut at the rounded
+    cumulative ``(train, val, test)`` fractions (val, then test, then train; val and test at least
+    one pair each); a ValueError naming ``what`` when ``m`` is too few for that."""
+    train_f, val_f, test_f = fractions
+    bounds = np.round(np.cumsum([0.0, val_f, test_f, train_f]) * m).astype(np.int64)
+    counts = np.diff(bounds)
+    counts[:2] = np.maximum(counts[:2], 1)
+    if counts[0] + counts[1] > m:
+        raise ValueError(f"--edge-split: {what} has {m} edge pairs {{u, v}} (u != v), too few for a "
+                         f"non-empty validation and test set")
+    counts[2] = min(counts[2], m - counts[0] - counts[1])
+    return counts
 
 
 def with_edge_split(graph: Graph, fractions: Sequence[float], seed: int) -> tuple[Graph, dict[str, Any]]:
@@ -50,13 +65,7 @@ def with_edge_split(graph: Graph, fractions: Sequence[float], seed: int) -> tupl
     key = np.minimum(src, dst) * n + np.maximum(src, dst)   # unordered pair; self-loops are u * (n + 1)
     pairs = np.unique(key[src != dst])
     m = pairs.size
-    bounds = np.round(np.cumsum([0.0, val_f, test_f, train_f]) * m).astype(np.int64)
-    counts = np.diff(bounds)
-    counts[:2] = np.maximum(counts[:2], 1)
-    if counts[0] + counts[1] > m:
-        raise ValueError(f"--edge-split: the graph has {m} edge pairs {{u, v}} (u != v), too few for a "
-                         f"non-empty validation and test set")
-    counts[2] = min(counts[2], m - counts[0] - counts[1])
+    counts = split_sizes(m, (train_f, val_f, test_f), "the graph")
     order = np.random.default_rng(int(seed)).permutation(m)
     cut = np.concatenate([[0], np.cumsum(counts)])
     chosen = {kind: np.sort(pairs[order[cut[i]:cut[i + 1]]]) for i, kind in enumerate(("val", "test", "train"))}

@@ -73,6 +73,9 @@ class LocalPartition:
     """The edge split's positive pairs stored in this part, by split (``train``/``val``/``test``):
     int64 ``[2, E_s]`` new global ids, destinations owned by this part (CPU); None without an
     edge split (see :mod:`gnn_dist.link`)."""
+    link_relations: dict[str, torch.Tensor] | None = None
+    """A typed part's edge split: each pair's relation id, int64 ``[E_s]`` by split (the
+    ``link_*_rel.npy`` files); None otherwise."""
     _layer: int | None = field(default=None, init=False, repr=False)
     """The layer :meth:`run_layer` is running (its exchange's tag), or None."""
 
@@ -256,6 +259,9 @@ def _attach_typed(part: LocalPartition, data: PartData) -> None:
     labels = typed.union_labels(data.typed, part.num_inner)
     part.y = None if labels is None else labels.to(part.device)
     part.meta = training_meta(part.meta)
+    if "link_train_rel" in data.typed:   # a typed edge split: the triples' relations
+        part.link_relations = {s: torch.from_numpy(np.array(data.typed[f"link_{s}_rel"], dtype=np.int64))
+                               for s in ("train", "val", "test")}
 
 
 def _link_pairs(data: PartData) -> dict[str, torch.Tensor] | None:

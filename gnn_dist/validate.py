@@ -91,16 +91,17 @@ def check_data(config: RunConfig, meta: object) -> object:
     check_typed_model(config, meta)
     check_target_type(meta, config.data.target_type, str(path))
     meta = training_meta(meta)
+    edge_split = getattr(meta, "edge_split", None)
     if getattr(meta, "hetero", None) is not None:
         from .hetero.part import typed_features_problem
 
-        why = typed_features_problem(meta, config.model.embedding_dim)
+        link = edge_split is not None and config.trainer.task.task in ("auto", "link")   # needs no labels
+        why = typed_features_problem(meta, config.model.embedding_dim, needs_labels=not link)
         if why is not None:
             raise ValueError(f"{path}: {why}")
     elif not getattr(meta, "feature_dim", 0):
         raise ValueError(f"{path}: the partition has no node features to train on (partition it with features, "
                          f"e.g. gnn-dist partition --features F.npy)")
-    edge_split = getattr(meta, "edge_split", None)
     task = config.trainer.task.resolve(meta.label_kind, where=str(path), edge_split=edge_split is not None)  # type: ignore[attr-defined]
     task.check_data(meta, path)
     return task

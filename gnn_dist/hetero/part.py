@@ -169,14 +169,14 @@ def featureless_problem(bare: list[str], embedding_dim: int | None) -> str | Non
     return None
 
 
-def typed_features_problem(meta: Any, embedding_dim: int | None) -> str | None:
+def typed_features_problem(meta: Any, embedding_dim: int | None, needs_labels: bool = True) -> str | None:
     """Why a typed folder cannot be trained as configured (a featureless type without
-    ``--embedding-dim``; no labelled target type), or None."""
+    ``--embedding-dim``; no labelled target type when the task ``needs_labels``), or None."""
     sec = meta.hetero
     why = featureless_problem([t["name"] for t in sec["node_types"] if not t.get("feature_dim")], embedding_dim)
     if why is not None:
         return why
-    if meta.label_kind is None:
+    if needs_labels and meta.label_kind is None:
         return (f"the target type {sec.get('target_type')!r} has no labels to train on (partition it with its "
                 f"labels)")
     return None

@@ -9,13 +9,22 @@ every output bit). The negative pair is :math:`(u, v'_j)`. Nothing depends on wh
 edge or how the nodes were numbered, so P ranks draw exactly the negatives one device draws. The
 draw is uniform over the nodes and does not exclude true edges (as OGB's and PyG's random
 negatives for large graphs): a true edge drawn as a negative is scored as one.
+
+Triples of a typed graph :math:`(h, r, t)` (original ids, :math:`r` the relation id) corrupt one
+end with a node **of that end's type**: with the triple's key
+:math:`k = h(h(h(h(h(\mathit{seed}) \oplus \mathit{step}) \oplus h) \oplus t) \oplus r)`, the
+corrupted end of a training triple is its top bit (:func:`corrupted_side`: 0 the tail, 1 the
+head, each half of the triples), and the :math:`j`-th corruption of end :math:`e` is
+:math:`o + h(h(k \oplus (e + 1)) \oplus j) \bmod n` for the end's type holding original ids
+:math:`[o, o + n)` (:func:`typed_corruptions`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["negative_destinations", "pair_sample", "splitmix64", "EVAL_STEP", "SAMPLE_STEP"]
+__all__ = ["negative_destinations", "pair_sample", "splitmix64", "EVAL_STEP", "SAMPLE_STEP", "corrupted_side",
+           "typed_corruptions"]
 
 _MASK = (1 << 64) - 1
 
@@ -64,3 +73,24 @@ def negative_destinations(seed: int, step: int, src: np.ndarray, dst: np.ndarray
     j = np.arange(k, dtype=np.uint64)
     h = splitmix64(h[:, None] ^ j[None, :])
     return (h % np.uint64(num_nodes)).astype(np.int64)
+
+
+def _triple_key(seed: int, step: int, src: np.ndarray, dst: np.ndarray, rel: np.ndarray) -> np.ndarray:
+    """uint64 ``[E]``: the key of each triple ``(src, rel, dst)`` (original ids, relation ids)."""
+    return splitmix64(_pair_hash(seed, step, src, dst) ^ np.asarray(rel, dtype=np.int64).astype(np.uint64))
+
+
+def corrupted_side(seed: int, step: int, src: np.ndarray, dst: np.ndarray, rel: np.ndarray) -> np.ndarray:
+    """int64 ``[E]``: which end of each triple a training step corrupts (0 the tail, 1 the head)."""
+    return (_triple_key(seed, step, src, dst, rel) >> np.uint64(63)).astype(np.int64)
+
+
+def typed_corruptions(seed: int, step: int, src: np.ndarray, dst: np.ndarray, rel: np.ndarray, side: np.ndarray,
+                      lo: np.ndarray, count: np.ndarray, k: int = 1) -> np.ndarray:
+    """``[E, k]`` int64 original ids: ``k`` corruptions of end ``side[e]`` (0 the tail, 1 the
+    head) of each triple ``src[e] -rel[e]-> dst[e]``, uniform over that end's type's original ids
+    ``[lo[e], lo[e] + count[e])``."""
+    key = _triple_key(seed, step, src, dst, rel) ^ (np.asarray(side, dtype=np.int64) + 1).astype(np.uint64)
+    h = splitmix64(splitmix64(key)[:, None] ^ np.arange(k, dtype=np.uint64)[None, :])
+    count = np.asarray(count, dtype=np.int64)
+    return np.asarray(lo, dtype=np.int64)[:, None] + (h % count.astype(np.uint64)[:, None]).astype(np.int64)

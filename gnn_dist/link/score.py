@@ -14,23 +14,33 @@ import torch
 
 from .fetch import RowFetch
 
-__all__ = ["score_pairs"]
+__all__ = ["score_pairs", "decode"]
 
 
-def score_pairs(decoder: torch.nn.Module, h: torch.Tensor, pairs: list[tuple[torch.Tensor, torch.Tensor]],
+def decode(decoder: torch.nn.Module, h_src: torch.Tensor, h_dst: torch.Tensor,
+           relations: torch.Tensor | None) -> torch.Tensor:
+    """The decoder's logits of rows ``[E, D]`` (or ``[E, M, D]``); a relational decoder's
+    (``relational = True``: DistMult) with each pair's relation id ``[E]`` (None: relation 0)."""
+    if relations is None or not getattr(decoder, "relational", False):
+        return decoder(h_src, h_dst)
+    return decoder(h_src, h_dst, relations.to(h_src.device))
+
+
+def score_pairs(decoder: torch.nn.Module, h: torch.Tensor, pairs: list[tuple[torch.Tensor, ...]],
                 starts: Sequence[int], num_inner: int,
                 chunk: int | None = None) -> tuple[list[torch.Tensor], RowFetch]:
-    """The logits of each ``(src [E], dst [E] or [E, M])`` of ``pairs`` (new global ids, any
-    owner), from this rank's embeddings ``h`` ``[I, D]`` (``starts``: the ``P + 1`` bounds of
-    each rank's ids, ``num_inner``: ``I``): one :class:`RowFetch` for all their endpoints, then
+    """The logits of each ``(src [E], dst [E] or [E, M][, relation ids [E]])`` of ``pairs`` (new
+    global ids, any owner; :func:`decode`), from this rank's embeddings ``h`` ``[I, D]``
+    (``starts``: the ``P + 1`` bounds of each rank's ids, ``num_inner``: ``I``): one :class:`RowFetch` for all their endpoints, then
     scored ``chunk`` sources at a time (all at once: None). Differentiable. Returns the logits
     and the :class:`RowFetch` (its exchanger counts the bytes it moved)."""
-    ids = [t.reshape(-1) for pair in pairs for t in pair]
+    ids = [t.reshape(-1) for pair in pairs for t in pair[:2]]
     fetch = RowFetch(torch.cat(ids) if ids else torch.zeros(0, dtype=torch.int64), starts, num_inner)
     table = fetch.table(h)
     where = fetch.index.to(table.device)
     out, at = [], 0
-    for src, dst in pairs:
+    for src, dst, *rest in pairs:
+        rel = rest[0] if rest else None
         s_rows = where[at:at + src.numel()]
         at += src.numel()
         d_rows = where[at:at + dst.numel()].reshape(dst.shape)
@@ -41,6 +51,6 @@ def score_pairs(decoder: torch.nn.Module, h: torch.Tensor, pairs: list[tuple[tor
             hs, hd = table[s_rows[a:a + step]], table[d_rows[a:a + step]]
             if dst.dim() == 2:   # [E, M] negatives of each source
                 hs = hs.unsqueeze(1).expand_as(hd)
-            parts.append(decoder(hs, hd))
+            parts.append(decode(decoder, hs, hd, None if rel is None else rel[a:a + step]))
         out.append(torch.cat(parts) if parts else table.new_zeros(dst.shape) + 0 * table.sum())
     return out, fetch

@@ -56,6 +56,8 @@ class TypedGNN(BasicGNN):
         width = typed_input_width(typed, embedding_dim)
         super().__init__(width, hidden_dim, out_dim, num_layers, dropout, seed, num_relations=len(typed.relations),
                          num_node_types=len(typed.type_names), **kwargs)
+        self.num_relations = len(typed.relations)
+        """The graph's relations (a relational link decoder's, DistMult's, diagonals)."""
         self.features_in = int(in_dim)
         """The width of the ``x`` it takes (the layers' input is :attr:`in_dim` wide)."""
         self.embedding = (TypedEmbedding(typed, embedding_dim, width, seed)

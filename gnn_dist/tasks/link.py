@@ -36,8 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from ..link import LinkEdges, RowFetch
-from ..link.edges import LINK_SPLITS
-from ..link.negatives import EVAL_STEP
+from ..link.edges import LINK_SPLITS, PairSet
 from ..link.score import score_pairs
 from ..nn.link_decoder import build_decoder
 from ..scoring import pair_auc
@@ -69,8 +68,8 @@ class LinkPrediction(Task):
         self.seed = 0
         self._train_fetch: RowFetch | None = None
         """The last training step's :class:`RowFetch` (its exchanger counts the bytes it moved)."""
-        self.eval_pairs: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-        """Each split's evaluated ``(pairs, original ids)`` (:meth:`eval_fraction` of its pairs)."""
+        self.eval_pairs: dict[str, PairSet] = {}
+        """Each split's evaluated pairs (:meth:`eval_fraction` of its pairs)."""
 
     @classmethod
     def from_options(cls, loss: str | None, options: Any) -> "LinkPrediction":
@@ -143,13 +142,14 @@ class LinkPrediction(Task):
         if not isinstance(width, int):
             raise ValueError(f"link prediction needs a model with an integer out_dim (its embedding width), "
                              f"got {type(model).__name__}")
-        if not hasattr(model, "link_decoder"):
-            model.add_module("link_decoder", build_decoder(self.decoder_name, width))
+        if not hasattr(model, "link_decoder"):   # a typed model's relations: DistMult's diagonals
+            model.add_module("link_decoder", build_decoder(self.decoder_name, width,
+                                                           int(getattr(model, "num_relations", 1))))
 
     def model_options(self) -> dict[str, Any]:
         return {"decoder": self.decoder_name}
 
-    def _scores(self, h: torch.Tensor, pairs: list[tuple[torch.Tensor, torch.Tensor]], part: Any,
+    def _scores(self, h: torch.Tensor, pairs: list[tuple[torch.Tensor, ...]], part: Any,
                 chunk: int | None = None,
                 decoder: torch.nn.Module | None = None) -> tuple[list[torch.Tensor], RowFetch]:
         """The decoder's logits of each ``(src [E], dst [E] or [E, M])`` of ``pairs``, from this
@@ -162,9 +162,7 @@ class LinkPrediction(Task):
     # ------------------------------------------------------------------ loss and metrics
     def train_loss(self, logits: torch.Tensor, part: Any, epoch: int) -> torch.Tensor:
         assert self.edges is not None
-        src, dst = self.edges.pairs["train"]
-        neg = self.edges.negatives("train", self.seed, epoch, 1)[:, 0]
-        (pos_s, neg_s), self._train_fetch = self._scores(logits, [(src, dst), (src, neg)], part)
+        (pos_s, neg_s), self._train_fetch = self._scores(logits, self.edges.train_pairs(self.seed, epoch), part)
         total = (F.binary_cross_entropy_with_logits(pos_s, torch.ones_like(pos_s), reduction="sum")
                  + F.binary_cross_entropy_with_logits(neg_s, torch.zeros_like(neg_s), reduction="sum"))
         return total / (2 * self.edges.global_counts["train"])
@@ -175,11 +173,11 @@ class LinkPrediction(Task):
 
     def metrics(self, logits: torch.Tensor, part: Any) -> dict[str, float]:
         assert self.edges is not None
-        m = self.eval_negatives
-        pairs = []
+        pairs, blocks = [], []
         for split in LINK_SPLITS:
-            (src, dst), original = self.eval_pairs[split]
-            pairs += [(src, dst), (src, self.edges.negatives_of(original, self.seed, EVAL_STEP[split], m))]
+            pos, negs = self.edges.eval_pairs(self.eval_pairs[split], split, self.seed, self.eval_negatives)
+            pairs += [pos, *negs]
+            blocks.append(len(negs))
         # scored in float64, then rounded to float32: the same pair scored twice (a positive drawn
         # as another's negative; in batches of other shapes, on other ranks) gets the same score
         # bit for bit, a tie, so P ranks rank as one device does
@@ -188,16 +186,20 @@ class LinkPrediction(Task):
         scores = [s.float() for s in scored]
         del scored
         out: dict[str, float] = {}
-        sums = []
-        for i, split in enumerate(LINK_SPLITS):
-            pos, neg = scores[2 * i].double(), scores[2 * i + 1].double()
-            rank = 1 + (neg > pos[:, None]).sum(1).double() + 0.5 * (neg == pos[:, None]).sum(1).double()
-            n = torch.tensor(float(pos.numel()), dtype=torch.float64)
+        sums, at, aucs = [], 0, []
+        for nb in blocks:   # a split: its positives, then its blocks of negatives
+            pos = scores[at].double()
+            ranks = [1 + (neg > pos[:, None]).sum(1).double() + 0.5 * (neg == pos[:, None]).sum(1).double()
+                     for neg in (s.double() for s in scores[at + 1:at + 1 + nb])]
+            rank = torch.cat(ranks)
+            n = torch.tensor(float(rank.numel()), dtype=torch.float64)
             sums += [((1.0 / rank).sum(), n), ((rank <= self.hits_k).sum(), n)]
+            aucs.append((scores[at], torch.cat(scores[at + 1:at + 1 + nb], 1) if nb > 1 else scores[at + 1]))
+            at += 1 + nb
         ratios = count_ratios(sums)
         for i, split in enumerate(LINK_SPLITS):
             out[f"{split}_mrr"], out[f"{split}_hits@{self.hits_k}"] = ratios[2 * i], ratios[2 * i + 1]
-            out[f"{split}_auc"] = pair_auc(scores[2 * i], scores[2 * i + 1])
+            out[f"{split}_auc"] = pair_auc(*aucs[i])
         return out
 
     def predict(self, logits: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:

@@ -48,7 +48,7 @@ class MLPDecoder(nn.Module):
 
 
 class DistMultDecoder(nn.Module):
-    """:math:`\sum_k h_k w_{r,k} t_k` of rows ``[E, D]`` (or ``[E, M, D]``) and relation ids
+    r""":math:`\sum_k h_k w_{r,k} t_k` of rows ``[E, D]`` (or ``[E, M, D]``) and relation ids
     ``[E]`` -> ``[E]`` (``[E, M]``); ``relations=None`` scores relation 0."""
 
     relational = True

@@ -216,6 +216,11 @@ def _export_layer(model_file: ModelFile, embeddings: bool, layer: int | None,
                              f"(gnn_dist.train --task link --save-model)")
         if embeddings:
             raise ValueError(_PAIRS_WITH_EMBEDDINGS)
+        if model_file.schema() is not None and getattr(model_file.task, "decoder_name", None) == "distmult":
+            raise ValueError(f"--pairs {pairs}: the model of {model_file.path} scores triples (head, relation, tail) "
+                             f"of a typed graph with DistMult, and --pairs reads pairs without relations; run "
+                             f"predict without --pairs for the node embeddings (and the model file's "
+                             f"link_decoder.weight for the diagonals)")
         return None
     if not embeddings or (layer is None and not model_file.is_node_model):
         return None
@@ -311,7 +316,7 @@ def _node_predictions(mf: ModelFile, logits: torch.Tensor, layer_output: torch.T
     columns = {"probabilities": None if probs is None else probs.float(), "predicted": pred,
                "embeddings": None if emb is None else emb.float()}
     ids = part.original_ids[:part.num_inner].to(torch.int64)
-    typed = part.typed
+    typed = part.typed if mf.is_node_model else None   # a typed link model: every node, by its union id
     if typed is not None:   # the target type's nodes, by their ids within the type
         t = typed.type_names.index(typed.target_type)
         rows = typed.inner_rows[t].to(ids.device)

@@ -140,11 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--remove-duplicates", action="store_true", help="drop repeated edges (--input only)")
     p.add_argument("--seed", type=nonneg_int, default=0, help="random seed (default: 0)")
     p.add_argument("--edge-split", type=_split_fractions, default=None, metavar="TRAIN,VAL,TEST",
-                   help="link prediction: split the unique edge pairs {u, v} by these fractions (e.g. "
-                        "0.85,0.05,0.1), seeded with --seed; the val/test pairs are removed from the graph "
-                        "(both directions) and every part stores its link_train/val/test.npy (docs/format.md); "
-                        "a typed graph's (head, tail) pairs per relation, --target-relation "
-                        "(docs/heterogeneous.md)")
+                   help="link prediction: split the unique edge pairs {u, v} (a typed graph's triples per relation: "
+                        "--target-relation) by these fractions (e.g. 0.85,0.05,0.1), seeded with --seed; the val/test "
+                        "pairs are removed from the graph (both directions) and every part stores its link_*.npy")
     p.add_argument("--normalize-features", choices=NORMALIZATIONS, default=None,
                    help="normalise the node features before they are written: row (each row divided by its "
                         "sum, as PyG's NormalizeFeatures: the Planetoid papers' features) or standard (each "

@@ -305,6 +305,22 @@ def weighted_degree(graph: Graph) -> np.ndarray | None:
     return out
 
 
+def _split_pairs(graph: Graph, hetero: HeteroFolderData | None) -> tuple[Any, Any]:
+    """``(pairs, relations)`` of the edge split: ``graph.link_pairs`` (no relations), or a typed
+    split's triples (``hetero.link_pairs``, ``hetero.link_relations``); ``(None, None)`` without."""
+    if hetero is not None and hetero.link_pairs is not None:
+        return hetero.link_pairs, hetero.link_relations
+    return graph.link_pairs, None
+
+
+def _split_files(pairs: Any, relations: Any, rl: Relabeling, digest: GraphDigest) -> Any:
+    """Each part's edge-split files (None without a split), the pairs added to ``digest``."""
+    if pairs is None:
+        return None
+    add_link_digest(digest, pairs, relations)
+    return link_part_arrays(pairs, relations, rl.node_map, rl.starts)
+
+
 def _checked_request(graph: Graph, assignment: Any, num_parts: int, method: str, extra_meta: dict[str, Any] | None,
                      link_pairs: dict[str, np.ndarray] | None) -> tuple[np.ndarray, int, dict[str, Any]]:
     """:func:`write_partition`'s arguments checked: the assignment as int32/int64, ``num_parts``
@@ -425,9 +441,7 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
         ValueError: bad ``assignment``/``num_parts``/``extra_meta``.
     """
     t0 = time.perf_counter()
-    link_pairs, link_rels = graph.link_pairs, None   # a typed split's triples come with the typed data
-    if hetero is not None and hetero.link_pairs is not None:
-        link_pairs, link_rels = hetero.link_pairs, hetero.link_relations
+    link_pairs, link_rels = _split_pairs(graph, hetero)
     a, num_parts, extra = _checked_request(graph, assignment, num_parts, method, extra_meta, link_pairs)
     out = check_out_dir(out_dir, overwrite)
     given = None if quality is None else _jsonable(dict(quality))
@@ -443,9 +457,8 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
         quality = _quality(graph, a, num_parts, rl, given, stage_times, method_params)
         del a
         top_files = {NODE_MAP_FILE: npyio.save_array(tmp, NODE_MAP_FILE, rl.node_map).to_json()}
-        links = None if link_pairs is None else link_part_arrays(link_pairs, link_rels, rl.node_map, rl.starts)
         digest = GraphDigest()
-        add_link_digest(digest, link_pairs or {}, link_rels)
+        links = _split_files(link_pairs, link_rels, rl, digest)
         rl.node_map = np.zeros(0, dtype=np.int64)  # not needed any more
         if graph.node_names is not None:
             top_files[ORIGINAL_NAMES_FILE] = npyio.save_array(tmp, ORIGINAL_NAMES_FILE,
@@ -461,9 +474,7 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
             meta["minor_version"] = HETERO_MINOR_VERSION if link_rels is None else TYPED_SPLIT_MINOR_VERSION
             meta["hetero"] = _jsonable({**hetero.section, "part_type_counts": type_counts})
         meta["graph_fingerprint"] = digest.hexdigest(graph_header(meta, graph.node_names))
-        meta["quality"] = quality
-        meta["files"] = top_files
-        meta["parts"] = parts
+        meta.update(quality=quality, files=top_files, parts=parts)
         _write_meta_file(tmp, meta)
         _install(tmp, out, overwrite)
     except BaseException:

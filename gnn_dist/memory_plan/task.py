@@ -52,15 +52,16 @@ from typing import Any
 
 __all__ = ["TASK_FORMULAS", "task_bytes", "link_held", "link_step", "link_evaluation"]
 
-STEP_ROWS: dict[str, float] = {"dot": 5.8, "mlp": 9.4}
+STEP_ROWS: dict[str, float] = {"dot": 5.8, "mlp": 9.4, "distmult": 6.8}
 """Decoder -> float32 ``[T, D]`` tensors of the training step's peak: the four gathered endpoint
 rows (two per pair, kept for backward; the MLP also its product and hidden layer per pair) and
 the backward's gradients of them (fitted: sbm-small P = 1 and sbm-medium P = 1, 2, hidden 32-128:
-dot 5.6-6.3, MLP 9.3-9.8)."""
-EVAL_ROWS: dict[str, float] = {"dot": 2.0, "mlp": 3.0}
+dot 5.6-6.3, MLP 9.3-9.8; DistMult counted as dot's and its product with the diagonals, not fitted)."""
+EVAL_ROWS: dict[str, float] = {"dot": 2.0, "mlp": 3.0, "distmult": 3.0}
 """Decoder -> float64 ``[c, M, D]`` tensors alive while a chunk is scored: dot the gathered
 destinations and their product with the (broadcast) sources; MLP the destinations, the product
-and the hidden layer (its input freed as its ReLU is made)."""
+and the hidden layer (its input freed as its ReLU is made); DistMult the destinations, the
+sources times the diagonals and their product."""
 AUC_NEGATIVE_BYTES = 32
 """Bytes per local negative score of ``pair_auc``: its float64 copy (8), and ``torch.sort``'s
 values and int64 indices (16), beside the ranking's float64 copy (8). Counted from the code, not
@@ -116,7 +117,7 @@ def link_evaluation(w: Any, s: Any) -> int:
     top of the training step's fetch index ``32 T`` (kept until the next step)."""
     from ..tasks.link import _EVAL_CHUNK
 
-    m, d = w.eval_negatives, w.hidden
+    m, d = w.eval_negatives * (2 if s.typed is not None else 1), w.hidden   # triples: M tails and M heads
     q, q_max = _evaluated(s)
     ids = q * (m + 3)
     fetch = 8 * q * m + UNIQUE_FACTOR * 8 * ids

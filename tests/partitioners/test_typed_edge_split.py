@@ -132,3 +132,20 @@ def test_cli(tmp_path, capsys):
     assert main(["partition", "--input", str(edges), "--parts", "1", "--out", str(tmp_path / "c"),
                  "--edge-split", "0.5,0.2,0.2", "--target-relation", "x"]) == EXIT_USAGE
     assert "--target-relation applies to typed inputs" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda m: m.update(minor_version=3), "needs minor_version >= 4"),
+    (lambda m: m["edge_split"]["relation_counts"]["buys"].update(val=0), "summing to edge_split.counts.val"),
+    (lambda m: m["edge_split"].update(relations=["buys", "likes"]), "must list distinct relation names"),
+])
+def test_the_reader_checks_the_typed_split_record(tmp_path, edit, message):
+    from partitioners.errors import PartitionFormatError
+
+    partition_graph(typed_edge_split(_graph(), (0.6, 0.2, 0.2), seed=4), 1, "random", str(tmp_path / "kg"), seed=0)
+    path = tmp_path / "kg" / "partition.json"
+    meta = json.loads(path.read_text())
+    edit(meta)
+    path.write_text(json.dumps(meta))
+    with pytest.raises(PartitionFormatError, match=message):
+        load_partition_meta(str(tmp_path / "kg"))

@@ -41,7 +41,7 @@ python3 -c "import triton; print('triton', triton.__version__)" || true
 step "models and kernel backends (gpu_check.py)" \
   timeout 300 python3 benchmarks/gpu_check.py --device cuda --out "$OUT/gpu_check_h200.json"
 DATA=$(mktemp -d)/sbm-small-1
-step "partition" timeout 120 python3 -m partitioners.cli partition --dataset sbm-small --parts 1 --method random \
+step "partition" timeout 120 python3 -m gnn_dist_cli partition --dataset sbm-small --parts 1 --method random \
   --out "$DATA" --no-progress
 step "NCCL training, gcn" train gpu_check_nccl_metrics.jsonl 50 --model gcn
 step "NCCL training, gcn, feature cache (host tier, 25%, chunked)" train gpu_check_cache_metrics.jsonl 20 \

@@ -117,7 +117,7 @@ def run_case(path: str, model: str, cfg: BenchConfig, work: Path, flags: list[st
     the record's)."""
     metrics = work / f"{model}-{Path(path).name}-{len(list(work.iterdir()))}.jsonl"
     exe = shutil.which("gnn-dist")
-    cli = [exe] if exe else [sys.executable, "-m", "partitioners.cli"]
+    cli = [exe] if exe else [sys.executable, "-m", "gnn_dist_cli"]
     cmd = [*cli, "train", "--data", path, "--model", model, "--hidden", str(cfg.hidden), "--layers",
            str(cfg.layers), *(MODELS[model] if flags is None else flags), "--epochs", str(cfg.epochs), "--log-every", "0",
            "--metrics", str(metrics),

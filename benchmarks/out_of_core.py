@@ -11,8 +11,8 @@ pymetis alone, are made once per parameter set and kept under
 
 Every case is a **fresh child process**, the CLI as a user runs it::
 
-    python -m partitioners.cli partition --input DIR --input-format npy-dir --scratch-dir S ...  # out of core
-    python -m partitioners.cli partition --input g.npz --input-format npz ...                  # in memory
+    python -m gnn_dist_cli partition --input DIR --input-format npy-dir --scratch-dir S ...  # out of core
+    python -m gnn_dist_cli partition --input g.npz --input-format npz ...                  # in memory
 
 The parent samples the child's ``/proc/PID/status`` every 10 ms from a thread: the peak
 ``RssAnon`` (the measure of the targets: memory the process itself holds, not the page cache
@@ -191,7 +191,7 @@ def _tail(path: str, n: int = 2000) -> str:
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "partitioners.cli", *args]
+    return [sys.executable, "-m", "gnn_dist_cli", *args]
 
 
 def partition_capabilities(help_text: str) -> dict[str, bool]:
@@ -553,7 +553,7 @@ def render_markdown(payload: dict[str, Any]) -> str:
              f"({'cached from an earlier run' if g['cached'] else 'this run'})" + _prepare_peaks(g) + ".")
     L.append(f"- P = {cfg['parts']}, seed {cfg['seed']}, {cfg['repeats']} round(s), cases interleaved "
              "(method A out-of-core, A in-memory, B ...); medians over rounds. Each case is a fresh "
-             "`python -m partitioners.cli partition ...` (the `gnn-dist` command); wall time is the whole "
+             "`python -m gnn_dist_cli partition ...` (the `gnn-dist` command); wall time is the whole "
              "command (start-up, read, partition, write), edges/s = E / wall time.")
     L.append("- Memory: the parent samples the child's `/proc/PID/status` every 10 ms: **RssAnon** "
              "(anonymous memory: what the targets measure), RssFile (mapped file pages, page cache), "

@@ -80,7 +80,7 @@ class Setup:
 
 
 def gnn_dist_command(setup: Setup, recipe: Recipe, mode: Mode, metrics: Path) -> list[str]:
-    return [sys.executable, "-m", "partitioners.cli", "train", "--data", str(setup.gnn_dist_data),
+    return [sys.executable, "-m", "gnn_dist_cli", "train", "--data", str(setup.gnn_dist_data),
             "--nproc", str(setup.num_parts), "--import", str(HERE / "peers_probe.py"), "--model", "sage",
             "--layers", str(recipe.layers), "--hidden", str(recipe.hidden), "--dropout", "0.5",
             "--lr", "0.01", "--weight-decay", "0", "--epochs", str(recipe.epochs),

@@ -130,7 +130,7 @@ def run_training(code: Path, data: str, threads: int, epochs: int, metrics: Path
     """Train 2 ranks with ``code`` first on the path and ``threads`` torch threads per rank,
     sampling the ranks' threads until the job ends; the per-rank figures and the job's."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONPATH=os.pathsep.join([str(code), str(code / "tests")]))
-    cmd = [sys.executable, "-m", "partitioners.cli", "train", "--data", data, "--nproc", "2", "--model", "gcn",
+    cmd = [sys.executable, "-m", "gnn_dist_cli", "train", "--data", data, "--nproc", "2", "--model", "gcn",
            "--hidden", "64", "--layers", "2", "--epochs", str(epochs), "--lr", "0.01", "--seed", "0",
            "--metrics", str(metrics), "--log-every", "0"]
     proc = subprocess.Popen(cmd, cwd=code, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def partition(parts: int, out: Path) -> str:
-    from partitioners.cli import main as gnn_dist_cli
+    from gnn_dist_cli.command import main as gnn_dist_cli
 
     if not (out / "partition.json").exists():
         assert gnn_dist_cli(["partition", "--dataset", DATASET, "--parts", str(parts), "--out", str(out),
@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
         assert predict(["--data", train_data, *flags]) == 0
     else:
-        from partitioners.cli import main as gnn_dist_cli
+        from gnn_dist_cli.command import main as gnn_dist_cli
 
         data = partition(args.predict_parts, out / f"predict-{args.predict_parts}")
         assert gnn_dist_cli(["predict", "--data", data, *flags]) == 0

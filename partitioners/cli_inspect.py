@@ -14,7 +14,7 @@ __all__ = ["cmd_inspect"]
 log = logging.getLogger("partitioners.cli")
 
 _OK, _FAILED = 0, 1
-"""partitioners.cli.EXIT_OK / EXIT_FAILED."""
+"""gnn_dist_cli.command.EXIT_OK / EXIT_FAILED."""
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:

@@ -41,7 +41,7 @@ def render() -> str:
     sys.path.insert(0, str(ROOT))
     from gnn_dist import predict
     from gnn_dist.config_cli import build_parser as train_parser
-    from partitioners.cli import build_parser as cli_parser
+    from gnn_dist_cli.command import build_parser as cli_parser
 
     cli = cli_parser()
     sections = [("gnn-dist", cli)]

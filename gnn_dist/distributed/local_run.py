@@ -1,6 +1,6 @@
 """torchrun for one machine, with every listening socket on loopback: the agent ``gnn-dist train`` runs.
 
-Usage (``gnn-dist train`` builds this command; see ``partitioners/launch.py``)::
+Usage (``gnn-dist train`` builds this command; see ``gnn_dist_cli/launch.py``)::
 
     python -m gnn_dist.distributed.local_run [--watch-pid PID] [--summarize] [--validate] -- TORCHRUN_ARGS...
 

@@ -57,14 +57,14 @@ def test_gpu_check_script_flags_parse():
     import shlex
 
     from gnn_dist.config_cli import parse_run_config
-    from partitioners.cli import build_parser as partition_parser
+    from gnn_dist_cli.command import build_parser as partition_parser
 
     text = (REPO / "benchmarks" / "gpu_check.sh").read_text().replace("\\\n", " ")
     lines = text.splitlines()
     (base,) = [line.split("-m gnn_dist.train", 1)[1] for line in lines if "-m gnn_dist.train" in line]
     base = base.replace('"$epochs"', "1").replace('"$OUT/$metrics"', "m").replace('"$@"', "")
     runs = [line.split(" train ", 1)[1].split(None, 2)[2] for line in lines if line.startswith('step "NCCL training')]
-    part = [line.split("-m partitioners.cli", 1)[1] for line in lines if "-m partitioners.cli" in line]
+    part = [line.split("-m gnn_dist_cli", 1)[1] for line in lines if "-m gnn_dist_cli" in line]
     assert len(runs) >= 4 and part
     for extra in runs:
         parse_run_config(shlex.split(base.replace("$DATA", "d") + " " + extra))   # flags and values

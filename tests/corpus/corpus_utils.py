@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from partitioners import Graph
-from partitioners.cli import main
+from gnn_dist_cli.command import main
 
 NUM_PARTS = 3
 

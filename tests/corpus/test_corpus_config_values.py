@@ -63,7 +63,7 @@ def test_a_config_file_is_read_bounded(tmp_path):
 
 
 def test_a_piped_config_is_copied_once_for_every_process(tmp_path):
-    from partitioners.cli_train import _readable_config
+    from gnn_dist_cli.launch_verbs import _readable_config
 
     read, write = os.pipe()
     os.write(write, b'epochs = 3\n[data]\ndata = "parts/x"\n')

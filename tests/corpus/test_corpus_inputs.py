@@ -13,7 +13,7 @@ import pytest
 
 from corpus_utils import error_lines, run_cli, small_graph
 from partitioners import GraphError, partition_graph
-from partitioners.cli import EXIT_USAGE
+from gnn_dist_cli.command import EXIT_USAGE
 from partitioners.io import read_graph
 
 
@@ -129,7 +129,7 @@ def test_parts_over_nodes_through_the_api(tmp_path):
 def test_an_empty_part_is_written_with_a_warning(capsys, tmp_path):
     """A method may leave a part empty: the folder is valid and the CLI warns (exit code 0)."""
     from partitioners import load_part, verify_partition
-    from partitioners.cli import EXIT_OK
+    from gnn_dist_cli.command import EXIT_OK
     from partitioners.methods import register_method
 
     register_method("skip-one", lambda graph, num_parts, *, seed, balance:

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from corpus_utils import error_lines, one_line, run_cli, small_graph
-from partitioners.cli import EXIT_USAGE
+from gnn_dist_cli.command import EXIT_USAGE
 from partitioners.format.writer import write_partition
 from train_helpers import ErrorLines
 
@@ -111,7 +111,7 @@ def gz(text_parts: Iterator[bytes]) -> bytes:
 def test_a_metrics_record_on_a_full_disk_leaves_the_file_at_its_last_complete_line(tmp_path: Path, monkeypatch):
     from gnn_dist.atomic_file import StorageError
     from gnn_dist.metrics import MetricsFile
-    from partitioners.run_report import read_metrics
+    from gnn_dist_cli.run_report import read_metrics
 
     path = tmp_path / "m.jsonl"
     m = MetricsFile(str(path))
@@ -395,7 +395,7 @@ def test_a_metrics_number_out_of_range_is_one_line_naming_the_line_and_field(tmp
 
 
 def test_a_metrics_file_with_a_huge_config_number_or_line_is_one_line(tmp_path: Path, capsys):
-    from partitioners.run_report import MetricsFileError, read_metrics
+    from gnn_dist_cli.run_report import MetricsFileError, read_metrics
 
     path = tmp_path / "m.jsonl"
     path.write_text('{"config": {"data": {"num_edges": ' + "9" * 4000 + '}}}\n' + json.dumps({"epoch": 0, **EPOCH})

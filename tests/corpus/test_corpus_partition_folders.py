@@ -13,7 +13,7 @@ import pytest
 
 from corpus_utils import NUM_PARTS, edit_meta, edit_npy_header, error_lines, rehash, run_cli
 from partitioners import PartitionFormatError, load_part, load_partition_meta, verify_partition
-from partitioners.cli import EXIT_FAILED, EXIT_OK
+from gnn_dist_cli.command import EXIT_FAILED, EXIT_OK
 from partitioners.format.writer import write_partition
 
 

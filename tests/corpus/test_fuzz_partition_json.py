@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from corpus_utils import NUM_PARTS, run_cli
 from partitioners import PartitionFormatError, load_part, load_partition_meta, verify_partition
-from partitioners.cli import EXIT_FAILED, EXIT_OK
+from gnn_dist_cli.command import EXIT_FAILED, EXIT_OK
 
 SETTINGS = settings(max_examples=80, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,

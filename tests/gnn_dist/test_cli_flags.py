@@ -146,7 +146,7 @@ def test_the_help_is_the_field_docstrings(capsys):
 
 
 def test_the_launchers_help_shows_every_training_flag_grouped(capsys):
-    from partitioners.cli import main as gnn_dist
+    from gnn_dist_cli.command import main as gnn_dist
 
     assert gnn_dist(["train", "--help"]) == 0
     out = capsys.readouterr().out

@@ -148,7 +148,7 @@ def test_a_lost_node_resizes_the_job_and_the_result_is_the_uninterrupted_one(tmp
     assert run_ranks(_straight, 2, flags, free_port(), init_group=False, timeout=180) == [0, 0]
 
     port, model, metrics = free_port(), tmp_path / "elastic.pt", tmp_path / "elastic.jsonl"
-    cli = [sys.executable, "-m", "partitioners.cli", "train", "--nnodes", "1:2", "--nproc", "2",
+    cli = [sys.executable, "-m", "gnn_dist_cli", "train", "--nnodes", "1:2", "--nproc", "2",
            "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "resize-test", "--max-restarts", "3",
            "--rdzv-conf", "last_call_timeout=10,join_timeout=120",
            *_flags(family, tmp_path / "ck-elastic", model, metrics)]

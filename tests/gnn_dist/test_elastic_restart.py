@@ -28,7 +28,7 @@ EPOCHS = 10
 
 def _cli() -> list[str]:
     exe = shutil.which("gnn-dist")
-    return [exe] if exe else [sys.executable, "-m", "partitioners.cli"]
+    return [exe] if exe else [sys.executable, "-m", "gnn_dist_cli"]
 
 
 def _train_flags(data: str, ckpt: Path, metrics: Path) -> list[str]:

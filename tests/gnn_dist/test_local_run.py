@@ -104,7 +104,7 @@ def test_summary_is_one_line_per_failed_rank_first_failure_first(tmp_path):
 
 
 def test_agent_flags_need_the_separator_and_match_the_cli():
-    from partitioners import cli
+    from gnn_dist_cli import command as cli
 
     with pytest.raises(SystemExit, match="the '--' before torchrun's arguments is missing"):
         local_run._parse(["--summarize", "--nproc-per-node=2"])

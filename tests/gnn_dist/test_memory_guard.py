@@ -70,7 +70,7 @@ def test_a_tiny_limit_is_refused_naming_the_estimate(parts):
 
 def test_gnn_dist_train_refuses_before_any_rank_starts(parts):
     exe = shutil.which("gnn-dist")
-    cli = [exe] if exe else [sys.executable, "-m", "partitioners.cli"]
+    cli = [exe] if exe else [sys.executable, "-m", "gnn_dist_cli"]
     res = run_tree([*cli, "train", "--data", parts, "--max-memory", "200MB"], timeout=120)
     assert res.returncode == 2, res.stdout[-3000:]
     lines = [line for line in res.stdout.splitlines() if line.strip()]

@@ -186,7 +186,7 @@ def test_the_task_comes_from_the_config_and_auto_from_the_partition(parts):
 
 
 def _cli(capsys, *argv):
-    from partitioners.cli import main
+    from gnn_dist_cli.command import main
 
     code = main(["plan", *argv])
     out = capsys.readouterr()

@@ -61,7 +61,7 @@ def test_typed_terms_match_autograd_and_the_parameters(mag):
 
 
 def test_plan_typed_spec_ogbn_mag(capsys):
-    from partitioners.cli import main
+    from gnn_dist_cli.command import main
 
     code = main(["plan", "--typed-spec", "ogbn-mag", "--parts", "1,4", "--model", "rgcn", "--embedding-dim", "128",
                  "--hidden", "64", "--json"])

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 import torch
 
-from partitioners import cli
+from gnn_dist_cli import command as cli
 from partitioners.format.writer import write_partition
 from train_helpers import ErrorLines, make_graph
 
@@ -280,7 +280,7 @@ def test_predict_main_writes_the_npz_in_process(run, predictions, tmp_path):
 
 
 def test_gnn_dist_predict_launches_the_train_agent_for_gnn_dist_predict(run, monkeypatch, tmp_path):
-    from partitioners import launch
+    from gnn_dist_cli import launch
 
     calls = []
     monkeypatch.setattr(launch, "run_torchrun", lambda cmd, env, verbose=False: calls.append(cmd) or 0)
@@ -300,7 +300,7 @@ def test_gnn_dist_predict_end_to_end_on_two_ranks(run, predictions, tmp_path):
         [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GNN_DIST_AGENT_PID"):
         env.pop(name, None)
-    proc = subprocess.run([sys.executable, "-m", "partitioners.cli", "predict", "--data", run["p2"], "--model-file",
+    proc = subprocess.run([sys.executable, "-m", "gnn_dist_cli", "predict", "--data", run["p2"], "--model-file",
                            run["model"], "--out", str(out), "--embeddings"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]

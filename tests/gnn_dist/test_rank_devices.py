@@ -79,7 +79,7 @@ def test_a_layer_parallel_run_lists_a_size_per_world_rank(parts):
 
 
 def test_gnn_dist_train_names_the_rank_before_any_starts(parts):
-    res = run_tree([sys.executable, "-m", "partitioners.cli", "train", "--data", parts, "--max-memory", "8G,200MB"],
+    res = run_tree([sys.executable, "-m", "gnn_dist_cli", "train", "--data", parts, "--max-memory", "8G,200MB"],
                    timeout=120)
     lines = [line for line in res.stdout.splitlines() if line.strip()]
     assert res.returncode == 2 and len(lines) == 1, res.stdout[-3000:]
@@ -104,7 +104,7 @@ def test_the_search_fits_every_rank_to_its_own_device():
 
 
 def _plan(capsys, *argv):
-    from partitioners.cli import main
+    from gnn_dist_cli.command import main
 
     code = main(["plan", *argv])
     out = capsys.readouterr()

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from gnn_dist import rank_threads, run_queue
-from partitioners.cli_train import train_command
+from gnn_dist_cli.launch_verbs import train_command
 from partitioners.format.writer import write_partition
 from train_helpers import make_graph, run_tree
 

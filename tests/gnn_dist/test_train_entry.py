@@ -151,7 +151,7 @@ def test_resume_in_process_continues_the_metrics_file(folders, tmp_path):
 
 def test_gnn_dist_train_under_torchrun(folders, tmp_path):
     exe = shutil.which("gnn-dist")
-    cli = [exe] if exe else [sys.executable, "-m", "partitioners.cli"]
+    cli = [exe] if exe else [sys.executable, "-m", "gnn_dist_cli"]
     metrics, ckpt = tmp_path / "metrics.jsonl", tmp_path / "ckpt"
     res = run_tree([*cli, "train", "--data", folders["p2"], "--nproc", "2", "--model", "gcn", "--hidden", "8",
                     "--epochs", "4", "--lr", "0.05", "--dropout", "0.5", "--seed", "1", "--eval-every", "2",
@@ -199,7 +199,7 @@ def test_gnn_dist_train_refuses_a_bad_option_before_torchrun(folders, flags, mes
     """One process checks the whole configuration against the folder first: one line, exit 2,
     no rank started (no torchrun output, no traceback)."""
     exe = shutil.which("gnn-dist")
-    cli = [exe] if exe else [sys.executable, "-m", "partitioners.cli"]
+    cli = [exe] if exe else [sys.executable, "-m", "gnn_dist_cli"]
     res = run_tree([*cli, "train", "--data", folders["p2"], *flags], timeout=120)
     assert res.returncode == 2, res.stdout[-3000:]
     lines = [line for line in res.stdout.splitlines() if line.strip()]

@@ -29,11 +29,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from partitioners import cli
+from gnn_dist_cli import command as cli
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "custom_layer.py"
-GNN_DIST = [sys.executable, "-m", "partitioners.cli"]
+GNN_DIST = [sys.executable, "-m", "gnn_dist_cli"]
 LAUNCH_TIMEOUT_S = 240
 EPOCHS = 3
 FLAGS = ["--import", str(EXAMPLE), "--model", "graphconv", "--hidden", "16", "--epochs", str(EPOCHS),

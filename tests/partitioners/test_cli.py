@@ -1,6 +1,6 @@
 """The ``gnn-dist`` command line: ``datasets``, ``partition``, ``inspect`` (and how ``train`` hands over).
 
-Every test but one calls :func:`partitioners.cli.main` in-process; ``test_console_script_*`` runs
+Every test but one calls :func:`gnn_dist_cli.command.main` in-process; ``test_console_script_*`` runs
 the installed ``gnn-dist`` script once in a fresh interpreter with ``PYTHONPROFILEIMPORTTIME``,
 which also proves the partition path never imports torch.
 """
@@ -24,8 +24,8 @@ import scipy.sparse as sp
 
 from partitioners import load_part, load_partition_meta
 from partitioners.catalog import list_datasets
-from partitioners import cli
-from partitioners.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
+from gnn_dist_cli import command as cli
+from gnn_dist_cli.command import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
 from partitioners.format import npyio
 
 REPORT_KEYS = {"edge_cut", "comm_volume", "halo_per_part", "max_halo_fraction", "mean_halo_fraction",
@@ -492,7 +492,7 @@ def test_help_exits_zero(capsys):
 # ------------------------------------------------------------------------------------- train
 def _fake_launcher(monkeypatch, code: int = 0) -> list:
     """Replace the agent supervisor; returns the list of its ``(cmd, env, verbose)`` calls."""
-    from partitioners import launch
+    from gnn_dist_cli import launch
 
     calls = []
     monkeypatch.setattr(launch, "run_torchrun",
@@ -570,7 +570,7 @@ def test_train_puts_the_ranks_sockets_on_loopback_unless_the_user_chose(capsys, 
 
 
 def test_train_refuses_a_bad_folder_or_rank_count(capsys, monkeypatch, tmp_path, good_dir):
-    from partitioners import launch
+    from gnn_dist_cli import launch
 
     monkeypatch.setattr(launch, "run_torchrun", lambda *a, **k: pytest.fail("torchrun must not start"))
     code, _, err = run(capsys, "train", "--data", tmp_path / "none")
@@ -596,7 +596,7 @@ def test_console_script_runs_without_importing_torch(tmp_path):
     assert json.loads(proc.stdout)["num_parts"] == 2  # stdout holds the JSON report only
     imported = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
                 if line.startswith("import time:") and line.count("|") == 2}
-    assert {"numpy", "partitioners.cli", "partitioners.api"} <= imported  # the profile is real
+    assert {"numpy", "gnn_dist_cli.command", "partitioners.api"} <= imported  # the profile is real
     torch_like = sorted(m for m in imported if m == "torch" or m.startswith("torch."))
     assert torch_like == [], f"the partition path imported {torch_like}"
     assert (out / "partition.json").is_file()

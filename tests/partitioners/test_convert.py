@@ -2,7 +2,7 @@
 
 Each conversion is checked against what the in-memory readers make of the same input
 (:func:`partitioners.io.read_graph`, and the edge arrays in file order), every test calls
-:func:`partitioners.cli.main` in-process on small files, and one test measures (with
+:func:`gnn_dist_cli.command.main` in-process on small files, and one test measures (with
 tracemalloc) that the memory of a conversion does not grow with the number of edges.
 """
 
@@ -19,7 +19,7 @@ import pytest
 
 from corpus.corpus_utils import run_cli
 from partitioners import Graph
-from partitioners.cli import EXIT_OK, EXIT_USAGE
+from gnn_dist_cli.command import EXIT_OK, EXIT_USAGE
 from partitioners.convert import convert_graph
 from partitioners.convert.npy_stream import NpyStreamWriter
 from partitioners.io import read_graph

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from partitioners import Graph
-from partitioners.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
+from gnn_dist_cli.command import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
 from partitioners.errors import PartitionFormatError
 from partitioners.format import load_part, load_partition_meta, verify_partition, write_partition
 from partitioners.io.edge_split import LINK_KINDS, with_edge_split

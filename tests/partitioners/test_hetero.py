@@ -218,7 +218,7 @@ def test_a_typed_section_needs_its_minor_version(typed_folder, tmp_path) -> None
 
 
 def test_cli_partitions_mag_tiny_and_inspect_verifies(tmp_path) -> None:
-    from partitioners.cli import main
+    from gnn_dist_cli.command import main
 
     out = tmp_path / "mag"
     assert main(["partition", "--dataset", "mag-tiny", "--parts", "2", "--out", str(out), "--no-progress"]) == 0

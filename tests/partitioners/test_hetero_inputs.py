@@ -15,7 +15,7 @@ import pytest
 
 from corpus.corpus_utils import error_lines, run_cli
 from partitioners.api import partition_graph
-from partitioners.cli import EXIT_OK, EXIT_USAGE
+from gnn_dist_cli.command import EXIT_OK, EXIT_USAGE
 from partitioners.errors import GraphError
 from partitioners.format import load_original_names
 from partitioners.hetero import HeteroGraph

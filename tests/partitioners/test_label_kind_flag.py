@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from corpus.corpus_utils import registry_and_logging_kept
-from partitioners.cli import EXIT_OK, EXIT_USAGE, main
+from gnn_dist_cli.command import EXIT_OK, EXIT_USAGE, main
 from partitioners.format import load_partition_meta
 from partitioners.io import read_graph
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from partitioners import Graph, load_partition_meta
-from partitioners.cli import EXIT_OK, EXIT_USAGE, main
+from gnn_dist_cli.command import EXIT_OK, EXIT_USAGE, main
 from partitioners.format import verify_partition
 from partitioners.methods import assign_parts, refine_max_volume
 from partitioners.methods.refine import initial_state

@@ -13,7 +13,7 @@ import pytest
 
 from partitioners import Graph, memory
 from partitioners.catalog import dataset_info, list_datasets, load_dataset
-from partitioners.cli import EXIT_OK, EXIT_USAGE, main
+from gnn_dist_cli.command import EXIT_OK, EXIT_USAGE, main
 from partitioners.memory import (GraphSize, MemoryLimitError, estimate_partition_memory,
                                  format_bytes, guard_memory, parse_size)
 from partitioners.methods import METHODS, register_method

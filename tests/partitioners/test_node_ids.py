@@ -20,7 +20,7 @@ import pytest
 
 from corpus.corpus_utils import error_lines, run_cli
 from partitioners import GraphError, load_part, load_partition_meta, verify_partition
-from partitioners.cli import EXIT_OK, EXIT_USAGE
+from gnn_dist_cli.command import EXIT_OK, EXIT_USAGE
 from partitioners.format import load_original_names
 from partitioners.graph import Graph
 from partitioners.io import NodeDataFiles, attach_node_data, read_edgelist, read_graph

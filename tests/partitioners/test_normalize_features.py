@@ -15,7 +15,7 @@ import pytest
 from corpus.corpus_utils import error_lines, run_cli
 from partitioners import load_part, load_partition_meta, verify_partition
 from partitioners import normalize
-from partitioners.cli import EXIT_OK, EXIT_USAGE
+from gnn_dist_cli.command import EXIT_OK, EXIT_USAGE
 from partitioners.format import writer as writer_mod
 from partitioners.io import read_graph
 from partitioners.normalize import normalize_features, normalize_graph_features
@@ -193,7 +193,7 @@ def test_memory_mapped_features_files_of_an_in_memory_input(capsys, tmp_path):
 
 @pytest.mark.parametrize("how, flags", [("row", []), ("standard", ["--symmetrize"]), ("row", ["--method", "fennel"])])
 def test_out_of_core_is_byte_identical_to_in_memory(tmp_path, small_chunks, how, flags):
-    from partitioners.cli import main
+    from gnn_dist_cli.command import main
 
     rng = np.random.default_rng(3)
     n = 120

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from partitioners import Graph, partition_graph
-from partitioners.cli import EXIT_OK, EXIT_USAGE, main
+from gnn_dist_cli.command import EXIT_OK, EXIT_USAGE, main
 from partitioners.errors import GraphError
 from partitioners.format import npyio, relabel as relabel_mod, writer as writer_mod
 from partitioners.graph_csr import build_csr

@@ -14,7 +14,7 @@ import pytest
 
 from corpus.corpus_utils import edit_meta, error_lines, run_cli
 from partitioners import GraphError, load_part, load_partition_meta, verify_partition
-from partitioners.cli import EXIT_OK, EXIT_USAGE
+from gnn_dist_cli.command import EXIT_OK, EXIT_USAGE
 from partitioners.format import load_original_names
 from partitioners.io import read_edgelist, read_graph
 from partitioners.io.relabel_ids import merge_block_names, block_codes

@@ -14,7 +14,7 @@ import pytest
 
 from partitioners import load_partition_meta
 from partitioners.api import partition_graph
-from partitioners.cli import EXIT_OK, EXIT_USAGE, main
+from gnn_dist_cli.command import EXIT_OK, EXIT_USAGE, main
 from partitioners.format import verify_partition
 from partitioners.methods import assign_parts, refine_volume
 from partitioners.methods.random_parts import weighted_deal

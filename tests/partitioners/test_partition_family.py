@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from partitioners.cli import main
+from gnn_dist_cli.command import main
 from partitioners.format import load_partition_meta
 from partitioners.format.family import FAMILY_FILE, MissingMemberError, read_family, resolve_member
 
@@ -100,7 +100,7 @@ def test_train_refuses_a_world_size_with_no_member_in_one_line(family, capsys):
 
 
 def test_train_picks_the_largest_member_that_fits_the_machine(family, monkeypatch):
-    from partitioners import cli_world
+    from gnn_dist_cli import world as cli_world
 
     monkeypatch.setattr(cli_world, "machine_cpus", lambda: 3)
     assert cli_world.one_node_nproc(str(family), None, 1) == 2
@@ -110,7 +110,7 @@ def test_train_picks_the_largest_member_that_fits_the_machine(family, monkeypatc
 
 
 def test_elastic_world_sizes_need_their_members(family, capsys):
-    from partitioners.cli_world import elastic_world_sizes
+    from gnn_dist_cli.world import elastic_world_sizes
 
     assert elastic_world_sizes(str(family), (1, 2), 2, 1) == [2, 4]
     code, _, err = _run(capsys, "train", "--data", str(family), "--nnodes", "1:3", "--nproc", "2")
@@ -126,7 +126,7 @@ def test_elastic_world_sizes_need_their_members(family, capsys):
 def test_elastic_rendezvous_stays_on_loopback_unless_told(family):
     import argparse
 
-    from partitioners.cli_elastic import elastic_rendezvous
+    from gnn_dist_cli.elastic import elastic_rendezvous
 
     args = argparse.Namespace(nnodes=(1, 2), nproc=2, rdzv_endpoint=None, rdzv_id=None, rdzv_conf=None)
     assert elastic_rendezvous(args) == ["--nnodes=1:2", "--rdzv-endpoint=127.0.0.1:29400", "--rdzv-id=gnn-dist-train",

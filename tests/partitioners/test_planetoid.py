@@ -18,7 +18,7 @@ import scipy.sparse as sp
 
 from corpus.corpus_utils import error_lines, run_cli
 from partitioners import GraphError, load_part, load_partition_meta, verify_partition
-from partitioners.cli import EXIT_OK, EXIT_USAGE
+from gnn_dist_cli.command import EXIT_OK, EXIT_USAGE
 from partitioners.io import read_graph, read_planetoid
 from partitioners.io.safe_pickle import UnsafePickleError, restricted_load
 from py2_pickle import py2_dumps

@@ -7,7 +7,7 @@ import pytest
 
 from partitioners import Graph
 from partitioners import methods
-from partitioners.cli import EXIT_OK, EXIT_USAGE, build_parser, main
+from gnn_dist_cli.command import EXIT_OK, EXIT_USAGE, build_parser, main
 from partitioners.methods import assign_parts, get_method, register_method
 
 

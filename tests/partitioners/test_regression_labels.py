@@ -15,7 +15,7 @@ import pytest
 
 from partitioners import Graph
 from partitioners.catalog import dataset_info, load_dataset
-from partitioners.cli import EXIT_OK, EXIT_USAGE, main
+from gnn_dist_cli.command import EXIT_OK, EXIT_USAGE, main
 from partitioners.errors import GraphError
 from partitioners.format import load_partition_meta, npyio, verify_partition
 from partitioners.format.writer import write_partition

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from partitioners.api import partition_graph
-from partitioners.cli import EXIT_OK, EXIT_USAGE, main
+from gnn_dist_cli.command import EXIT_OK, EXIT_USAGE, main
 from partitioners.errors import GraphError
 from partitioners.format import load_part, load_partition_meta, verify_partition
 from partitioners.hetero import HeteroGraph

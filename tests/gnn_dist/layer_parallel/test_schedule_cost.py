@@ -186,7 +186,7 @@ def test_the_per_layer_rule(tmp_path):
 
 
 def test_gnn_dist_plan_schedules(tmp_path, capsys):
-    from partitioners.cli import main
+    from gnn_dist_cli.command import main
 
     folder = _path_folder(tmp_path)
     base = ["plan", "--data", folder, "--model", "gcnii", "--layers", "8", "--hidden", "16", "--schedules"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from partitioners.cli_train import _stages
+from gnn_dist_cli.launch_verbs import _stages
 
 
 def test_graph_parallel_runs_one_stage():

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .cli_args import UsageError, parts_list, positive_int
+from partitioners.cli_args import UsageError, parts_list, positive_int
 
 __all__ = ["add_plan_verb", "cmd_plan", "SPEC_FLAGS"]
 
@@ -118,7 +118,7 @@ def _sizes(args: argparse.Namespace, task: str = "auto") -> tuple[list[list[Any]
         if given:
             raise UsageError(f"plan: --data {args.data} and --{given[0].replace('_', '-')} exclude each other; give "
                              f"a partition folder or a size spec")
-        from .format import load_partition_meta
+        from partitioners.format import load_partition_meta
 
         return [sizes_from_meta(load_partition_meta(args.data))], args.data
     missing = [f"--{f.replace('_', '-')}" for f in SPEC_FLAGS if getattr(args, f) is None]
@@ -147,7 +147,7 @@ def _meta(args: argparse.Namespace) -> Any:
     """The ``--data`` folder's metadata (``--task auto`` resolves by it), else None."""
     if args.data is None:
         return None
-    from .format import load_partition_meta
+    from partitioners.format import load_partition_meta
 
     return load_partition_meta(args.data)
 
@@ -163,7 +163,7 @@ def _config(rest: Sequence[str]) -> Any:
 
 def _device_memory(args: argparse.Namespace) -> int | tuple[int, ...] | None:
     """``--device-memory``: bytes of one device, or a tuple of each rank's own (several sizes)."""
-    from .memory import parse_size_list
+    from partitioners.memory import parse_size_list
 
     if args.device_memory is None:
         return None
@@ -231,7 +231,7 @@ def _schedules(args: argparse.Namespace, config: Any, workload: Any, sizes: list
 
     s0, parts = sizes[0], sizes[0].num_parts
     if args.data is not None:
-        from .format import load_partition_meta
+        from partitioners.format import load_partition_meta
 
         halo = {parts: sum(s.halo for s in sizes)}
         for folder in args.halo_data:

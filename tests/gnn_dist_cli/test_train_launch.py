@@ -1,6 +1,6 @@
 """``gnn-dist train`` end to end on a 2-part sbm-tiny folder: signals, sockets, failure report.
 
-Each test runs ``python -m partitioners.cli train`` (the ``gnn-dist`` console script's code) in a
+Each test runs ``python -m gnn_dist_cli train`` (the ``gnn-dist`` console script's code) in a
 child process with many epochs, waits until rank 0 has written a metrics line, and then:
 
 - SIGTERM / SIGINT to ``gnn-dist``: every process of the tree (``gnn-dist``, the torchrun
@@ -35,8 +35,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from partitioners import cli
-from partitioners.launch import REAP_GRACE_S, SHUTDOWN_GRACE_S
+from gnn_dist_cli import command as cli
+from gnn_dist_cli.launch import REAP_GRACE_S, SHUTDOWN_GRACE_S
 
 pytestmark = pytest.mark.filterwarnings("ignore:Unable to enable fault handler:UserWarning")
 REPO = Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ STOP_BOUND_S = SHUTDOWN_GRACE_S + 5
 """After SIGTERM/SIGINT every process of the tree is gone within the grace period and slack."""
 ORPHAN_BOUND_S = 10
 """A rank exits within this of losing its agent (the requirement; the watch takes about 1 s)."""
-GNN_DIST = [sys.executable, "-m", "partitioners.cli"]
+GNN_DIST = [sys.executable, "-m", "gnn_dist_cli"]
 TRAIN_FLAGS = ["--epochs", "1000000", "--hidden", "8", "--eval-every", "0", "--log-every", "0",
                "--timeout", "60"]
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..format import PartitionMeta
+from partitioners.format import PartitionMeta
+
 from .metrics_file import RunMetrics
 
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..format import load_partition_meta
+from partitioners.format import load_partition_meta
+
 from .content import Report, build_report
 from .html import render_html
 from .metrics_file import read_metrics

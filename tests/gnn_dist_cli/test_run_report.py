@@ -2,7 +2,7 @@
 
 Metrics files are written by hand here (one comes from a real, tiny in-process training run);
 every figure of the summary is computed again from the records the test wrote. The CLI is
-called in-process (:func:`partitioners.cli.main`), except once in a fresh interpreter to show
+called in-process (:func:`gnn_dist_cli.command.main`), except once in a fresh interpreter to show
 the report path never imports torch.
 """
 
@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 
 from corpus.corpus_utils import registry_and_logging_kept
 from partitioners.api import partition_graph
-from partitioners.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
-from partitioners.run_report import RENDERERS, read_metrics
-from partitioners.run_report.metrics_file import EPOCH_FIELDS
-from partitioners.run_report.svg import nice_ticks, tick_label
-from partitioners.run_report.task import METRIC_WORDS, metric_fields
+from gnn_dist_cli.command import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
+from gnn_dist_cli.run_report import RENDERERS, read_metrics
+from gnn_dist_cli.run_report.metrics_file import EPOCH_FIELDS
+from gnn_dist_cli.run_report.svg import nice_ticks, tick_label
+from gnn_dist_cli.run_report.task import METRIC_WORDS, metric_fields
 from train_helpers import REPO, make_graph
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -152,7 +152,7 @@ def test_html_has_every_section_and_the_summary_is_right(capsys, tmp_path, parts
 
 
 def test_bytes_per_layer_is_the_mean_per_epoch(tmp_path):
-    from partitioners.run_report import build_report
+    from gnn_dist_cli.run_report import build_report
 
     rep = build_report(read_metrics(write_metrics(tmp_path / "m.jsonl", EPOCHS)))
     bars = next(c for s in rep.sections if s.key == "bytes" for c in s.charts if c.x_label == "layer")
@@ -271,7 +271,7 @@ def test_the_report_replaces_the_file_atomically(capsys, tmp_path, monkeypatch):
     def fail(*_):
         raise OSError(28, "No space left on device")
 
-    import partitioners.run_report.output as output
+    import gnn_dist_cli.run_report.output as output
 
     monkeypatch.setattr(output.os, "replace", fail)
     code, err = report(capsys, metrics, "--out", out)
@@ -325,8 +325,8 @@ _record = st.fixed_dictionaries({}, optional={
        config=st.one_of(st.none(), st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=3)))
 def test_any_file_the_reader_accepts_renders(tmp_path, records, name, config):
     """Whatever fields an epoch record has or lacks, the page is drawn, and strings stay text."""
-    from partitioners.run_report import build_report
-    from partitioners.run_report.html import render_html
+    from gnn_dist_cli.run_report import build_report
+    from gnn_dist_cli.run_report.html import render_html
 
     config = {"model": {"model": "<script>" + name}, **(config or {})}
     path = write_metrics(tmp_path / "fuzz.jsonl", [{"epoch": 2 * e, **r} for e, r in enumerate(records)],
@@ -375,7 +375,7 @@ def test_report_of_a_real_training_run(capsys, tmp_path):
 
 def test_report_runs_without_torch(tmp_path):
     metrics = write_metrics(tmp_path / "m.jsonl", EPOCHS)
-    code = ("import sys; from partitioners.cli import main; rc = main(['report', sys.argv[1], '--out', "
+    code = ("import sys; from gnn_dist_cli.command import main; rc = main(['report', sys.argv[1], '--out', "
             "sys.argv[2]]); bad = sorted(m for m in sys.modules if m.split('.')[0] == 'torch'); "
             "print(bad); sys.exit(rc or bool(bad))")
     proc = subprocess.run([sys.executable, "-c", code, str(metrics), str(tmp_path / "r.html")], cwd=REPO,

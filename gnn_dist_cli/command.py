@@ -11,7 +11,7 @@ version; ``inspect --verify`` found problems; an OS error while writing; an inte
 larger than the graph, an estimated peak memory above ``--max-memory``, an output folder that
 may not be replaced); 130 interrupted;
 ``train`` returns torchrun's exit code, or 128 + the signal that stopped it (130 SIGINT, 143
-SIGTERM: ``partitioners/launch.py``).
+SIGTERM: ``gnn_dist_cli/launch.py``).
 """
 
 from __future__ import annotations
@@ -23,16 +23,16 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from . import __version__
-from .cli_args import (BALANCE_CRITERIA, OneLineParser, UsageError, balance_list, emit_json, memory_size, nonneg_int,
+from partitioners import __version__
+from partitioners.cli_args import (BALANCE_CRITERIA, OneLineParser, UsageError, balance_list, emit_json, memory_size, nonneg_int,
                        part_counts, unknown_flags_first, with_progress_bars)
-from .cli_convert import add_convert_verb, cmd_convert
-from .cli_inspect import cmd_inspect
-from .cli_plan import add_plan_verb, cmd_plan
-from .cli_train import (LOOPBACK_ENV, LOOPBACK_RDZV_BACKEND, add_launch_verbs, cmd_predict, cmd_train, train_command,
+from partitioners.cli_convert import add_convert_verb, cmd_convert
+from partitioners.cli_inspect import cmd_inspect
+from .plan import add_plan_verb, cmd_plan
+from .launch_verbs import (LOOPBACK_ENV, LOOPBACK_RDZV_BACKEND, add_launch_verbs, cmd_predict, cmd_train, train_command,
                         train_env)
-from .errors import PartitionFormatError
-from .log_format import CliFormatter
+from partitioners.errors import PartitionFormatError
+from partitioners.log_format import CliFormatter
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "build_parser", "main",
            # defined in cli_args / cli_train, importable from here as before:
@@ -96,10 +96,10 @@ _PARTS_HELP = ("number of parts; several (2,4,8) write a partition family: the g
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``gnn-dist`` parser: verbs ``datasets``, ``partition``, ``convert``, ``inspect``, ``train``, ``predict``, ``plan``, ``report``."""
-    from .cli_input import _split_fractions, add_input_arguments
-    from .cli_typed import input_formats
-    from .methods import METHODS
-    from .normalize import NORMALIZATIONS
+    from partitioners.cli_input import _split_fractions, add_input_arguments
+    from partitioners.cli_typed import input_formats
+    from partitioners.methods import METHODS
+    from partitioners.normalize import NORMALIZATIONS
 
     parser = OneLineParser(prog="gnn-dist", description="Partition a graph for exact "
                                      "distributed full-graph GNN training, check it, train on it.",
@@ -177,8 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_refine_arguments(p: argparse.ArgumentParser) -> None:
     """``partition``'s ``--refine``, ``--refine-objective``, ``--part-weights`` and ``--device-memory``."""
-    from .cli_weights import add_weight_arguments
-    from .methods import refiner_names
+    from partitioners.cli_weights import add_weight_arguments
+    from partitioners.methods import refiner_names
 
     p.add_argument("--refine", action="store_true",
                    help="then move boundary nodes to lower the communication volume, keeping balance")
@@ -191,15 +191,15 @@ def _add_refine_arguments(p: argparse.ArgumentParser) -> None:
 # --------------------------------------------------------------------------------- partition
 def _check_request(args: argparse.Namespace) -> None:
     """Checks that need no graph: refuse a bad request before a long read."""
-    from .cli_family import check_family_out, split_parts
-    from .cli_input import check_input_request, input_format
-    from .cli_weights import resolve_part_weights
-    from .format import check_out_dir
+    from partitioners.cli_family import check_family_out, split_parts
+    from partitioners.cli_input import check_input_request, input_format
+    from partitioners.cli_weights import resolve_part_weights
+    from partitioners.format import check_out_dir
 
     resolve_part_weights(args, args.parts)   # --parts as given: a family refuses them
     split_parts(args)
     if args.dataset is not None:
-        from .catalog import dataset_info
+        from partitioners.catalog import dataset_info
 
         if args.input_format is not None:
             raise UsageError(f"--input-format {args.input_format} applies to --input only, not to "
@@ -213,7 +213,7 @@ def _check_request(args: argparse.Namespace) -> None:
     _check_refine_flags(args)
     (check_out_dir if args.family is None else check_family_out)(args.out, args.overwrite)
     if args.input is not None and input_format(args) == "npy-dir":  # sized from its headers
-        from .outofcore.npy_dir import open_npy_dir
+        from partitioners.outofcore.npy_dir import open_npy_dir
 
         if args.edge_split is not None:
             raise UsageError("--edge-split needs the graph in memory and does not apply to --input-format "
@@ -238,7 +238,7 @@ def _check_parts(num_parts: int, num_nodes: int, what: str) -> None:
 
 def _check_memory(args: argparse.Namespace, graph: Any, *, log_estimate: bool = True) -> None:
     """Refuse (MemoryLimitError, exit 2) a run whose estimated peak exceeds ``--max-memory``."""
-    from .memory import guard_memory
+    from partitioners.memory import guard_memory
 
     guard_memory(graph, args.method, args.parts, refine=args.refine, limit=args.max_memory,
                  what=args.dataset or args.input, log_estimate=log_estimate)
@@ -247,19 +247,19 @@ def _check_memory(args: argparse.Namespace, graph: Any, *, log_estimate: bool = 
 def _load_graph(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     """``(graph, extra partition.json keys)``: the dataset, or ``--input`` with its flags; then
     ``--edge-split``, then ``--normalize-features``."""
-    from .hetero.graph import HeteroGraph
+    from partitioners.hetero.graph import HeteroGraph
 
     graph, extra = _read_graph(args)
     if args.edge_split is not None and isinstance(graph, HeteroGraph):   # typed: per relation
-        from .cli_typed import typed_edge_split
+        from partitioners.cli_typed import typed_edge_split
 
         graph = typed_edge_split(graph, args)
     elif args.edge_split is not None:
-        from .io.edge_split import with_edge_split
+        from partitioners.io.edge_split import with_edge_split
 
         graph, extra["edge_split"] = with_edge_split(graph, args.edge_split, args.seed)
     if args.normalize_features is not None:
-        from .cli_input import normalize_node_features
+        from partitioners.cli_input import normalize_node_features
 
         extra["normalize_features"] = normalize_node_features(args, graph)
     return graph, extra
@@ -267,15 +267,15 @@ def _load_graph(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
 
 def _read_graph(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     if args.dataset is not None:
-        from .catalog import load_dataset
+        from partitioners.catalog import load_dataset
 
         if args.symmetrize or args.remove_self_loops or args.remove_duplicates:
             log.warning("--symmetrize/--remove-* apply to --input only; built-in datasets are "
                         "already symmetric and clean")
-        from .cli_typed import typed_dataset
+        from partitioners.cli_typed import typed_dataset
 
         return typed_dataset(load_dataset(args.dataset, seed=args.seed), args), {}
-    from .cli_input import read_input
+    from partitioners.cli_input import read_input
 
     return read_input(args)
 
@@ -299,7 +299,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 
 def _partition(args: argparse.Namespace) -> int:
-    from .cli_input import untrainable_warning
+    from partitioners.cli_input import untrainable_warning
 
     _check_request(args)
     t0 = time.perf_counter()
@@ -317,7 +317,7 @@ def _partition(args: argparse.Namespace) -> int:
     _check_parts(args.parts, graph.num_nodes, args.dataset or args.input)
     _check_memory(args, graph, log_estimate=getattr(args, "npy_dir", None) is None)
     if args.family is not None:
-        from .cli_family import write_family
+        from partitioners.cli_family import write_family
 
         reports = write_family(args, lambda out: _cut(args, graph, out, read_s, extra_meta))
         if args.json:
@@ -334,8 +334,8 @@ def _partition(args: argparse.Namespace) -> int:
 
 def _cut(args: argparse.Namespace, graph: Any, out: Any, read_s: float, extra_meta: dict[str, Any]) -> dict[str, Any]:
     """Cut ``graph`` into ``args.parts`` parts, write the folder ``out``, log its report; the report."""
-    from .api import partition_graph
-    from .report import report_lines
+    from partitioners.api import partition_graph
+    from partitioners.report import report_lines
 
     report = partition_graph(graph, args.parts, args.method, out, seed=args.seed,
                              refine=args.refine, balance=args.balance, overwrite=args.overwrite,
@@ -354,8 +354,8 @@ def _cut(args: argparse.Namespace, graph: Any, out: Any, read_s: float, extra_me
 def cmd_datasets(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from .catalog import list_datasets
-    from .report import labels_text
+    from partitioners.catalog import list_datasets
+    from partitioners.report import labels_text
 
     infos = list_datasets()
     if args.json:
@@ -426,7 +426,7 @@ def _import_for_partition(argv: list[str]) -> int:
     verbs = [a for a in argv if not a.startswith("-")]
     if not verbs or verbs[0] != "partition":
         return 0
-    from .user_code import UserCodeError, import_user_code
+    from partitioners.user_code import UserCodeError, import_user_code
 
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--import", dest="imports", action="append", default=[])

@@ -1,4 +1,4 @@
-"""A :class:`~partitioners.run_report.content.Report` as one PNG image, drawn with matplotlib's Agg
+"""A :class:`~gnn_dist_cli.run_report.content.Report` as one PNG image, drawn with matplotlib's Agg
 backend (an optional dependency: ``pip install 'gnn-dist[report]'``).
 
 No pyplot: the figure is a standalone ``matplotlib.figure.Figure`` on an Agg canvas, so neither

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 
-from .cli_args import UsageError
+from partitioners.cli_args import UsageError
 
 __all__ = ["elastic_world_sizes", "machine_cpus", "one_node_nproc"]
 
@@ -37,8 +37,8 @@ def _stages_text(stages: int) -> str:
 def one_node_nproc(data: str, nproc: int | None, stages: int, flag: str = "--nproc") -> int:
     """The ranks of a one-machine job on ``data`` (see the module docstring); :class:`UsageError`
     (or the family's :class:`~partitioners.format.family.MissingMemberError`) when they do not fit."""
-    from .format import load_partition_meta
-    from .format.family import is_family, read_family
+    from partitioners.format import load_partition_meta
+    from partitioners.format.family import is_family, read_family
 
     if is_family(data):
         family = read_family(data)
@@ -69,8 +69,8 @@ def _check_divides(nproc: int, stages: int, flag: str) -> None:
 def elastic_world_sizes(data: str, nnodes: tuple[int, int], nproc: int, stages: int) -> list[int]:
     """Every world size of ``--nnodes MIN:MAX`` with ``nproc`` ranks per node, each checked to
     have its partition (a family's member, or the folder's one size)."""
-    from .format import load_partition_meta
-    from .format.family import is_family, read_family
+    from partitioners.format import load_partition_meta
+    from partitioners.format.family import is_family, read_family
 
     _check_divides(nproc, stages, "--nproc")
     sizes = [n * nproc for n in range(nnodes[0], nnodes[1] + 1)]

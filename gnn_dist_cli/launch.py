@@ -1,7 +1,7 @@
 """Run and supervise the torchrun agent of ``gnn-dist train``: signals, leftovers, failure summary.
 
 Torch-free (the agent is a child process). The command is built by
-:func:`partitioners.cli.train_command`; the agent is ``python -m gnn_dist.distributed.local_run``
+:func:`gnn_dist_cli.command.train_command`; the agent is ``python -m gnn_dist.distributed.local_run``
 (torchrun with its stores on loopback; its docstring says why).
 
 Decisions:

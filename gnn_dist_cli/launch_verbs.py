@@ -1,6 +1,6 @@
 """The ``gnn-dist`` verbs that launch ranks, ``train`` and ``predict``: their parsers and the
 agent command (torchrun on this machine, every socket on 127.0.0.1). Torch-free: the agent is
-a child process (``partitioners/launch.py`` supervises it)."""
+a child process (``gnn_dist_cli/launch.py`` supervises it)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .cli_args import UsageError, nonneg_int, positive_int
-from .cli_elastic import add_elastic_arguments, elastic_rendezvous, rendezvous_is_loopback
+from partitioners.cli_args import UsageError, nonneg_int, positive_int
+
+from .elastic import add_elastic_arguments, elastic_rendezvous, rendezvous_is_loopback
 
 __all__ = ["LOOPBACK_ENV", "LOOPBACK_RDZV_BACKEND", "add_launch_verbs", "cmd_predict", "cmd_train", "train_command",
            "train_env"]
@@ -99,7 +100,7 @@ def train_command(data: str, nproc: int, rest: Sequence[str], *, verbose: bool =
     reports a failure as one line per rank (``--summarize``). The agent first checks the
     configuration against the folder (``--validate``: ``gnn_dist.train --validate`` in the agent's
     process; a refusal is one line and exit code 2, before any rank starts). ``rendezvous``:
-    an elastic job's rendezvous arguments instead (``partitioners/cli_elastic.py``), ``nproc``
+    an elastic job's rendezvous arguments instead (``gnn_dist_cli/elastic.py``), ``nproc``
     then the ranks of each node.
     """
     agent = [sys.executable, "-m", "gnn_dist.distributed.local_run", "--validate"]
@@ -120,7 +121,7 @@ def cmd_train(args: argparse.Namespace, rest: Sequence[str]) -> int:
 
 
 def _train(args: argparse.Namespace, rest: Sequence[str]) -> int:
-    from .cli_world import elastic_world_sizes, one_node_nproc
+    from .world import elastic_world_sizes, one_node_nproc
 
     args.data = args.data or _config_table(_flag_value(rest, "--config"), "data").get("data")
     if not isinstance(args.data, str) or not args.data:
@@ -175,7 +176,7 @@ def _config_table(path: str | None, *keys: str) -> dict[str, Any]:
 
 
 def cmd_predict(args: argparse.Namespace, rest: Sequence[str]) -> int:
-    from .cli_world import one_node_nproc
+    from .world import one_node_nproc
 
     return _run_agent(args, rest, one_node_nproc(args.data, args.nproc, 1), "gnn_dist.predict")
 

@@ -1,4 +1,4 @@
-"""Charts of :mod:`partitioners.run_report.charts` as inline SVG (no script, no external resource).
+"""Charts of :mod:`gnn_dist_cli.run_report.charts` as inline SVG (no script, no external resource).
 
 Every string drawn (titles, labels, legend entries) is escaped, so a chart is safe to embed in
 HTML whatever its text. :func:`render` picks the drawer by the chart's type (:data:`DRAWERS`).

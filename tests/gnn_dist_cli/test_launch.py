@@ -1,8 +1,8 @@
-"""The supervisor of ``gnn-dist train``'s torchrun agent (``partitioners.launch``), with fake agents.
+"""The supervisor of ``gnn-dist train``'s torchrun agent (``gnn_dist_cli.launch``), with fake agents.
 
 Torch-free: each "agent" is a small Python program, so the signal, leftover and filtering rules
 are checked in a second or two each. What a real torchrun job does is checked in
-``tests/gnn_dist/test_train_launch.py``.
+``tests/gnn_dist_cli/test_train_launch.py``.
 
 - A signal is forwarded; an agent that ignores it, and a descendant in a session of its own, are
   killed after the grace period, or at once on a second signal; the exit code is ``128 + signal``.
@@ -25,7 +25,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from partitioners.launch import FailureFilter, exit_code, run_torchrun
+from gnn_dist_cli.launch import FailureFilter, exit_code, run_torchrun
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,7 +48,7 @@ LEAVER = textwrap.dedent("""
     open(sys.argv[1], "w").write(str(child.pid))
     time.sleep(2.5)  # long enough for the supervisor to have recorded it
 """)
-SUPERVISOR = ("import os, sys\nfrom partitioners.launch import run_torchrun\n"
+SUPERVISOR = ("import os, sys\nfrom gnn_dist_cli.launch import run_torchrun\n"
               "sys.exit(run_torchrun(sys.argv[3:], os.environ, grace_s=float(sys.argv[1]), "
               "reap_grace_s=float(sys.argv[2])))")
 

@@ -1,5 +1,5 @@
 """What the run report says: its header, summary figures, sections (charts, tables, notes),
-computed once from a :class:`~partitioners.run_report.metrics_file.RunMetrics` (and a partition
+computed once from a :class:`~gnn_dist_cli.run_report.metrics_file.RunMetrics` (and a partition
 folder's metadata) and drawn by ``html.py`` or ``png.py``. Torch-free.
 
 Byte and time figures are rank 0's (the metrics file is rank 0's): the bytes it sent, its step's
@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..format import PartitionMeta
+from partitioners.format import PartitionMeta
+
 from .document import Report, Section, SummaryRow, Table
 from .header import header_rows
 from .metrics_file import RunMetrics

@@ -1,4 +1,4 @@
-"""A :class:`~partitioners.run_report.content.Report` as one self-contained HTML page.
+"""A :class:`~gnn_dist_cli.run_report.content.Report` as one self-contained HTML page.
 
 No script and no external resource: charts are inline SVG (``svg.py``), the style is inline,
 and a Content-Security-Policy forbids everything else. Every string from the metrics file or

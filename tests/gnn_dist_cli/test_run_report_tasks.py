@@ -14,9 +14,9 @@ import pytest
 
 from corpus.corpus_utils import registry_and_logging_kept
 from partitioners import Graph
-from partitioners.cli import EXIT_OK, main
+from gnn_dist_cli.command import EXIT_OK, main
 from partitioners.format.writer import write_partition
-from partitioners.run_report import build_report, read_metrics
+from gnn_dist_cli.run_report import build_report, read_metrics
 from test_run_report import CONFIG, PNG_MAGIC, close, epoch, section, summary, write_metrics
 from train_helpers import make_graph
 

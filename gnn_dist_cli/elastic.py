@@ -24,7 +24,7 @@ import argparse
 import ipaddress
 from collections.abc import Sequence
 
-from .cli_args import UsageError
+from partitioners.cli_args import UsageError
 
 __all__ = ["DEFAULT_ENDPOINT", "add_elastic_arguments", "elastic_rendezvous", "is_loopback_endpoint", "nnodes_range"]
 
@@ -96,7 +96,7 @@ def elastic_rendezvous(args: argparse.Namespace) -> list[str] | None:
     endpoint = _check(args)
     if not endpoint:
         return None
-    from .cli_train import LOOPBACK_RDZV_BACKEND
+    from .launch_verbs import LOOPBACK_RDZV_BACKEND
 
     low, high = args.nnodes
     out = [f"--nnodes={low}:{high}", f"--rdzv-endpoint={endpoint}", f"--rdzv-id={args.rdzv_id or DEFAULT_RDZV_ID}"]

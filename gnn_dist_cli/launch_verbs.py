@@ -21,7 +21,7 @@ from .elastic import add_elastic_arguments, elastic_rendezvous, rendezvous_is_lo
 __all__ = ["LOOPBACK_ENV", "LOOPBACK_RDZV_BACKEND", "add_launch_verbs", "cmd_predict", "cmd_train", "train_command",
            "train_env"]
 
-log = logging.getLogger("partitioners.cli")
+log = logging.getLogger(__name__)
 
 
 def add_launch_verbs(sub: argparse._SubParsersAction, verbose: argparse.ArgumentParser) -> None:

@@ -21,7 +21,7 @@ from partitioners.cli_args import UsageError, parts_list, positive_int
 
 __all__ = ["add_plan_verb", "cmd_plan", "SPEC_FLAGS"]
 
-log = logging.getLogger("partitioners.cli")
+log = logging.getLogger(__name__)
 
 SPEC_FLAGS = ("nodes", "edges", "feature_dim", "classes", "parts")
 """The size spec's flags (all needed without ``--data``)."""

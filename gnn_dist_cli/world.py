@@ -19,7 +19,7 @@ from partitioners.cli_args import UsageError
 
 __all__ = ["elastic_world_sizes", "machine_cpus", "one_node_nproc"]
 
-log = logging.getLogger("partitioners.cli")
+log = logging.getLogger(__name__)
 
 
 def machine_cpus() -> int:

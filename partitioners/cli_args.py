@@ -1,4 +1,5 @@
-"""Argument types, the parser and the usage error of the ``gnn-dist`` command line (torch-free)."""
+"""Argument types, the parser, the usage error and the exit codes of the ``gnn-dist`` command line
+(torch-free)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["BALANCE_CRITERIA", "UsageError", "balance_list", "emit_json", "int_at_least", "memory_list", "memory_size", "nonneg_int",
+__all__ = ["BALANCE_CRITERIA", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "UsageError", "balance_list", "emit_json", "int_at_least", "memory_list", "memory_size", "nonneg_int",
            "part_counts", "parts_list", "positive_int", "weight_list", "OneLineParser", "nearest_flags", "parse_unknown_first"]
 
 BALANCE_CRITERIA = ("nodes", "edges", "train")
@@ -14,6 +15,16 @@ BALANCE_CRITERIA = ("nodes", "edges", "train")
 
 class UsageError(ValueError):
     """A request the CLI refuses before doing the work (exit code 2)."""
+
+
+EXIT_OK = 0
+"""Success (and ``inspect --verify`` found no problem)."""
+EXIT_FAILED = 1
+"""The work failed: invalid partition folder, verify problems, OS error, internal error."""
+EXIT_USAGE = 2
+"""Bad usage or input (argparse uses the same code for its own errors)."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (128 + SIGINT)."""
 
 
 def balance_list(value: str) -> tuple[str, ...]:

@@ -6,15 +6,12 @@ from __future__ import annotations
 import argparse
 import logging
 
-from .cli_args import emit_json
+from .cli_args import EXIT_FAILED as _FAILED, EXIT_OK as _OK, emit_json
 from .errors import PartitionFormatError
 
 __all__ = ["cmd_inspect"]
 
 log = logging.getLogger("partitioners.cli")
-
-_OK, _FAILED = 0, 1
-"""gnn_dist_cli.command.EXIT_OK / EXIT_FAILED."""
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:

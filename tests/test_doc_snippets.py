@@ -10,7 +10,8 @@ runnable blocks of one file run in order in one fresh working folder, so a block
 earlier one wrote (a partition folder, an npy-dir) and must not clash with it (an output folder
 written twice fails without ``--overwrite``, as it would for the user); each must exit 0. Python
 blocks run in a fresh interpreter (``ranks=N``: on the harness ranks of ``tests/mp_utils.py``),
-bash blocks under ``bash -euo pipefail`` with ``gnn-dist`` on the PATH. A block that needs a
+bash blocks under ``bash -euo pipefail`` with ``gnn-dist`` on the PATH (the tree's: ``python -m
+gnn_dist_cli``; an installed console script may be an older install's). A block that needs a
 download (a published dataset) or a GPU, or trains for minutes, is left unmarked.
 
 Also: every Python block of ``README.md`` is marked runnable (its snippets are the first code a
@@ -20,10 +21,14 @@ and a fence's options are only the known ones.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,10 +113,21 @@ def blocks(path: Path) -> list[Block]:
     return [_block(path, text, m) for m in FENCE.finditer(text)]
 
 
+@functools.cache
+def _command_dir() -> str:
+    """A folder holding ``gnn-dist``: this interpreter running the tree's command."""
+    folder = Path(tempfile.mkdtemp(prefix="gnn-dist-command-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    script = folder / "gnn-dist"
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m gnn_dist_cli "$@"\n')
+    script.chmod(0o755)
+    return str(folder)
+
+
 def _env() -> dict[str, str]:
     env = dict(os.environ, OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PATH"] = os.pathsep.join([_command_dir(), str(Path(sys.executable).parent), env.get("PATH", "")])
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(name, None)
     return env

@@ -1,7 +1,9 @@
-"""docs/architecture.md's claim about gnn_dist's layers holds: "each layer imports only the ones
-above it in this table" (the ``gnn_dist/`` table, read from the page): no module of a row imports,
-at module level or inside a function, a module of a row below it. The config's one-time load of
-the built-in components is by name (``importlib``), not an import, and is not counted."""
+"""docs/architecture.md's claims about imports hold: the packages import only the ones before them
+(``partitioners`` < ``gnn_dist`` < ``gnn_dist_cli``, the command importing ``gnn_dist`` inside
+functions only), and "each layer imports only the ones above it in this table" (the ``gnn_dist/``
+table, read from the page): no module of a row imports, at module level or inside a function, a
+module of a row below it. The config's one-time load of the built-in components is by name
+(``importlib``), not an import, and is not counted."""
 
 from __future__ import annotations
 
@@ -54,4 +56,34 @@ def test_each_layer_imports_only_the_ones_above_it():
         for target in imports_of(path) & set(order):
             if order[target] > order[me]:
                 wrong.append(f"{path.relative_to(ROOT)} imports {target} (a row below {me})")
+    assert not wrong, "\n".join(wrong)
+
+
+PACKAGES = ("partitioners", "gnn_dist", "gnn_dist_cli")
+"""The top-level packages, each importing only the ones before it."""
+
+
+def package_imports(path: Path) -> list[tuple[str, bool]]:
+    """``(top-level package, at module level?)`` of each absolute import in ``path``."""
+    tree = ast.parse(path.read_text())
+    top_level = {id(node) for node in tree.body}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.append((node.module.split(".")[0], id(node) in top_level))
+        elif isinstance(node, ast.Import):
+            out += [(alias.name.split(".")[0], id(node) in top_level) for alias in node.names]
+    return out
+
+
+def test_packages_import_only_the_ones_before_them():
+    wrong = []
+    for rank, package in enumerate(PACKAGES):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for target, module_level in package_imports(path):
+                if target in PACKAGES[rank + 1:]:
+                    wrong.append(f"{path.relative_to(ROOT)} imports {target} (a package after {package})")
+                elif package == "gnn_dist_cli" and target == "gnn_dist" and module_level:
+                    wrong.append(f"{path.relative_to(ROOT)} imports gnn_dist at module level (the command "
+                                 f"imports it inside functions, to stay torch-free at import)")
     assert not wrong, "\n".join(wrong)

@@ -22,6 +22,8 @@ import pytest
 from partitioners import Graph
 
 REPO = Path(__file__).resolve().parents[1]
+GNN_DIST = [sys.executable, "-m", "gnn_dist_cli"]
+"""The ``gnn-dist`` command of the tree under test (an installed console script may be an older install's)."""
 
 
 def make_graph(num_nodes: int = 60, seed: int = 0) -> Graph:

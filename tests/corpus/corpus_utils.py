@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from partitioners import Graph
-from gnn_dist_cli.command import main
+from gnn_dist_cli.command import CLI_LOGGERS, main
 
 NUM_PARTS = 3
 
@@ -35,21 +35,31 @@ def small_graph() -> Graph:
 
 
 @contextlib.contextmanager
-def registry_and_logging_kept() -> Iterator[None]:
-    """On exit, restore the partition-method registry (tests register methods) and the
-    ``partitioners`` logger (``cli.main`` adds its handler and sets the level)."""
-    from partitioners.methods import registry
-
-    saved = dict(registry._REGISTRY)
-    logger = logging.getLogger("partitioners")
-    handlers, level = list(logger.handlers), logger.level
+def cli_logging_kept() -> Iterator[None]:
+    """On exit, restore the loggers ``cli.main`` configures (their handler and level)."""
+    loggers = [logging.getLogger(name) for name in CLI_LOGGERS]
+    saved = [(list(logger.handlers), logger.level) for logger in loggers]
     try:
         yield
     finally:
+        for logger, (handlers, level) in zip(loggers, saved):
+            logger.handlers[:] = handlers
+            logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def registry_and_logging_kept() -> Iterator[None]:
+    """On exit, restore the partition-method registry (tests register methods) and the loggers
+    ``cli.main`` configures."""
+    from partitioners.methods import registry
+
+    saved = dict(registry._REGISTRY)
+    try:
+        with cli_logging_kept():
+            yield
+    finally:
         registry._REGISTRY.clear()
         registry._REGISTRY.update(saved)
-        logger.handlers[:] = handlers
-        logger.setLevel(level)
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: Any) -> tuple[int, str, str]:

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,14 +19,13 @@ import pytest
 
 from mp_utils import run_ranks
 from partitioners.format.writer import write_partition
-from train_helpers import REPO, free_port, launch_env, make_graph
+from train_helpers import GNN_DIST, REPO, free_port, launch_env, make_graph
 
 EPOCHS = 10
 
 
 def _cli() -> list[str]:
-    exe = shutil.which("gnn-dist")
-    return [exe] if exe else [sys.executable, "-m", "gnn_dist_cli"]
+    return GNN_DIST
 
 
 def _train_flags(data: str, ckpt: Path, metrics: Path) -> list[str]:

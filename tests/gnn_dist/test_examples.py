@@ -191,9 +191,9 @@ API_MODULES = ("gnn_dist", "gnn_dist.partition", "gnn_dist.trainer", "gnn_dist.m
                "gnn_dist.distributed", "gnn_dist.checkpoints", "gnn_dist.pipeline", "gnn_dist.cache",
                "gnn_dist.model_file", "gnn_dist.predict", "partitioners", "partitioners.io",
                "partitioners.synthetic", "partitioners.catalog", "partitioners.methods",
-               "partitioners.quality", "partitioners.format", "gnn_dist_cli.command")
+               "partitioners.quality", "partitioners.format", "gnn_dist_cli.command", "gnn_dist_cli.run_report")
 """Modules whose ``__all__`` docs/api.md must cover."""
-_DOTTED = re.compile(r"\b(?:gnn_dist|partitioners)(?:\.\w+)+")
+_DOTTED = re.compile(r"\b(?:gnn_dist_cli|gnn_dist|partitioners)(?:\.\w+)+")
 _FENCE = re.compile(r"```.*?```", re.S)
 _SPAN = re.compile(r"`([^`\n]+)`")
 _FIELD = object()

@@ -3,14 +3,12 @@ before any rank starts when it exceeds --max-memory, and nothing refused by defa
 
 from __future__ import annotations
 
-import shutil
-import sys
 
 import numpy as np
 import pytest
 
 from partitioners.format.writer import write_partition
-from train_helpers import make_graph, run_tree
+from train_helpers import GNN_DIST, make_graph, run_tree
 
 
 @pytest.fixture(scope="module")
@@ -69,13 +67,11 @@ def test_a_tiny_limit_is_refused_naming_the_estimate(parts):
 
 
 def test_gnn_dist_train_refuses_before_any_rank_starts(parts):
-    exe = shutil.which("gnn-dist")
-    cli = [exe] if exe else [sys.executable, "-m", "gnn_dist_cli"]
-    res = run_tree([*cli, "train", "--data", parts, "--max-memory", "200MB"], timeout=120)
+    res = run_tree([*GNN_DIST, "train", "--data", parts, "--max-memory", "200MB"], timeout=120)
     assert res.returncode == 2, res.stdout[-3000:]
     lines = [line for line in res.stdout.splitlines() if line.strip()]
     assert len(lines) == 1 and "more than --max-memory 200MB" in lines[0], lines
-    res = run_tree([*cli, "train", "--data", parts, "--max-memory", "lots"], timeout=120)
+    res = run_tree([*GNN_DIST, "train", "--data", parts, "--max-memory", "lots"], timeout=120)
     assert res.returncode == 2 and "--max-memory: 'lots' is not a memory size" in res.stdout, res.stdout[-2000:]
 
 

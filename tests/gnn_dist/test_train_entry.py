@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 import runpy
-import shutil
 import sys
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pytest
 
 from partitioners import Graph
 from partitioners.format.writer import write_partition
-from train_helpers import make_graph, run_tree
+from train_helpers import GNN_DIST, make_graph, run_tree
 
 pytestmark = pytest.mark.filterwarnings("ignore:Unable to enable fault handler:UserWarning")
 REPO = Path(__file__).resolve().parents[2]
@@ -150,10 +149,8 @@ def test_resume_in_process_continues_the_metrics_file(folders, tmp_path):
 
 
 def test_gnn_dist_train_under_torchrun(folders, tmp_path):
-    exe = shutil.which("gnn-dist")
-    cli = [exe] if exe else [sys.executable, "-m", "gnn_dist_cli"]
     metrics, ckpt = tmp_path / "metrics.jsonl", tmp_path / "ckpt"
-    res = run_tree([*cli, "train", "--data", folders["p2"], "--nproc", "2", "--model", "gcn", "--hidden", "8",
+    res = run_tree([*GNN_DIST, "train", "--data", folders["p2"], "--nproc", "2", "--model", "gcn", "--hidden", "8",
                     "--epochs", "4", "--lr", "0.05", "--dropout", "0.5", "--seed", "1", "--eval-every", "2",
                     "--metrics", str(metrics), "--checkpoint-dir", str(ckpt), "--log-every", "2",
                     "--timeout", "60"], timeout=150)
@@ -198,9 +195,7 @@ def test_kernels_flag_chooses_the_backend(folders, tmp_path, monkeypatch, caplog
 def test_gnn_dist_train_refuses_a_bad_option_before_torchrun(folders, flags, message):
     """One process checks the whole configuration against the folder first: one line, exit 2,
     no rank started (no torchrun output, no traceback)."""
-    exe = shutil.which("gnn-dist")
-    cli = [exe] if exe else [sys.executable, "-m", "gnn_dist_cli"]
-    res = run_tree([*cli, "train", "--data", folders["p2"], *flags], timeout=120)
+    res = run_tree([*GNN_DIST, "train", "--data", folders["p2"], *flags], timeout=120)
     assert res.returncode == 2, res.stdout[-3000:]
     lines = [line for line in res.stdout.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0], lines

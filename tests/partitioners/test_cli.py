@@ -22,10 +22,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from partitioners import load_part, load_partition_meta
-from partitioners.catalog import list_datasets
+from corpus.corpus_utils import cli_logging_kept
 from gnn_dist_cli import command as cli
 from gnn_dist_cli.command import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
+from partitioners import load_part, load_partition_meta
+from partitioners.catalog import list_datasets
 from partitioners.format import npyio
 
 REPORT_KEYS = {"edge_cut", "comm_volume", "halo_per_part", "max_halo_fraction", "mean_halo_fraction",
@@ -77,29 +78,20 @@ def check_report_against_files(out: Path, report: dict) -> None:
         assert meta.quality[key] == report[key]
 
 
-_PKG_LOGGER = logging.getLogger("partitioners")
-_PKG_STATE = (list(_PKG_LOGGER.handlers), _PKG_LOGGER.level)
-
-
-def reset_logging() -> None:
-    """Undo what ``main`` did to the ``partitioners`` logger (its handler and level)."""
-    _PKG_LOGGER.handlers[:] = _PKG_STATE[0]
-    _PKG_LOGGER.setLevel(_PKG_STATE[1])
-
-
 @pytest.fixture(autouse=True)
 def restore_logging():
-    yield
-    reset_logging()
+    """Undo what ``main`` does to the loggers it configures (their handler and level)."""
+    with cli_logging_kept():
+        yield
 
 
 @pytest.fixture(scope="module")
 def good_dir(tmp_path_factory) -> Path:
     """A valid 3-part partition of sbm-tiny (shared; tests that damage it copy it first)."""
     out = tmp_path_factory.mktemp("good") / "parts"
-    assert main(["partition", "--dataset", "sbm-tiny", "--parts", "3", "--method", "random",
-                 "--out", str(out), "--no-progress"]) == EXIT_OK
-    reset_logging()
+    with cli_logging_kept():
+        assert main(["partition", "--dataset", "sbm-tiny", "--parts", "3", "--method", "random",
+                     "--out", str(out), "--no-progress"]) == EXIT_OK
     return out
 
 
@@ -581,15 +573,19 @@ def test_train_refuses_a_bad_folder_or_rank_count(capsys, monkeypatch, tmp_path,
 
 # ---------------------------------------------------------------------------- console script
 def test_console_script_runs_without_importing_torch(tmp_path):
-    script = Path(sys.executable).with_name("gnn-dist")
-    if not script.exists():
-        found = shutil.which("gnn-dist")
-        if found is None:
-            pytest.skip("the gnn-dist console script is not installed (pip install -e .)")
-        script = Path(found)
+    """The ``gnn-dist`` entry point that pyproject.toml names, run as its console script runs it
+    (a fresh interpreter importing the function), from the tree under test: an installed script
+    may be an older install's."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    target = tomllib.loads((root / "pyproject.toml").read_text())["project"]["scripts"]["gnn-dist"]
+    module, func = target.split(":")
+    script = [sys.executable, "-c", f"import sys; from {module} import {func}; sys.argv[0] = 'gnn-dist'; "
+                                    f"sys.exit({func}())"]
     out = tmp_path / "parts"
     env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1")
-    proc = subprocess.run([str(script), "partition", "--dataset", "sbm-tiny", "--parts", "2",
+    proc = subprocess.run([*script, "partition", "--dataset", "sbm-tiny", "--parts", "2",
                            "--method", "random", "--out", str(out), "--json", "--no-progress"],
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == EXIT_OK, proc.stderr[-3000:]

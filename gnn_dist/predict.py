@@ -68,12 +68,12 @@ from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E40
 from .failure_note import leave_failure_note
 from .link.pairs import PAIR_CHUNK, count_pairs, shared_pairs
 from .model_file import ModelFile, check_output_file, load_model_file
+from .predict_cli import _PAIRS_WITH_EMBEDDINGS, PROG, UsageError, build_parser, parse_args as _parse
 
 __all__ = ["Predictions", "PairScores", "predict", "check_prediction", "embedding_layer", "build_parser", "main"]
 
 log = logging.getLogger("gnn_dist.predict")
 
-PROG = "gnn_dist.predict"
 EXIT_USAGE = 2
 
 
@@ -197,10 +197,6 @@ def _load_checked(data: str | os.PathLike, model_file: str | os.PathLike) -> tup
     meta = load_partition_meta(data)
     model.check_fits(meta, data)
     return model, meta
-
-
-_PAIRS_WITH_EMBEDDINGS = ("--embeddings applies without --pairs: --pairs writes pair scores; run predict without "
-                          "--pairs for a link model's node embeddings")
 
 
 def _export_layer(model_file: ModelFile, embeddings: bool, layer: int | None,
@@ -362,79 +358,6 @@ def _pair_scores(decoder: torch.nn.Module, h: torch.Tensor, part: Any, pairs: np
     logits[where] = torch.cat(got_scores).cpu()
     return PairScores(src=pairs[:, 0].copy(), dst=pairs[:, 1].copy(), scores=logits.numpy(),
                       probabilities=torch.sigmoid(logits).numpy())
-
-
-class UsageError(ValueError):
-    """A bad command line: the message is the one line to print (exit code 2)."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # type: ignore[override]
-        from partitioners.cli_args import nearest_flags
-
-        if message.startswith("unrecognized arguments: "):
-            message += nearest_flags(self, message.removeprefix("unrecognized arguments: ").split())
-        raise UsageError(f"{self.prog}: error: {message} (see --help)")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The ``gnn_dist.predict`` parser."""
-    p = _Parser(prog=PROG, description="Exact full-graph inference with a model file (gnn_dist.train --save-model).")
-    p.add_argument("--data", required=True, metavar="DIR", help="partition folder (any number of parts)")
-    p.add_argument("--model-file", required=True, metavar="FILE",
-                   help="the model file gnn_dist.train --save-model wrote")
-    p.add_argument("--out", required=True, metavar="FILE.npz",
-                   help="where rank 0 writes node_ids, probabilities (not for regression), predicted (and embeddings); "
-                        "a link model: node_ids and embeddings, or with --pairs src, dst, scores and probabilities; "
-                        "its folder must exist")
-    p.add_argument("--embeddings", action="store_true",
-                   help="also write the output of a layer (default: the last hidden layer; a link model: its "
-                        "output) as embeddings")
-    p.add_argument("--layer", type=int, metavar="K", default=None,
-                   help="with --embeddings: the layer whose output is written, 0-based (the last is the output layer)")
-    p.add_argument("--pairs", metavar="PAIRS", default=None,
-                   help="a link model: score these pairs of original node ids, a text file of two columns (.gz: "
-                        "gzipped) or an integer .npy of shape [E, 2] or [2, E]")
-    p.add_argument("--no-verify", dest="verify", action="store_false",
-                   help="skip the sha256 check of the part files when loading")
-    p.add_argument("--backend", choices=("nccl", "gloo"), default=None,
-                   help="process-group backend (default: nccl on GPU, gloo on CPU; gloo computes on CPU)")
-    p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
-                   help="collective timeout in seconds: a dead or stuck peer ends the job after it (default: 300)")
-    p.add_argument("--import", dest="imports", action="append", metavar="FILE.py|MODULE",
-                   help="import your own components first (the model file's registered model; repeatable)")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging, and a traceback with every error")
-    p.add_argument("--validate", action="store_true",
-                   help="check the model file against the folder's metadata and --out in this process, then exit "
-                        "(0, or 2 with the error)")
-    return p
-
-
-def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    from .config_cli import UsageError as ConfigUsage, family_member, load_user_code
-
-    argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        load_user_code(argv, prog=PROG, config=False)
-    except ConfigUsage as exc:
-        raise UsageError(str(exc)) from None
-    from partitioners.cli_args import parse_unknown_first
-
-    args = parse_unknown_first(build_parser(), argv)
-    try:
-        args.data = family_member(args.data, prog=PROG)
-    except ConfigUsage as exc:
-        raise UsageError(str(exc)) from None
-    if args.layer is not None and not args.embeddings:
-        raise UsageError(f"{PROG}: error: --layer {args.layer} applies with --embeddings only")
-    if args.pairs is not None and args.embeddings:
-        raise UsageError(f"{PROG}: error: {_PAIRS_WITH_EMBEDDINGS}")
-    from .config.fields import MAX_TIMEOUT_S
-
-    if not 0 < args.timeout <= MAX_TIMEOUT_S:   # also nan and inf
-        raise UsageError(f"{PROG}: error: --timeout {args.timeout}: expected a positive number of seconds, at "
-                         f"most {MAX_TIMEOUT_S:.0f} (a week)")
-    return args
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -53,10 +53,11 @@ def add_launch_verbs(sub: argparse._SubParsersAction, verbose: argparse.Argument
                                     "P -m gnn_dist.predict --data DIR ...` (P: the folder's num_parts); every "
                                     "other argument is passed on to gnn_dist.predict: --model-file FILE "
                                     "--out FILE.npz [--embeddings [--layer K] | --pairs PAIRS] [--no-verify] "
-                                    "[--backend B] [--timeout S].",
+                                    "[--backend B] [--timeout S] [--config FILE.toml: these flags' values, "
+                                    "--data's too].",
                         epilog="Prediction flags: see docs/cli.md or `python -m gnn_dist.predict -h`.")
-    pr.add_argument("--data", required=True, metavar="DIR",
-                    help="partition folder (any number of parts), or partition family")
+    pr.add_argument("--data", metavar="DIR",
+                    help="partition folder (any number of parts), or partition family (or data in --config)")
     pr.add_argument("--nproc", type=positive_int, default=None, metavar="P",
                     help="ranks (default: the folder's num_parts; a family: its largest member that fits this "
                          "machine's CPUs, or --nproc P picks the P member)")
@@ -123,9 +124,7 @@ def cmd_train(args: argparse.Namespace, rest: Sequence[str]) -> int:
 def _train(args: argparse.Namespace, rest: Sequence[str]) -> int:
     from .world import elastic_world_sizes, one_node_nproc
 
-    args.data = args.data or _config_table(_flag_value(rest, "--config"), "data").get("data")
-    if not isinstance(args.data, str) or not args.data:
-        raise UsageError("gnn-dist train: --data is required (the partition folder; or data.data in --config)")
+    _data_from_config(args, rest, "train", "data", "data")
     stages = _stages(rest)   # --parallel layer/hybrid: S stages x the folder's parts
     rendezvous = elastic_rendezvous(args)
     if rendezvous is not None:
@@ -175,9 +174,25 @@ def _config_table(path: str | None, *keys: str) -> dict[str, Any]:
     return table if isinstance(table, dict) else {}
 
 
+def _data_from_config(args: argparse.Namespace, rest: Sequence[str], verb: str, *keys: str) -> None:
+    """``args.data``: ``--data``, else the value at ``keys`` of the ``--config`` file in ``rest``
+    (a usage error without either)."""
+    if not args.data:
+        *tables, key = keys
+        args.data = _config_table(_flag_value(rest, "--config"), *tables).get(key)
+    if not isinstance(args.data, str) or not args.data:
+        raise UsageError(f"gnn-dist {verb}: --data is required (the partition folder; or {'.'.join(keys)} in --config)")
+
+
 def cmd_predict(args: argparse.Namespace, rest: Sequence[str]) -> int:
+    with _readable_config(rest) as readable:
+        return _predict(args, readable)
+
+
+def _predict(args: argparse.Namespace, rest: Sequence[str]) -> int:
     from .world import one_node_nproc
 
+    _data_from_config(args, rest, "predict", "data")
     return _run_agent(args, rest, one_node_nproc(args.data, args.nproc, 1), "gnn_dist.predict")
 
 

@@ -307,3 +307,54 @@ def test_gnn_dist_predict_end_to_end_on_two_ranks(run, predictions, tmp_path):
     with np.load(out) as got:
         for key, value in predictions[2]["default"].items():
             np.testing.assert_array_equal(got[key], value, err_msg=key)
+
+
+def _toml(path: Path, **values) -> str:
+    """A ``--config`` file of ``values`` (strings, ints and bools) at ``path``."""
+    path.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in values.items()))
+    return str(path)
+
+
+def test_predict_config_file_gives_the_flags_and_the_flags_override_it(run, predictions, tmp_path):
+    from gnn_dist.predict import main as predict_main
+
+    config = _toml(tmp_path / "predict.toml", data=run["p1"], model_file=run["model"], out=str(tmp_path / "a.npz"),
+                   embeddings=True, verify=False)
+    assert predict_main(["--config", config]) == 0
+    assert predict_main(["--config", config, "--out", str(tmp_path / "b.npz"), "--layer", "0"]) == 0
+    for name, key in (("a.npz", "default"), ("b.npz", "layer0")):
+        with np.load(tmp_path / name) as got:
+            assert sorted(got.files) == sorted(predictions[1][key])
+            for field, value in predictions[1][key].items():
+                np.testing.assert_array_equal(got[field], value, err_msg=f"{name}: {field}")
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"data": "d", "model": "m.pt"}, r"predict.toml: model is not a prediction flag; the keys are backend, data, "),
+    ({"data": "d", "layer": "1"}, r"predict.toml: layer = '1': expected an integer \(the flag --layer K\)"),
+    ({"data": "d", "embeddings": "yes"}, r"predict.toml: embeddings = 'yes': expected true or false"),
+    ({"data": "d", "verify": 0}, r"predict.toml: verify = 0: expected true or false \(the flag --no-verify\)"),
+    ({"data": "d", "backend": "mpi"}, r"predict.toml: backend = 'mpi': expected one of 'nccl', 'gloo'"),
+    ({"data": "d", "timeout": True}, r"predict.toml: timeout = True: expected a number"),
+    ({"data": "d", "out": "p.npz"}, r"^gnn_dist.predict: error: --model-file required \(give the flag, or "
+                                    r"model_file in --config\)$"),
+])
+def test_a_bad_predict_config_is_one_line_naming_the_key(tmp_path, values, message):
+    from gnn_dist.predict import UsageError as PredictUsage, _parse
+
+    with pytest.raises(PredictUsage, match=message):
+        _parse(["--config", _toml(tmp_path / "predict.toml", **values)])
+
+
+def test_gnn_dist_predict_takes_the_folder_from_the_config_file(run, monkeypatch, tmp_path, capsys):
+    from gnn_dist_cli import launch
+
+    calls = []
+    monkeypatch.setattr(launch, "run_torchrun", lambda cmd, env, verbose=False: calls.append(cmd) or 0)
+    config = _toml(tmp_path / "predict.toml", data=run["p2"], model_file=run["model"], out=str(tmp_path / "p.npz"))
+    assert cli.main(["predict", "--config", config]) == 0
+    (cmd,) = calls   # two ranks, the folder's parts; the file goes on to the ranks
+    assert cmd == cli.train_command(run["p2"], 2, ["--config", config], watch_pid=os.getpid(), entry="gnn_dist.predict")
+    assert cli.main(["predict", "--config", _toml(tmp_path / "no-data.toml", out="p.npz")]) == 2
+    assert "gnn-dist predict: --data is required (the partition folder; or data in --config)" in capsys.readouterr().err
+    assert len(calls) == 1

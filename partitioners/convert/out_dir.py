@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
-import shutil
 from pathlib import Path
 from typing import Iterator
 
-from ..atomic_dir import fsync_dir, replace_dir
+from ..atomic_dir import fsync_dir, holds_files, replace_dir, staging_dir
 
 __all__ = ["check_convert_out", "is_npy_dir", "staged_npy_dir"]
 
@@ -36,11 +34,7 @@ def check_convert_out(out: str | os.PathLike[str], overwrite: bool, source: Path
     ``source``: the input, which may not lie inside an ``out`` that would be replaced.
     """
     out = Path(out)
-    if not out.exists() and not out.is_symlink():
-        return out
-    if not out.is_dir() or out.is_symlink():
-        raise FileExistsError(f"{out} exists and is not a folder (or is a symlink); choose another output folder")
-    if not any(out.iterdir()):
+    if not holds_files(out):
         return out
     if not is_npy_dir(out):
         raise FileExistsError(f"{out} is a non-empty folder that is not an npy-dir (no src.npy and "
@@ -65,14 +59,7 @@ def staged_npy_dir(out: str | os.PathLike[str], *, overwrite: bool = False,
                    source: Path | None = None) -> Iterator[Path]:
     """A temporary folder beside ``out`` to write into; renamed to ``out`` when the block ends."""
     out = Path(os.path.abspath(check_convert_out(out, overwrite, source)))  # "." and ".." resolved
-    parent = out.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = parent / f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-    tmp.mkdir()
-    try:
+    with staging_dir(out) as tmp:
         yield tmp
         fsync_dir(tmp)
         _install(tmp, out, overwrite, source)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise

@@ -30,8 +30,6 @@ import logging
 import math
 import os
 import resource
-import secrets
-import shutil
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -40,7 +38,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..atomic_dir import fsync_dir, replace_dir
+from ..atomic_dir import fsync_dir, holds_files, replace_dir, staging_dir
 from ..chunks import plain, rows_per_step
 from ..graph import Graph
 from . import npyio
@@ -92,11 +90,7 @@ def check_out_dir(out_dir: str | os.PathLike[str], overwrite: bool) -> Path:
     ``partition.json``) is never deleted, even with ``overwrite``. Raises ``FileExistsError``.
     """
     out = Path(out_dir)
-    if not out.exists() and not out.is_symlink():
-        return out
-    if not out.is_dir() or out.is_symlink():
-        raise FileExistsError(f"{out} exists and is not a folder (or is a symlink); choose another output folder")
-    if not any(out.iterdir()):
+    if not holds_files(out):
         return out
     if not (out / META_FILE).is_file():
         raise FileExistsError(f"{out} is a non-empty folder without {META_FILE} (not a partition "
@@ -448,11 +442,7 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
     stage_times = dict(time_s or {})
     method_params = _jsonable(dict(method_params or {}))
 
-    parent = out.absolute().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = parent / f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-    tmp.mkdir()
-    try:
+    with staging_dir(out) as tmp:
         rl = relabel(graph, a, num_parts, progress=progress)
         quality = _quality(graph, a, num_parts, rl, given, stage_times, method_params)
         del a
@@ -477,9 +467,6 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
         meta.update(quality=quality, files=top_files, parts=parts)
         _write_meta_file(tmp, meta)
         _install(tmp, out, overwrite)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     log.info("wrote %s: %d parts, %d nodes, %d edges in %.2fs", out, num_parts, graph.num_nodes,
              graph.num_edges, time.perf_counter() - t0)
     return meta

@@ -41,7 +41,7 @@ __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "build_pa
            # defined in partitioners.cli_args / .launch_verbs, importable from here as before:
            "BALANCE_CRITERIA", "LOOPBACK_ENV", "LOOPBACK_RDZV_BACKEND", "UsageError", "train_command", "train_env"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("gnn_dist_cli.command")  # not __name__: "__main__" under python -m gnn_dist_cli.command
 
 CLI_LOGGERS = ("partitioners", "gnn_dist_cli")
 """The loggers whose records the command prints: the partitioner library's (its verbs' included)

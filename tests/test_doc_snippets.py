@@ -21,14 +21,10 @@ and a fence's options are only the known ones.
 
 from __future__ import annotations
 
-import atexit
-import functools
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +32,7 @@ import numpy as np
 import pytest
 
 from mp_utils import run_ranks
-from train_helpers import free_port, launch_env
+from train_helpers import command_dir, free_port, launch_env
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -113,21 +109,10 @@ def blocks(path: Path) -> list[Block]:
     return [_block(path, text, m) for m in FENCE.finditer(text)]
 
 
-@functools.cache
-def _command_dir() -> str:
-    """A folder holding ``gnn-dist``: this interpreter running the tree's command."""
-    folder = Path(tempfile.mkdtemp(prefix="gnn-dist-command-"))
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    script = folder / "gnn-dist"
-    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m gnn_dist_cli "$@"\n')
-    script.chmod(0o755)
-    return str(folder)
-
-
 def _env() -> dict[str, str]:
     env = dict(os.environ, OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    env["PATH"] = os.pathsep.join([_command_dir(), str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PATH"] = os.pathsep.join([command_dir(), str(Path(sys.executable).parent), env.get("PATH", "")])
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(name, None)
     return env

@@ -5,12 +5,16 @@ a job whose rank 1 stalls mid-training (:func:`train_until_rank_one_stalls`)."""
 
 from __future__ import annotations
 
+import atexit
+import functools
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -39,12 +43,24 @@ def make_graph(num_nodes: int = 60, seed: int = 0) -> Graph:
                             test_mask=~train & ~val, num_classes=3)
 
 
+@functools.cache
+def command_dir() -> str:
+    """A folder holding a ``gnn-dist`` that runs :data:`GNN_DIST` (for shell scripts: first on
+    their PATH, before an installed console script)."""
+    folder = Path(tempfile.mkdtemp(prefix="gnn-dist-command-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    script = folder / "gnn-dist"
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m gnn_dist_cli "$@"\n')
+    script.chmod(0o755)
+    return str(folder)
+
+
 def run_tree(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
-    """Run ``cmd`` in its own session (this interpreter's ``bin`` first on the PATH, for
-    ``gnn-dist``); on timeout kill its whole process tree (torchrun + ranks)."""
+    """Run ``cmd`` in its own session (the tree's ``gnn-dist``, then this interpreter's ``bin``,
+    first on the PATH); on timeout kill its whole process tree (torchrun + ranks)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
         [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PATH"] = os.pathsep.join([command_dir(), str(Path(sys.executable).parent), env.get("PATH", "")])
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(name, None)
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -43,6 +43,14 @@ def make_graph(num_nodes: int = 60, seed: int = 0) -> Graph:
                             test_mask=~train & ~val, num_classes=3)
 
 
+def default_signals() -> None:
+    """In a child (``preexec_fn``): SIGINT/SIGTERM/SIGHUP at their defaults, even if this test runs where they
+    are ignored (a background job of a non-interactive shell ignores SIGINT), so the child's
+    Python installs its own handlers and the supervisor forwards them."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @functools.cache
 def command_dir() -> str:
     """A folder holding a ``gnn-dist`` that runs :data:`GNN_DIST` (for shell scripts: first on

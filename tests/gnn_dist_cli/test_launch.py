@@ -26,6 +26,7 @@ import psutil
 import pytest
 
 from gnn_dist_cli.launch import FailureFilter, exit_code, run_torchrun
+from train_helpers import default_signals
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,14 +54,6 @@ SUPERVISOR = ("import os, sys\nfrom gnn_dist_cli.launch import run_torchrun\n"
               "reap_grace_s=float(sys.argv[2])))")
 
 
-
-def _default_signals() -> None:
-    """In the child: SIGINT/SIGTERM/SIGHUP at their defaults, even if this test runs where they
-    are ignored (a background job of a non-interactive shell ignores SIGINT), so the child's
-    Python installs its own handlers and the supervisor forwards them."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_DFL)
-
 def _env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
 
@@ -83,7 +76,7 @@ def _wait_file(path: Path, timeout: float = 60) -> int:
 def _supervise(agent: str, pid_file: Path, grace_s: float, reap_grace_s: float) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", SUPERVISOR, str(grace_s), str(reap_grace_s),
                              sys.executable, "-c", agent, str(pid_file)],
-                            env=_env(), stderr=subprocess.PIPE, text=True, preexec_fn=_default_signals)
+                            env=_env(), stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
 
 
 def _kill_all(*pids: int | None) -> None:

@@ -37,6 +37,7 @@ import pytest
 
 from gnn_dist_cli import command as cli
 from gnn_dist_cli.launch import REAP_GRACE_S, SHUTDOWN_GRACE_S
+from train_helpers import default_signals
 
 pytestmark = pytest.mark.filterwarnings("ignore:Unable to enable fault handler:UserWarning")
 REPO = Path(__file__).resolve().parents[2]
@@ -65,14 +66,6 @@ def folders(tmp_path_factory) -> dict[str, str]:
         labels.write_bytes(bytes(raw))
     return {"good": str(good), "corrupt": str(corrupt)}
 
-
-
-def _default_signals() -> None:
-    """In the child: SIGINT/SIGTERM/SIGHUP at their defaults, even if this test runs where they
-    are ignored (a background job of a non-interactive shell ignores SIGINT), so the child's
-    Python installs its own handlers and the supervisor forwards them."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_DFL)
 
 def _env() -> dict[str, str]:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
@@ -136,7 +129,7 @@ def training(tmp_path: Path, data: str, *gnn_dist_flags: str, wait_for_metrics: 
     with open(log, "w") as out:
         proc = subprocess.Popen([*GNN_DIST, *gnn_dist_flags, "train", "--data", data, *TRAIN_FLAGS,
                                  "--metrics", str(metrics)], cwd=REPO, env=_env(), stdout=out,
-                                stderr=subprocess.STDOUT, preexec_fn=_default_signals)
+                                stderr=subprocess.STDOUT, preexec_fn=default_signals)
     job = Job(proc, log)
     try:
         if wait_for_metrics:

@@ -18,6 +18,10 @@ reads the environment and a test can see every variable that matters in one tabl
                                     train``'s do
 ``TORCHELASTIC_RESTART_COUNT``     torchrun's count of restarts (keys the rendezvous store of
                                     each start, :mod:`gnn_dist.distributed.process_group`)
+``GNN_DIST_RDZV_ROUND``             the rendezvous round of an elastic job's start, set by
+                                    ``gnn-dist train``'s agent (keys the rendezvous store with
+                                    the restart count: a node joining restarts the ranks, not
+                                    the count)
 ``TORCHELASTIC_RUN_ID``            torchrun's ``--rdzv-id``, the same for every restart of a job
                                     (names the run holding a checkpoint folder,
                                     :mod:`gnn_dist.run_lock`)
@@ -42,7 +46,7 @@ import os
 from collections.abc import Iterator, Mapping
 
 __all__ = ["KERNELS", "launch_variables", "launch_rank", "launch_world_size", "local_world_size", "world_size_as",
-           "restart_count", "elastic_run_id", "error_file", "kernels", "set_default", "set_variable", "rank_defaults", "RANK_DEFAULTS",
+           "restart_count", "rendezvous_round", "ROUND_VARIABLE", "elastic_run_id", "error_file", "kernels", "set_default", "set_variable", "rank_defaults", "RANK_DEFAULTS",
            "THREAD_VARIABLES", "thread_settings"]
 
 KERNELS = "GNN_DIST_KERNELS"
@@ -86,6 +90,18 @@ def restart_count() -> int:
         return 0
 
 
+ROUND_VARIABLE = "GNN_DIST_RDZV_ROUND"
+"""The rendezvous round the ranks started in, set by ``gnn-dist train``'s elastic agent."""
+
+
+def rendezvous_round() -> int:
+    """:data:`ROUND_VARIABLE` (0 when unset or malformed: torchrun started the ranks itself)."""
+    try:
+        return max(0, int(os.environ.get(ROUND_VARIABLE, "0")))
+    except ValueError:
+        return 0
+
+
 def elastic_run_id() -> str | None:
     """``TORCHELASTIC_RUN_ID`` (torchrun's ``--rdzv-id``, kept across restarts), or None when unset or empty."""
     value = os.environ.get("TORCHELASTIC_RUN_ID", "").strip()
@@ -115,18 +131,22 @@ def thread_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def world_size_as(size: int) -> Iterator[None]:
-    """``WORLD_SIZE`` is ``size`` inside the block, as before after it: the agent's pre-launch
-    check of the ranks' configuration (a partition family's member is the world size's)."""
-    saved = os.environ.get("WORLD_SIZE")
-    os.environ["WORLD_SIZE"] = str(size)
+def world_size_as(size: int, run_id: str | None = None) -> Iterator[None]:
+    """``WORLD_SIZE`` is ``size`` (and ``TORCHELASTIC_RUN_ID`` ``run_id``, when given) inside the
+    block, as before after it: the agent's pre-launch check of the ranks' configuration (a
+    partition family's member is the world size's; a node joining a running elastic job finds
+    the checkpoint folder held by that job's ranks, which :func:`elastic_run_id` tells apart)."""
+    values = {"WORLD_SIZE": str(size), **({"TORCHELASTIC_RUN_ID": run_id} if run_id else {})}
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
     try:
         yield
     finally:
-        if saved is None:
-            os.environ.pop("WORLD_SIZE", None)
-        else:
-            os.environ["WORLD_SIZE"] = saved
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def set_variable(name: str, value: str) -> None:

@@ -256,9 +256,11 @@ def acquire(directory: str | os.PathLike, *, run_id: str | None = None, what: st
     return lock
 
 
-def check_free(directory: str | os.PathLike, *, what: str = "folder") -> None:
+def check_free(directory: str | os.PathLike, *, what: str = "folder", job: str | None = None) -> None:
     """Raise :class:`RunLockError` (naming the owner) when another live process holds
-    ``directory``'s lock; never takes it, creates nothing. A stale or missing lock passes.
+    ``directory``'s lock; never takes it, creates nothing. A stale or missing lock passes, and
+    so does a holder of the elastic job ``job`` (torchrun's ``--rdzv-id``; the run ids of its
+    starts are ``job/agent-PID``, :func:`default_run_id`): a node joining that running job.
 
     The probe is a shared flock held for an instant (:func:`acquire` retries past it)."""
     if _HELD.get(os.path.realpath(Path(directory) / LOCK_NAME)) is not None:
@@ -270,7 +272,10 @@ def check_free(directory: str | os.PathLike, *, what: str = "folder") -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise _refusal(directory, read_owner(directory), what) from None
+        owner = read_owner(directory)
+        if job is not None and owner is not None and owner.run_id.startswith(f"{job}/"):
+            return   # the running elastic job this node joins
+        raise _refusal(directory, owner, what) from None
     except OSError:
         return
     finally:

@@ -62,7 +62,7 @@ def check_run(config: RunConfig) -> str:
     if config.trainer.checkpoint.checkpoint_dir is not None:   # held by another live run: refused (gnn_dist.run_lock)
         from .run_lock import check_free
 
-        check_free(config.trainer.checkpoint.checkpoint_dir, what="--checkpoint-dir")
+        check_free(config.trainer.checkpoint.checkpoint_dir, what="--checkpoint-dir", job=environ.elastic_run_id())
     if config.save_model is not None:
         from .model_file import check_output_file
 

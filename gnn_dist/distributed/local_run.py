@@ -165,7 +165,38 @@ def _create_loopback_handler(params: Any) -> Any:
     # The store the ranks share (MASTER_ADDR:MASTER_PORT): torch creates it in this hook.
     handler._create_tcp_store_server = lambda master_addr, master_port: loopback_store(
         master_addr, master_port, what="--local-addr (the ranks' MASTER_ADDR)")
+    if params.max_nodes > 1:
+        handler.next_rendezvous = _each_round_published(handler, handler.next_rendezvous)
     return handler
+
+
+def _each_round_published(handler: Any, next_rendezvous: Any) -> Any:
+    """``next_rendezvous`` that tells every round where the ranks' store is, not just the first.
+
+    torch's handler publishes the address of the store rank 0's agent serves in a round's keys
+    only when that agent first builds it, and a node new to the job reads it from the round it
+    joins: a node joining a running job (a scale-up) waited for ``MASTER_ADDR`` until it timed
+    out, and so did the job. Here rank 0 publishes its store's address in every round and every
+    other rank reads that round's (an agent that was rank 0 before may not be now). The round
+    is also the ranks' :data:`~gnn_dist.environ.ROUND_VARIABLE`: a membership change restarts
+    them with torchrun's restart count unchanged, in the same store."""
+    from torch.distributed.elastic.rendezvous.api import RendezvousInfo, RendezvousStoreInfo
+
+    def each_round() -> Any:
+        info = next_rendezvous()
+        environ.set_variable(environ.ROUND_VARIABLE, str(handler._state_holder.state.round))   # for the ranks
+        if environ.launch_variables().get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE") == "1":
+            return info
+        server = handler._shared_tcp_store_server if info.rank == 0 else None
+        if info.rank == 0 and server is None:   # rank 0 now, and no store served yet
+            server = handler._shared_tcp_store_server = handler._create_tcp_store_server(
+                handler._this_node.addr, 0)
+        fresh = RendezvousStoreInfo.build(info.rank, info.store, local_addr=handler._this_node.addr,
+                                          server_port=server.port if server is not None else None)
+        handler._bootstrap_store_info = fresh
+        return RendezvousInfo(info.store, info.rank, info.world_size, fresh)
+
+    return each_round
 
 
 def register_backend() -> None:
@@ -254,8 +285,9 @@ def _validate(torchrun_args: Sequence[str]) -> int:
     args = list(torchrun_args)
     for i in range(len(args) - 1):
         if args[i] == "-m" and args[i + 1] in _VALIDATED_ENTRIES:
-            for size in _world_sizes(args[:i]):   # each one the job may take (a family's member is the size's)
-                with environ.world_size_as(size):
+            sizes, job = _world_sizes(args[:i])
+            for size in sizes:   # each one the job may take (a family's member is the size's)
+                with environ.world_size_as(size, job):
                     code = importlib.import_module(args[i + 1]).main(["--validate", *args[i + 2:]])
                 if code:
                     return code
@@ -264,15 +296,17 @@ def _validate(torchrun_args: Sequence[str]) -> int:
                      f"{', '.join(_VALIDATED_ENTRIES)} in the torchrun arguments")
 
 
-def _world_sizes(torchrun_args: Sequence[str]) -> list[int]:
+def _world_sizes(torchrun_args: Sequence[str]) -> tuple[list[int], str | None]:
     """The world sizes of torchrun's ``--nnodes MIN:MAX`` x ``--nproc-per-node N`` (``[1]`` when
-    N is not a number)."""
+    N is not a number), and an elastic job's ``--rdzv-id`` (None unless MIN < MAX): a node that
+    joins it finds the job's own ranks holding the checkpoint folder, which is no refusal."""
     from torch.distributed.run import parse_args, parse_min_max_nnodes
 
     parsed = parse_args([*torchrun_args, "-m", "gnn_dist.train"])
     low, high = parse_min_max_nnodes(parsed.nnodes)
     nproc = str(parsed.nproc_per_node)
-    return [n * int(nproc) for n in range(low, high + 1)] if nproc.isdigit() else [1]
+    sizes = [n * int(nproc) for n in range(low, high + 1)] if nproc.isdigit() else [1]
+    return sizes, (str(parsed.rdzv_id) if low < high else None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -187,10 +187,12 @@ def shutdown_process_group(*, clean: bool = True, barrier_timeout: timedelta | N
 
 def _attempt_store(rank: int, world_size: int, timeout: timedelta) -> dist.Store:
     """The rendezvous store of this start of the job (``env://``), keyed by torchrun's restart
-    count: after an elastic restart (``--max-restarts``) the agent's store still holds the dead
-    ranks' addresses, and a rank that read one would connect to a process that is gone."""
+    count and the rendezvous round: after an elastic restart (``--max-restarts``) or a node's
+    joining (a new round, the same count) the agent's store still holds the dead ranks'
+    addresses, and a rank that read one would connect to a process that is gone."""
     store, _, _ = next(dist.rendezvous("env://", rank, world_size, timeout=timeout))
-    return dist.PrefixStore(f"gnn-dist/attempt-{environ.restart_count()}/", store)
+    key = f"attempt-{environ.restart_count()}" + (f"-round-{r}" if (r := environ.rendezvous_round()) else "")
+    return dist.PrefixStore(f"gnn-dist/{key}/", store)
 
 
 _OWNED: list[DistContext] = []

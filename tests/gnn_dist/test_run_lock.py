@@ -133,6 +133,18 @@ def test_a_live_lock_is_refused_naming_its_owner(tmp_path):
         run_lock.acquire(tmp_path, run_id="job-b").release()
 
 
+def test_a_node_joining_an_elastic_job_passes_the_check_of_the_folder_that_job_holds(tmp_path):
+    """A node started while its elastic job runs checks the job's own folder: no refusal; a
+    holder of another job (or of a job whose id merely starts alike) is refused as before."""
+    from gnn_dist import run_lock
+
+    with holder(tmp_path, "job-a/agent-7") as (proc, _):
+        run_lock.check_free(tmp_path, what="--checkpoint-dir", job="job-a")
+        for other in (None, "job-b", "job"):
+            with pytest.raises(run_lock.RunLockError, match="is in use by another run"):
+                run_lock.check_free(tmp_path, what="--checkpoint-dir", job=other)
+
+
 def test_a_stale_lock_is_taken_over_with_one_line(tmp_path, caplog):
     from gnn_dist import run_lock
 

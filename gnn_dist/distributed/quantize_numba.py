@@ -10,22 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..hashing import GOLDEN, MUL1, MUL2
+from ..kernels.hash_numba import GOLDEN64 as _GOLDEN
+from ..kernels.hash_numba import as_uint64
+from ..kernels.hash_numba import mix64 as _mix
 from ..kernels.njit import cached_njit
 
 __all__ = ["encode_rows_cpu", "decode_rows_cpu"]
-
-_M64 = (1 << 64) - 1
-_GOLDEN = np.uint64(GOLDEN & _M64)  # the hash's constants as uint64 (gnn_dist.hashing holds them)
-_MUL1 = np.uint64(MUL1 & _M64)
-_MUL2 = np.uint64(MUL2 & _M64)
-
-
-@cached_njit()
-def _mix(z: np.uint64) -> np.uint64:
-    z = (z ^ (z >> np.uint64(30))) * _MUL1
-    z = (z ^ (z >> np.uint64(27))) * _MUL2
-    return z ^ (z >> np.uint64(31))
 
 
 @cached_njit()
@@ -119,7 +109,7 @@ def encode_rows_cpu(x: np.ndarray, ids: np.ndarray, base: int, bits: int, nbytes
     zeros = np.empty(rows, dtype=np.float32)
     scales = np.empty(rows, dtype=np.uint16)
     _encode(np.ascontiguousarray(x, dtype=np.float32), np.ascontiguousarray(ids, dtype=np.int64),
-            np.uint64(base & 0xFFFFFFFFFFFFFFFF), bits, packed, zeros, scales)
+            as_uint64(base), bits, packed, zeros, scales)
     out[:, :nbytes] = packed
     out[:, nbytes:nbytes + 4] = zeros.view(np.uint8).reshape(rows, 4)
     out[:, nbytes + 4:] = scales.view(np.uint8).reshape(rows, 2)

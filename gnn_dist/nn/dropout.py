@@ -8,7 +8,8 @@ hash compared with ``p``. The same node gets the same mask on any rank of any pa
 ``P`` ranks compute exactly what one device computes, dropout included.
 
 The hash (:mod:`gnn_dist.hashing`) works in int64 torch ops on any device, with no host
-synchronisation.
+synchronisation; on CPU a feature mask and its product are one numba pass each
+(:mod:`gnn_dist.kernels.dropout_numba`), the same bits.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import torch
 
 from ..hashing import CHUNK_ELEMENTS, GOLDEN, IntLike, absorb, hash_bits, mix, srl
+from ..kernels.dropout_numba import keep_mask, masked_scale
 
 __all__ = ["DropoutKey", "RowDropout", "INPUT_LAYER", "hash_dropout", "hash_edge_dropout", "hash_bits"]
 
@@ -54,13 +56,21 @@ class _MaskedScale(torch.autograd.Function):
     def forward(ctx: Any, x: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:  # type: ignore[override]
         ctx.save_for_backward(mask)
         ctx.scale = scale
-        return x.mul(mask).mul_(scale)
+        return _scaled(x, mask, scale)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
         (mask,) = ctx.saved_tensors
-        return grad.mul(mask).mul_(ctx.scale), None, None
+        return _scaled(grad, mask, ctx.scale), None, None
+
+
+def _scaled(x: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
+    """``x.mul(mask).mul_(scale)``; a float32 CPU tensor in one numba pass, the same bits
+    (:func:`~gnn_dist.kernels.dropout_numba.masked_scale`)."""
+    if x.device.type == "cpu" and x.dtype == torch.float32 and x.dim() == 2 and x.shape == mask.shape:
+        return torch.from_numpy(masked_scale(x.detach().contiguous().numpy(), mask.contiguous().numpy(), scale))
+    return x.mul(mask).mul_(scale)
 
 
 def _check_p(p: float, who: str) -> float:
@@ -103,6 +113,9 @@ def hash_dropout(x: torch.Tensor, p: float, *, seed: int, step: IntLike, layer: 
         return x * 0.0
     base = hash_bits(_NODE_DOMAIN, seed, step, layer, device=x.device)
     threshold = int(p * (1 << 32))
+    if x.device.type == "cpu":   # one numba pass, the same bits (kernels/hash_numba.py)
+        mask = torch.from_numpy(keep_mask(row_ids.to(torch.long).numpy(), int(base), threshold, x.shape[1]))
+        return _MaskedScale.apply(x, mask, 1.0 / (1.0 - p))
     cols = mix(torch.arange(x.shape[1], dtype=torch.long, device=x.device) + GOLDEN)
     ids = row_ids.to(device=x.device, dtype=torch.long)
     mask = torch.empty(x.shape, dtype=torch.bool, device=x.device)

@@ -18,14 +18,16 @@ node files have exactly its count of rows, and a type without node files may not
 nodes than its relations use (its largest id + 1), so a count cannot ask for more than the
 files hold. Each problem is one :class:`~partitioners.errors.GraphError` line naming the file.
 
-The typed partition path builds the union graph in memory (:meth:`HeteroGraph.to_union`), so
-the arrays are read into memory when the graph is checked and partitioned; there is no
-out-of-core typed pipeline (the homogeneous ``npy-dir`` has one). Torch-free.
+:func:`read_typed_npy_dir` builds a :class:`HeteroGraph` (its arrays read into memory when the
+graph is checked; the in-memory union graph of :meth:`HeteroGraph.to_union`);
+:func:`partitioners.hetero.outofcore.read_typed_npy_dir_on_disk` builds the union graph in
+scratch memory maps instead, from the same :func:`open_typed_npy_dir`. Torch-free.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,7 @@ from ..errors import GraphError
 from ..io.node_data import mask_from_array, open_node_array
 from .graph import HeteroGraph, Relation, _check_name
 
-__all__ = ["NODES_JSON", "is_typed_npy_dir", "read_typed_npy_dir"]
+__all__ = ["NODES_JSON", "TypedNpyDir", "is_typed_npy_dir", "open_typed_npy_dir", "read_typed_npy_dir"]
 
 NODES_JSON = "nodes.json"
 _MAX_JSON_BYTES = 1 << 20
@@ -142,8 +144,30 @@ def _check_sizes(root: Path, counts: dict[str, int], edges: dict[Relation, tuple
                              f"{max(used, default=0)} (or its node files)")
 
 
-def read_typed_npy_dir(root: str | Path, *, name: str = "") -> HeteroGraph:
-    """The :class:`HeteroGraph` of the typed npy-dir ``root`` (module docstring)."""
+@dataclass(eq=False)
+class TypedNpyDir:
+    """The opened folder, every array a checked memory map (nothing read whole): the in-memory
+    reader (:func:`read_typed_npy_dir`) and the out-of-core one (:mod:`.outofcore`) share it."""
+
+    root: Path
+    counts: dict[str, int]
+    target: str | None
+    classes: int | None
+    edges: dict[Relation, tuple[np.ndarray, np.ndarray]]
+    data: dict[str, dict[str, Any]]
+    """type -> its node files (``features``, ``labels``, ``train``/``val``/``test`` masks)."""
+
+    @property
+    def masks(self) -> dict[str, dict[str, np.ndarray]]:
+        return {t: {k: d[k] for k in _MASKS if k in d} for t, d in self.data.items() if any(k in d for k in _MASKS)}
+
+    def field(self, key: str) -> dict[str, Any]:
+        """type -> its array ``key`` (``features``, ``labels``), for the types that have one."""
+        return {t: d[key] for t, d in self.data.items() if key in d}
+
+
+def open_typed_npy_dir(root: str | Path) -> TypedNpyDir:
+    """The typed npy-dir ``root`` opened and checked (module docstring), its arrays memory maps."""
     root = Path(root)
     if not is_typed_npy_dir(root):
         raise GraphError(f"{root}: no {NODES_JSON}: a typed npy-dir has nodes.json, TYPE/ and SRC__REL__DST/ folders")
@@ -158,10 +182,14 @@ def read_typed_npy_dir(root: str | Path, *, name: str = "") -> HeteroGraph:
     _check_sizes(root, counts, edges, {t for t, d in data.items() if d})
     if target is not None and "labels" not in data.get(target, {}):
         raise GraphError(f"{root / NODES_JSON}: target_type {target!r} has no labels (no {target}/labels.npy)")
-    masks = {t: {k: d[k] for k in _MASKS if k in d} for t, d in data.items() if any(k in d for k in _MASKS)}
+    return TypedNpyDir(root, counts, target, classes, edges, data)
+
+
+def read_typed_npy_dir(root: str | Path, *, name: str = "") -> HeteroGraph:
+    """The :class:`HeteroGraph` of the typed npy-dir ``root`` (module docstring)."""
+    d = open_typed_npy_dir(root)
     try:
-        return HeteroGraph(counts, edges, features={t: d["features"] for t, d in data.items() if "features" in d},
-                           labels={t: d["labels"] for t, d in data.items() if "labels" in d}, masks=masks,
-                           target_type=target, num_classes=classes, name=name or root.name)
+        return HeteroGraph(d.counts, d.edges, features=d.field("features"), labels=d.field("labels"),
+                           masks=d.masks, target_type=d.target, num_classes=d.classes, name=name or d.root.name)
     except GraphError as exc:
-        raise GraphError(f"{root}: {exc}") from None
+        raise GraphError(f"{d.root}: {exc}") from None

@@ -26,6 +26,7 @@ from partitioners.outofcore import csr_build, npy_dir
 from partitioners.outofcore.csr_build import build_csr_on_disk
 from partitioners.outofcore.scratch import Scratch
 from partitioners import graph_checks, quality
+from outofcore_checks import folder_bytes, meta_without_timings, scratch_left, shrink_chunks
 
 pytestmark = pytest.mark.usefixtures("clean_registry")
 
@@ -34,18 +35,7 @@ pytestmark = pytest.mark.usefixtures("clean_registry")
 def small_chunks(monkeypatch):
     """Every chunked loop of the path takes a few entries at a time, so chunk boundaries fall
     inside rows, parts and node-data blocks."""
-    monkeypatch.setattr(csr_build, "SEGMENT_ENTRIES", 7)
-    monkeypatch.setattr(npy_dir, "CHUNK_EDGES", 11)
-    monkeypatch.setattr(npy_dir, "CHUNK_BYTES", 96)
-    monkeypatch.setattr(relabel_mod, "CHUNK_EDGES", 13)
-    monkeypatch.setattr(writer_mod, "NODE_DATA_STEP_BYTES", 64)
-    monkeypatch.setattr(graph_checks, "CHECK_BYTES", 80)
-    monkeypatch.setattr(quality, "_CHUNK_EDGES", 17)
-
-
-def _scratch_left(folder: Path) -> list[str]:
-    gc.collect()
-    return [p.name for p in folder.iterdir() if p.name.startswith(".gnn-dist-scratch")]
+    shrink_chunks(monkeypatch)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -73,7 +63,7 @@ def test_the_disk_build_equals_the_in_memory_build(tmp_path, seed, small_chunks)
             if w is not None:
                 assert np.array_equal(ref[2], got.edge_weight), what
             assert list(ref[3].items()) == list(got.report.items()), what
-    assert _scratch_left(tmp_path) == []
+    assert scratch_left(tmp_path) == []
 
 
 def test_the_disk_build_names_the_first_bad_id(tmp_path):
@@ -97,7 +87,7 @@ def test_metis_adjacency_on_disk_equals_scipys(tmp_path, seed, small_chunks):
         assert got_xadj.dtype == dtype and got_adjncy.dtype == dtype
         assert np.array_equal(got_xadj, xadj) and np.array_equal(got_adjncy, adjncy)
     del got_xadj, got_adjncy
-    assert _scratch_left(tmp_path) == []
+    assert scratch_left(tmp_path) == []
 
 
 @pytest.mark.parametrize("background", [False, True])
@@ -162,18 +152,7 @@ def test_read_npy_dir_equals_from_edges(tmp_path, small_chunks, weighted, multil
         assert isinstance(got.indices.base, np.memmap) or isinstance(got.indices, np.memmap)
         assert got.scratch_dir is not None and got.scratch_dir.parent == tmp_path
     del got
-    assert _scratch_left(tmp_path) == []
-
-
-def _folder_bytes(out: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*.npy"))}
-
-
-def _meta_without_timings(out: Path) -> dict:
-    meta = json.loads((out / "partition.json").read_text())
-    for key in ("time_s", "peak_rss_bytes"):
-        meta["quality"].pop(key)
-    return meta
+    assert scratch_left(tmp_path) == []
 
 
 @pytest.mark.parametrize("method, flags", [
@@ -193,11 +172,11 @@ def test_the_out_of_core_folder_is_byte_identical_to_the_in_memory_one(tmp_path,
                      "--method", method, "--out", str(out), "--no-progress", *flags]) == EXIT_OK
         outs.append(out)
     disk, memory = outs
-    assert _folder_bytes(disk) == _folder_bytes(memory) and len(_folder_bytes(disk)) > 30
-    a, b = _meta_without_timings(disk), _meta_without_timings(memory)
+    assert folder_bytes(disk) == folder_bytes(memory) and len(folder_bytes(disk)) > 30
+    a, b = meta_without_timings(disk), meta_without_timings(memory)
     assert a.pop("name") == "mine" and b.pop("name") == "g"
     assert a == b
-    assert _scratch_left(tmp_path) == []
+    assert scratch_left(tmp_path) == []
     assert main(["-q", "inspect", "--verify", str(disk)]) == EXIT_OK
 
 
@@ -232,7 +211,7 @@ def test_the_writer_never_holds_a_parts_features_or_edges(tmp_path, monkeypatch)
     estimate = estimate_partition_memory(graph, "fennel", 4)
     assert estimate.parts["graph"] == 0 and peak <= estimate.total - BASELINE_BYTES
     del graph
-    assert _scratch_left(tmp_path) == []
+    assert scratch_left(tmp_path) == []
 
 
 @pytest.mark.parametrize("setup, message", [
@@ -261,7 +240,7 @@ def test_bad_npy_dirs_get_one_line_and_exit_2(tmp_path, capsys, setup, message):
     assert len(lines) == 1 and "Traceback" not in err, err
     assert str(d) in lines[0]
     assert __import__("re").search(message, lines[0]), lines[0]
-    assert not (tmp_path / "out").exists() and _scratch_left(tmp_path) == []
+    assert not (tmp_path / "out").exists() and scratch_left(tmp_path) == []
 
 
 def test_npy_dir_flags_that_do_not_fit_are_refused(tmp_path, capsys):
@@ -289,7 +268,7 @@ def test_max_memory_refuses_before_the_build(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert code == EXIT_USAGE and built == []
     assert "with metis needs ~" in err and "graph 0 B" in err and "--method fennel needs ~" in err
-    assert _scratch_left(tmp_path) == []
+    assert scratch_left(tmp_path) == []
 
 
 def test_convert_then_partition_equals_partitioning_the_edge_list(tmp_path, small_chunks):
@@ -308,8 +287,8 @@ def test_convert_then_partition_equals_partitioning_the_edge_list(tmp_path, smal
                  *common]) == EXIT_OK
     assert main(["-q", "partition", "--input", str(edges), "--weighted", "--out", str(tmp_path / "memory"),
                  *common]) == EXIT_OK
-    assert _folder_bytes(tmp_path / "disk") == _folder_bytes(tmp_path / "memory")
-    assert _scratch_left(tmp_path) == []
+    assert folder_bytes(tmp_path / "disk") == folder_bytes(tmp_path / "memory")
+    assert scratch_left(tmp_path) == []
 
 
 def test_metis_with_isolated_nodes_out_of_core_equals_in_memory(tmp_path):
@@ -324,8 +303,8 @@ def test_metis_with_isolated_nodes_out_of_core_equals_in_memory(tmp_path):
     for source in ("g", "g.npz"):
         assert main(["-q", "partition", "--input", str(tmp_path / source), "--parts", "3", "--method",
                      "metis", "--out", str(tmp_path / f"out-{source}"), "--no-progress"]) == EXIT_OK
-    assert _folder_bytes(tmp_path / "out-g") == _folder_bytes(tmp_path / "out-g.npz")
-    assert _scratch_left(tmp_path) == []
+    assert folder_bytes(tmp_path / "out-g") == folder_bytes(tmp_path / "out-g.npz")
+    assert scratch_left(tmp_path) == []
 
 
 def test_a_full_scratch_disk_is_one_line_before_any_map(tmp_path, capsys, monkeypatch):
@@ -346,4 +325,4 @@ def test_a_full_scratch_disk_is_one_line_before_any_map(tmp_path, capsys, monkey
     assert code != EXIT_OK and "Traceback" not in err
     assert f"scratch folder {tmp_path}: no room for a work array" in err
     assert "pass --scratch-dir on a disk with room" in err
-    assert not (tmp_path / "o").exists() and _scratch_left(tmp_path) == []
+    assert not (tmp_path / "o").exists() and scratch_left(tmp_path) == []

@@ -80,8 +80,9 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
                    help="edge lists, .npy: the ids are any names or integers, numbered 0..N-1 in sorted "
                         "order; the names are kept in the folder (original_names.npy)")
     g.add_argument("--scratch-dir", metavar="DIR", default=None,
-                   help="npy-dir input: where the on-disk CSR is built (about 8 bytes per edge, 16 "
-                        "with --symmetrize; removed as it goes; default: the folder --out is in)")
+                   help="npy-dir and typed-npy-dir input: where the on-disk CSR is built (about 8 bytes "
+                        "per edge, 16 with --symmetrize; typed: also 12 per edge and 8 per node and relation; "
+                        "removed as it goes; default: the folder --out is in)")
     g.add_argument("--planetoid-name", metavar="NAME", default=None,
                    help="which Planetoid set of the folder (cora, citeseer, pubmed; default: the only one)")
     from .cli_typed import add_typed_arguments

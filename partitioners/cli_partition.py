@@ -87,6 +87,7 @@ def _check_request(args: argparse.Namespace) -> None:
     """Checks that need no graph: refuse a bad request before a long read."""
     from .cli_family import check_family_out, split_parts
     from .cli_input import check_input_request, input_format
+    from .cli_typed import OUT_OF_CORE_FORMAT, open_typed_npy_dir_input
     from .cli_weights import resolve_part_weights
     from .format import check_out_dir
 
@@ -116,6 +117,10 @@ def _check_request(args: argparse.Namespace) -> None:
         size = args.npy_dir.sizes(args.npy_dir.num_nodes(), symmetric=args.symmetrize)
         _check_parts(args.parts, size.num_nodes, args.input)
         _check_memory(args, size)  # before the on-disk build
+    elif args.input is not None and input_format(args) == OUT_OF_CORE_FORMAT:  # typed: the same, from headers
+        size = open_typed_npy_dir_input(args)
+        _check_parts(args.parts, size.num_nodes, args.input)
+        _check_memory(args, size)
 
 
 def _check_refine_flags(args: argparse.Namespace) -> None:
@@ -174,12 +179,17 @@ def _read_graph(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     return read_input(args)
 
 
+def _read_on_disk(args: argparse.Namespace) -> bool:
+    """The input is read out of core (an npy-dir, typed or not): its estimate was logged before the build."""
+    return getattr(args, "npy_dir", None) is not None or getattr(args, "typed_npy_dir", None) is not None
+
+
 def _read_stage(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     """:func:`_load_graph` under a one-step ``read`` bar (the readers report no finer progress;
     the out-of-core reader shows its own bars)."""
     from tqdm.auto import tqdm
 
-    if getattr(args, "npy_dir", None) is not None:
+    if _read_on_disk(args):
         return _load_graph(args)
     with tqdm(total=1, desc="read", disable=args.no_progress, file=sys.stderr,
               bar_format="{l_bar}{bar}| {elapsed}") as bar:
@@ -209,7 +219,7 @@ def _partition(args: argparse.Namespace) -> int:
     if (untrainable := untrainable_warning(graph)) is not None:
         log.warning(untrainable)
     _check_parts(args.parts, graph.num_nodes, args.dataset or args.input)
-    _check_memory(args, graph, log_estimate=getattr(args, "npy_dir", None) is None)
+    _check_memory(args, graph, log_estimate=not _read_on_disk(args))
     if args.family is not None:
         from .cli_family import write_family
 

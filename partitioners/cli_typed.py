@@ -12,12 +12,14 @@ Torch-free.
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from .errors import GraphError
 
-__all__ = ["add_typed_arguments", "check_typed_request", "input_formats", "is_typed_format", "read_typed_input",
-           "typed_dataset", "typed_edge_split", "typed_untrainable_warning"]
+__all__ = ["OUT_OF_CORE_FORMAT", "add_typed_arguments", "check_typed_request", "input_formats", "is_typed_format",
+           "open_typed_npy_dir_input", "read_typed_input", "typed_dataset", "typed_edge_split",
+           "typed_untrainable_warning"]
 
 _HOMOGENEOUS_FLAGS = {
     "features": "--features", "labels": "--labels", "train_mask": "--train-mask", "val_mask": "--val-mask",
@@ -27,6 +29,9 @@ _HOMOGENEOUS_FLAGS = {
     "remove_duplicates": "--remove-duplicates", "normalize_features": "--normalize-features",
 }
 """Flags (dest -> flag) for homogeneous inputs only: a typed input brings its own node data per type."""
+
+OUT_OF_CORE_FORMAT = "typed-npy-dir"
+"""The typed format read out of core, as the homogeneous ``npy-dir`` is (``--scratch-dir`` applies)."""
 
 
 def add_typed_arguments(p: argparse.ArgumentParser) -> None:
@@ -83,6 +88,10 @@ def check_typed_request(args: argparse.Namespace, fmt: str | None) -> bool:
         return False
     for dest, flag in _HOMOGENEOUS_FLAGS.items():
         value = getattr(args, dest, None)
+        if dest == "scratch_dir" and fmt == OUT_OF_CORE_FORMAT:  # read out of core, as an npy-dir
+            if value is not None and not os.path.isdir(value):
+                raise UsageError(f"--scratch-dir {value}: no such folder; create it or choose an existing one")
+            continue
         if value not in (None, False):
             raise UsageError(f"{flag} applies to homogeneous inputs; {args.input} is a typed graph (--input-format "
                              f"{fmt}) whose node data, split and relations come with it: drop {flag} "
@@ -125,9 +134,12 @@ def read_typed_input(args: argparse.Namespace, fmt: str) -> tuple[Any, dict[str,
     and ``--target-type``."""
     from .hetero.readers import read_hetero
 
-    graph = read_hetero(args.input, fmt, add_reverse=args.add_reverse)
-    if args.target_type is not None:
-        graph = _with_target(graph, args)
+    if fmt == OUT_OF_CORE_FORMAT:
+        graph = _read_on_disk(args)
+    else:
+        graph = read_hetero(args.input, fmt, add_reverse=args.add_reverse)
+        if args.target_type is not None:
+            graph = _with_target(graph, args)
     extra: dict[str, Any] = {"input_format": fmt}
     if args.add_reverse:
         extra["add_reverse"] = True
@@ -144,6 +156,36 @@ def typed_edge_split(graph: Any, args: argparse.Namespace) -> Any:
         return split(graph, args.edge_split, args.seed, args.target_relations)
     except GraphError as exc:
         raise UsageError(f"{args.dataset or args.input}: {exc}") from None
+
+
+def open_typed_npy_dir_input(args: argparse.Namespace) -> Any:
+    """Open ``--input`` (a typed npy-dir, read out of core) before any build, kept on ``args``
+    for the read; the :class:`~partitioners.memory.GraphSize` of its union graph, from the headers."""
+    from .hetero.npy_dir import open_typed_npy_dir
+    from .hetero.outofcore import disk_sizes
+
+    args.typed_npy_dir = open_typed_npy_dir(args.input)
+    return disk_sizes(args.typed_npy_dir, add_reverse=args.add_reverse)
+
+
+def _read_on_disk(args: argparse.Namespace) -> Any:
+    """A typed npy-dir read out of core (:mod:`partitioners.hetero.outofcore`), its scratch folder
+    in ``--scratch-dir`` or beside ``--out``, as an npy-dir's."""
+    from pathlib import Path
+
+    from .cli_args import UsageError
+    from .hetero.outofcore import read_typed_npy_dir_on_disk
+
+    out_parent = Path(args.out).absolute().parent
+    out_parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return read_typed_npy_dir_on_disk(getattr(args, "typed_npy_dir", None) or args.input, add_reverse=args.add_reverse, target_type=args.target_type,
+                                          scratch_dir=args.scratch_dir or out_parent,
+                                          progress=not args.no_progress)
+    except GraphError as exc:
+        if args.target_type is not None and "target type" in str(exc):
+            raise UsageError(f"--target-type {args.target_type}: {exc}") from None
+        raise
 
 
 def typed_untrainable_warning(graph: Any) -> str | None:

@@ -158,7 +158,9 @@ def _in_degree_rel(indptr: np.ndarray, edge_type: np.ndarray, num_rel: int, scra
     """int64 ``[N, R]``: every row's in-edges per relation, a row range of the CSR at a time."""
     n = indptr.shape[0] - 1
     out = scratch.array("in-degree-rel", np.int64, (n, num_rel))
-    for lo, hi in row_ranges(indptr, _chunking.CHUNK_EDGES):
+    step = _chunking.CHUNK_EDGES
+    ranges = ((a, min(hi, a + step)) for lo, hi in row_ranges(indptr, step) for a in range(lo, hi, step))
+    for lo, hi in ranges:  # at most ``step`` entries and ``step`` rows (empty rows count too)
         a, b = int(indptr[lo]), int(indptr[hi])
         rows = np.repeat(np.arange(hi - lo, dtype=np.int64), np.diff(np.asarray(indptr[lo:hi + 1])))
         keys = rows * num_rel + np.asarray(edge_type[a:b], dtype=np.int64)

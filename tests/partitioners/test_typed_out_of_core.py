@@ -53,7 +53,7 @@ def _meta(out: Path) -> dict:
                                  "minor_version", "name")}
 
 
-@pytest.mark.parametrize("method, reverse", [("ldg", False), ("fennel", True), ("random", False)])
+@pytest.mark.parametrize("method, reverse", [("ldg", False), ("fennel", True), ("random", False), ("metis", True)])
 def test_the_out_of_core_typed_folder_equals_the_in_memory_one(tmp_path, small_chunks, method, reverse):
     write_typed_npy_dir(tmp_path / "typed", _graph(1))
     flags = ["--add-reverse"] if reverse else []

@@ -179,7 +179,8 @@ def _read_on_disk(args: argparse.Namespace) -> Any:
     out_parent = Path(args.out).absolute().parent
     out_parent.mkdir(parents=True, exist_ok=True)
     try:
-        return read_typed_npy_dir_on_disk(getattr(args, "typed_npy_dir", None) or args.input, add_reverse=args.add_reverse, target_type=args.target_type,
+        return read_typed_npy_dir_on_disk(getattr(args, "typed_npy_dir", None) or args.input,
+                                          add_reverse=args.add_reverse, target_type=args.target_type,
                                           scratch_dir=args.scratch_dir or out_parent,
                                           progress=not args.no_progress)
     except GraphError as exc:

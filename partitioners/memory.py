@@ -76,6 +76,12 @@ class GraphSize:
     """The graph is read out of core (:mod:`partitioners.outofcore`): its arrays are memory maps,
     file-backed pages that the kernel writes out under pressure, not the process's memory."""
 
+    typed_criteria: int = 0
+    """A typed graph's balance criteria (a node type each, and its training nodes): its typed
+    rebalance (:func:`partitioners.hetero.partition.rebalance_typed`) holds their int64 ``[C, N]``
+    weights and, when a part is out of bounds, the union's in-adjacency as ``--refine`` does.
+    0 for a graph of one type."""
+
     @classmethod
     def of(cls, graph: Any) -> "GraphSize":
         """The sizes of a :class:`~partitioners.graph.Graph`."""
@@ -88,7 +94,8 @@ class GraphSize:
                    num_masks=int(masks), weighted=graph.edge_weight is not None,
                    edge_attr_bytes=4 * int(getattr(graph, "edge_feature_dim", 0)),
                    index_bytes=graph.indices.itemsize,
-                   on_disk=getattr(graph, "scratch_dir", None) is not None)
+                   on_disk=getattr(graph, "scratch_dir", None) is not None,
+                   typed_criteria=len(graph.num_nodes_dict) + 1 if hasattr(graph, "num_nodes_dict") else 0)
 
     def graph_bytes(self) -> int:
         """The Graph's arrays: ``indptr`` int64 ``[N+1]``, ``indices``, weights, node data; 0 for
@@ -155,6 +162,8 @@ def estimate_partition_memory(graph: Any, method: str, num_parts: int, *,
               "quality": quality_memory(size, num_parts), "write": write_memory(size, num_parts)}
     if refine and num_parts > 1:
         stages["refine"] = refine_memory(size, num_parts)
+    if size.typed_criteria and num_parts > 1:
+        stages["typed balance"] = refine_memory(size, num_parts) + 8 * size.typed_criteria * size.num_nodes
     if size.on_disk:
         from .outofcore.csr_build import build_memory
 

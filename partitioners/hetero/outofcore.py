@@ -211,7 +211,8 @@ def _build(d: TypedNpyDir, add_reverse: bool, target_type: str | None, scratch: 
 def disk_sizes(d: TypedNpyDir, *, add_reverse: bool = False) -> Any:
     """The :class:`~partitioners.memory.GraphSize` of the union graph this folder gives, from its
     headers (no pass over the data): read out of core (``on_disk``), the widest type's feature
-    row as float32 (float16 kept), class ids, the target type's masks."""
+    row as float32 (float16 kept), class ids, the target type's masks, the typed balance's
+    criteria (a type each and the training nodes)."""
     from ..graph_csr import index_dtype
     from ..memory import GraphSize
 
@@ -221,16 +222,17 @@ def disk_sizes(d: TypedNpyDir, *, add_reverse: bool = False) -> Any:
               for x in d.field("features").values()]
     return GraphSize(num_nodes=n, num_edges=edges, feature_bytes=max(widths, default=0),
                      label_bytes=8 if d.field("labels") else 0, num_masks=max(map(len, d.masks.values()), default=0),
-                     index_bytes=np.dtype(index_dtype(n)).itemsize, on_disk=True)
+                     index_bytes=np.dtype(index_dtype(n)).itemsize, on_disk=True, typed_criteria=len(d.counts) + 1)
 
 
-def read_typed_npy_dir_on_disk(root: str | Path | TypedNpyDir, *, add_reverse: bool = False, target_type: str | None = None,
-                               scratch_dir: str | Path | None = None, progress: bool = False,
-                               name: str = "") -> DiskHeteroGraph:
-    """The typed npy-dir ``root`` (or opened by :func:`~.npy_dir.open_typed_npy_dir`) as a :class:`DiskHeteroGraph` (module docstring), its union
-    graph built in a :class:`~partitioners.outofcore.scratch.Scratch` folder inside
-    ``scratch_dir`` (default: the system's temporary folder), removed when the graph is
-    garbage-collected. ``add_reverse`` and ``target_type`` as :func:`~.readers.read_hetero`'s.
+def read_typed_npy_dir_on_disk(root: str | Path | TypedNpyDir, *, add_reverse: bool = False,
+                               target_type: str | None = None, scratch_dir: str | Path | None = None,
+                               progress: bool = False, name: str = "") -> DiskHeteroGraph:
+    """The typed npy-dir ``root`` (or opened by :func:`~.npy_dir.open_typed_npy_dir`) as a
+    :class:`DiskHeteroGraph` (module docstring), its union graph built in a
+    :class:`~partitioners.outofcore.scratch.Scratch` folder inside ``scratch_dir`` (default: the
+    system's temporary folder), removed when the graph is garbage-collected. ``add_reverse`` and
+    ``target_type`` as :func:`~.readers.read_hetero`'s.
 
     Raises:
         GraphError: a malformed file, one line naming it.

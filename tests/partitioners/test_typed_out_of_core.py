@@ -17,7 +17,9 @@ import pytest
 from partitioners import partition_graph
 from partitioners.cli import EXIT_OK, EXIT_USAGE, main
 from partitioners.hetero import HeteroGraph
-from partitioners.hetero.outofcore import read_typed_npy_dir_on_disk
+from partitioners.hetero import outofcore as hetero_outofcore
+from partitioners.hetero.npy_dir import open_typed_npy_dir
+from partitioners.hetero.outofcore import disk_sizes, read_typed_npy_dir_on_disk
 from partitioners.hetero.readers import read_hetero
 from outofcore_checks import folder_bytes, meta_without_timings, scratch_left, shrink_chunks
 from typed_inputs import write_typed_npy_dir
@@ -136,16 +138,29 @@ def test_bad_typed_inputs_out_of_core_are_one_line_and_exit_2(tmp_path, capsys):
 
 def test_max_memory_refuses_a_typed_npy_dir_before_the_build(tmp_path, capsys, monkeypatch):
     """Sized from the headers (the union's nodes and edges, reverses counted) before any scratch file."""
-    from partitioners.hetero import outofcore
-
     write_typed_npy_dir(tmp_path / "typed", _graph(5))
     built = []
-    monkeypatch.setattr(outofcore, "build_csr_on_disk", lambda *a, **k: built.append(1))
+    monkeypatch.setattr(hetero_outofcore, "build_csr_on_disk", lambda *a, **k: built.append(1))
     code = main(["partition", "--input", str(tmp_path / "typed"), "--parts", "2", "--method", "ldg", "--add-reverse",
                  "--max-memory", "1MiB", "--out", str(tmp_path / "o"), "--no-progress"])
     err = capsys.readouterr().err
     assert code == EXIT_USAGE and built == []
     assert "with ldg needs ~" in err and "graph 0 B" in err, err
     assert scratch_left(tmp_path) == []
-    size = outofcore.disk_sizes(outofcore.open_typed_npy_dir(tmp_path / "typed"), add_reverse=True)
+    size = disk_sizes(open_typed_npy_dir(tmp_path / "typed"), add_reverse=True)
     assert (size.num_nodes, size.num_edges, size.feature_bytes, size.on_disk) == (71, 2 * 250, 12, True)
+
+
+def test_the_estimate_counts_the_typed_balance(tmp_path):
+    """The typed rebalance's in-adjacency and [C, N] weights are a stage of the estimate, for
+    the out-of-core sizes and the in-memory graph alike."""
+    from partitioners.memory import estimate_partition_memory
+    from partitioners.methods.refine import refine_memory
+
+    write_typed_npy_dir(tmp_path / "typed", _graph(6))
+    size = disk_sizes(open_typed_npy_dir(tmp_path / "typed"))
+    for graph in (size, read_hetero(tmp_path / "typed", "typed-npy-dir")):
+        stages = estimate_partition_memory(graph, "ldg", 3).parts
+        want = refine_memory(size, 3) + 8 * 4 * 71
+        assert stages["typed balance"] == want, (type(graph), stages)
+    assert "typed balance" not in estimate_partition_memory(size, "ldg", 1).parts

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from partitioners import partition_graph
-from partitioners.cli import EXIT_OK, EXIT_USAGE, main
+from gnn_dist_cli.command import EXIT_OK, EXIT_USAGE, main
 from partitioners.hetero import HeteroGraph
 from partitioners.hetero import outofcore as hetero_outofcore
 from partitioners.hetero.npy_dir import open_typed_npy_dir

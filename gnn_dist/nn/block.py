@@ -15,19 +15,16 @@ import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Hashable, TypeVar
 
-import numpy as np
 import torch
 
 from ..kernels import Kernels, KernelBackend, default_kernels, resolve_kernels
+from .block_checks import (BlockError, as_long, check_local_counts, checked_csr, checked_edge_attr, checked_edge_weight,
+                           checked_weighted_degree, graph_weighted_degree, node_arrays)
 from .block_types import BlockTypes
 
 __all__ = ["Block", "BlockError"]
 
 T = TypeVar("T")
-
-
-class BlockError(ValueError):
-    """A block's arrays are inconsistent; the message names the field and the bad value."""
 
 
 @dataclass(kw_only=True, eq=False)
@@ -90,18 +87,18 @@ class Block:
         (``in_degree``/``self_loops`` of rows ``[0, D)`` equal the local counts). Raises
         :class:`BlockError` naming the field.
         """
-        indptr_t = _as_long("indptr", indptr)
-        indices_t = _as_long("indices", indices)
+        indptr_t = as_long("indptr", indptr)
+        indices_t = as_long("indices", indices)
         num_src = int(num_src)
-        num_dst, counts = _checked_csr(indptr_t, indices_t, num_src)
-        arrays = _node_arrays(num_src, in_degree=in_degree, out_degree=out_degree, self_loops=self_loops,
+        num_dst, counts = checked_csr(indptr_t, indices_t, num_src)
+        arrays = node_arrays(num_src, in_degree=in_degree, out_degree=out_degree, self_loops=self_loops,
                               src_original_ids=src_original_ids)
-        dst = _check_local_counts(arrays, counts, indices_t, num_dst)
-        weight = _edge_weight(edge_weight, indices_t.numel())
-        wdeg = _given_weighted_degree(weighted_degree, weight, num_src)
+        dst = check_local_counts(arrays, counts, indices_t, num_dst)
+        weight = checked_edge_weight(edge_weight, indices_t.numel())
+        wdeg = checked_weighted_degree(weighted_degree, weight, num_src)
         block = cls(num_src=num_src, num_dst=num_dst, indptr=indptr_t, indices=indices_t, edge_weight=weight,
                     weighted_degree=wdeg, kernels=None if kernels is None else resolve_kernels(kernels),
-                    edge_attr=_edge_attr(edge_attr, indices_t.numel()), **arrays)
+                    edge_attr=checked_edge_attr(edge_attr, indices_t.numel()), **arrays)
         block._cache["dst_index"] = dst
         return block
 
@@ -118,8 +115,8 @@ class Block:
         (CSR order) the edges' features, kept with their edges. This is how a single
         device runs a model on a whole graph, and how tests build the parts of a split graph.
         """
-        g_indptr = _as_long("indptr", indptr)
-        g_indices = _as_long("indices", indices)
+        g_indptr = as_long("indptr", indptr)
+        g_indices = as_long("indices", indices)
         n = g_indptr.numel() - 1
         if n < 0 or int(g_indptr[-1]) != g_indices.numel():
             raise BlockError(f"indices has {g_indices.numel()} entries but indptr[-1] = "
@@ -131,17 +128,17 @@ class Block:
         in_degree = g_counts.clone()
         out_degree = torch.bincount(g_indices, minlength=n)
         self_loops = torch.bincount(g_dst[g_indices == g_dst], minlength=n)
-        orig = torch.arange(n, dtype=torch.long) if original_ids is None else _as_long("original_ids", original_ids)
+        orig = torch.arange(n, dtype=torch.long) if original_ids is None else as_long("original_ids", original_ids)
         if orig.numel() != n:
             raise BlockError(f"original_ids has {orig.numel()} entries but the graph has {n} nodes")
         weight = None if edge_weight is None else torch.as_tensor(edge_weight)
-        wdeg = None if weight is None else _weighted_degree(g_dst, g_indices, weight.to(torch.float32), n)
-        attr = _edge_attr(edge_attr, g_indices.numel())
+        wdeg = None if weight is None else graph_weighted_degree(g_dst, g_indices, weight.to(torch.float32), n)
+        attr = checked_edge_attr(edge_attr, g_indices.numel())
         if dst_nodes is None:
             return cls.from_csr(indptr=g_indptr, indices=g_indices, num_src=n, in_degree=in_degree,
                                 out_degree=out_degree, self_loops=self_loops, src_original_ids=orig,
                                 edge_weight=weight, weighted_degree=wdeg, edge_attr=attr)
-        dst_t = _as_long("dst_nodes", dst_nodes)
+        dst_t = as_long("dst_nodes", dst_nodes)
         if dst_t.numel() and (int(dst_t.min()) < 0 or int(dst_t.max()) >= n):
             raise BlockError(f"dst_nodes must lie in [0, {n})")
         if torch.unique(dst_t).numel() != dst_t.numel():
@@ -180,7 +177,7 @@ class Block:
         over, edges keep their order within each destination. This is how a layer runs on a
         chunk of destinations (the chunked first layer) or on a subset first (boundary rows).
         """
-        dst = _as_long("dst_rows", dst_rows).to(self.device)
+        dst = as_long("dst_rows", dst_rows).to(self.device)
         if dst.numel() and (int(dst.min()) < 0 or int(dst.max()) >= self.num_dst):
             raise BlockError(f"dst_rows must lie in [0, num_dst={self.num_dst}), got "
                              f"[{int(dst.min())}, {int(dst.max())}]")
@@ -199,15 +196,25 @@ class Block:
         others = torch.unique(src[local_of[src] < 0])
         local_of[others] = dst.numel() + torch.arange(others.numel(), device=self.device)
         rows = torch.cat([dst, others])
-        sub = Block(num_src=rows.numel(), num_dst=dst.numel(), indptr=indptr, indices=local_of[src],
-                    edge_weight=None if self.edge_weight is None else self.edge_weight[edge_pos],
-                    in_degree=self.in_degree[rows], out_degree=self.out_degree[rows],
-                    self_loops=self.self_loops[rows], src_original_ids=self.src_original_ids[rows],
-                    weighted_degree=None if self.weighted_degree is None else self.weighted_degree[rows],
-                    edge_attr=None if self.edge_attr is None else self.edge_attr[edge_pos],
-                    types=None if self.types is None else self.types.derived(rows, edge_pos), kernels=self.kernels)
+        sub = self.derived(rows, edge_pos, num_src=rows.numel(), num_dst=dst.numel(), indptr=indptr,
+                           indices=local_of[src])
         sub._cache["dst_index"] = row
         return sub, rows
+
+    def derived(self, rows: Any, edges: torch.Tensor, *, num_src: int, num_dst: int, indptr: torch.Tensor,
+                indices: torch.Tensor) -> "Block":
+        """A block of this one's source rows ``rows`` (an index tensor or a slice) and edges
+        ``edges``, on the CSR ``indptr``/``indices`` given: every per-row field (degrees stay the
+        whole graph's) and per-edge field picked, the types too (:meth:`sub_block`, the overlap
+        schedule's split)."""
+        def pick(t: torch.Tensor | None, at: Any) -> torch.Tensor | None:
+            return None if t is None else t[at]
+        return Block(num_src=num_src, num_dst=num_dst, indptr=indptr, indices=indices,
+                     edge_weight=pick(self.edge_weight, edges), in_degree=self.in_degree[rows],
+                     out_degree=self.out_degree[rows], self_loops=self.self_loops[rows],
+                     src_original_ids=self.src_original_ids[rows], weighted_degree=pick(self.weighted_degree, rows),
+                     edge_attr=pick(self.edge_attr, edges),
+                     types=None if self.types is None else self.types.derived(rows, edges), kernels=self.kernels)
 
     @property
     def num_edges(self) -> int:
@@ -338,157 +345,6 @@ class Block:
         w = (", weighted" if self.edge_weight is not None else "") + (f", edge_dim={self.edge_dim}" if self.edge_dim else "")
         return (f"Block(num_src={self.num_src}, num_dst={self.num_dst}, num_halo={self.num_halo}, "
                 f"num_edges={self.num_edges}{w}, device={self.device})")
-
-
-def _weighted_degree(dst: torch.Tensor, src: torch.Tensor, weight: torch.Tensor, n: int) -> torch.Tensor:
-    """float32 ``[n, 2]`` (:attr:`Block.weighted_degree`) of a whole graph's edges ``src -> dst``
-    in CSR order: non-loop in-edge weights summed in float64, the last self-loop's weight."""
-    loop = src == dst
-    out = torch.zeros(n, 2, dtype=torch.float64)
-    out[:, 0].index_add_(0, dst[~loop], weight[~loop].to(torch.float64))
-    pos = torch.nonzero(loop).flatten()
-    last = torch.full((n,), -1, dtype=torch.long).scatter_reduce_(0, dst[pos], pos, "amax")
-    has = last >= 0
-    out[has, 1] = weight[last[has]].to(torch.float64)
-    return out.to(torch.float32)
-
-
-def _checked_csr(indptr: torch.Tensor, indices: torch.Tensor, num_src: int) -> tuple[int, torch.Tensor]:
-    """``(num_dst, row lengths [D])`` of a block's CSR, after checking it: ``indptr`` starts at 0,
-    never decreases and ends at ``E``, ``D <= S``, and every index is in ``[0, S)``."""
-    if indptr.numel() < 1:
-        raise BlockError("indptr must be a 1-D array of length num_dst + 1, got an empty array")
-    num_dst = indptr.numel() - 1
-    if num_src < num_dst:
-        raise BlockError(f"num_src = {num_src} is smaller than num_dst = {num_dst} (len(indptr) - 1); "
-                         "the destinations must be the first num_dst sources")
-    if int(indptr[0]) != 0:
-        raise BlockError(f"indptr[0] = {int(indptr[0])}, expected 0")
-    counts = indptr.diff()
-    if bool((counts < 0).any()):
-        i = int(torch.nonzero(counts < 0)[0])
-        raise BlockError(f"indptr must be non-decreasing, but indptr[{i + 1}] < indptr[{i}]")
-    if int(indptr[-1]) != indices.numel():
-        raise BlockError(f"indices has {indices.numel()} entries but indptr[-1] = {int(indptr[-1])}")
-    if indices.numel():
-        bad = (indices < 0) | (indices >= num_src)
-        if bool(bad.any()):
-            i = int(torch.nonzero(bad)[0])
-            raise BlockError(f"indices[{i}] = {int(indices[i])} is out of range [0, num_src={num_src})")
-    return num_dst, counts
-
-
-def _node_arrays(num_src: int, **given: Any) -> dict[str, torch.Tensor]:
-    """The per-row arrays ``given`` (``in_degree``, ``out_degree``, ``self_loops``,
-    ``src_original_ids``) as int64 ``[S]`` tensors, after checking that the counts are
-    non-negative and ``self_loops <= in_degree``."""
-    arrays = {}
-    for name, a in given.items():
-        t = _as_long(name, a)
-        if t.numel() != num_src:
-            raise BlockError(f"{name} has {t.numel()} entries but num_src = {num_src}")
-        arrays[name] = t
-    for name in ("in_degree", "out_degree", "self_loops"):
-        if num_src and int(arrays[name].min()) < 0:
-            i = int(torch.nonzero(arrays[name] < 0)[0])
-            raise BlockError(f"{name}[{i}] = {int(arrays[name][i])} is negative")
-    over = arrays["self_loops"] > arrays["in_degree"]
-    if bool(over.any()):
-        i = int(torch.nonzero(over)[0])
-        raise BlockError(f"self_loops[{i}] = {int(arrays['self_loops'][i])} exceeds "
-                         f"in_degree[{i}] = {int(arrays['in_degree'][i])}")
-    return arrays
-
-
-def _check_local_counts(arrays: dict[str, torch.Tensor], counts: torch.Tensor, indices: torch.Tensor,
-                        num_dst: int) -> torch.Tensor:
-    """Check that the block holds every in-edge and self-loop of its destinations (``in_degree``
-    and ``self_loops`` of rows ``[0, D)`` equal the CSR's counts); returns each edge's destination
-    (int64 ``[E]``)."""
-    local_in = arrays["in_degree"][:num_dst] != counts
-    if bool(local_in.any()):
-        i = int(torch.nonzero(local_in)[0])
-        raise BlockError(f"in_degree[{i}] = {int(arrays['in_degree'][i])} but the block holds "
-                         f"{int(counts[i])} in-edges of destination {i}; every in-edge of a "
-                         "destination must be in its block")
-    dst = torch.repeat_interleave(torch.arange(num_dst, dtype=torch.long, device=counts.device), counts,
-                                  output_size=indices.numel())
-    local_loops = torch.bincount(dst[indices == dst], minlength=num_dst)
-    bad_loops = arrays["self_loops"][:num_dst] != local_loops
-    if bool(bad_loops.any()):
-        i = int(torch.nonzero(bad_loops)[0])
-        raise BlockError(f"self_loops[{i}] = {int(arrays['self_loops'][i])} but the block holds "
-                         f"{int(local_loops[i])} self-loop edges of destination {i}")
-    return dst
-
-
-def _edge_weight(edge_weight: Any, num_edges: int) -> torch.Tensor | None:
-    """``edge_weight`` as a finite float ``[E]`` tensor (float32 unless floating already), or
-    None; BlockError naming ``edge_weight`` otherwise."""
-    if edge_weight is None:
-        return None
-    weight = torch.as_tensor(np.asarray(edge_weight) if not isinstance(edge_weight, torch.Tensor)
-                             else edge_weight)
-    if weight.dim() != 1 or weight.numel() != num_edges:
-        raise BlockError(f"edge_weight has shape {list(weight.shape)} but the block has "
-                         f"{num_edges} edges")
-    if not weight.is_floating_point():
-        weight = weight.float()
-    if not bool(torch.isfinite(weight).all()):
-        i = int(torch.nonzero(~torch.isfinite(weight))[0])
-        raise BlockError(f"edge_weight[{i}] = {float(weight[i])} is not finite")
-    return weight
-
-
-def _given_weighted_degree(weighted_degree: Any, weight: torch.Tensor | None, num_src: int,
-                           ) -> torch.Tensor | None:
-    """``weighted_degree`` as a finite float32 ``[S, 2]`` tensor, or None; BlockError when it is
-    given without ``edge_weight`` or malformed."""
-    if weighted_degree is None:
-        return None
-    wdeg = torch.as_tensor(np.asarray(weighted_degree) if not isinstance(weighted_degree, torch.Tensor)
-                           else weighted_degree).to(torch.float32)
-    if weight is None:
-        raise BlockError("weighted_degree is given but the block has no edge_weight")
-    if tuple(wdeg.shape) != (num_src, 2):
-        raise BlockError(f"weighted_degree has shape {list(wdeg.shape)}; expected [num_src, 2] = "
-                         f"[{num_src}, 2]")
-    if not bool(torch.isfinite(wdeg).all()):
-        raise BlockError("weighted_degree holds a value that is not finite")
-    return wdeg
-
-
-def _edge_attr(a: Any, num_edges: int) -> torch.Tensor | None:
-    """``a`` as a float ``[E, D_e]`` tensor of finite values (float32 unless floating already), or
-    None; BlockError naming ``edge_attr`` otherwise."""
-    if a is None:
-        return None
-    t = a if isinstance(a, torch.Tensor) else torch.from_numpy(np.array(a))  # a copy: mmaps are read-only
-    if t.dim() != 2 or t.shape[0] != num_edges or t.shape[1] < 1:
-        raise BlockError(f"edge_attr has shape {list(t.shape)} but the block has {num_edges} edges; "
-                         f"edge features are [num_edges, D] with D >= 1")
-    if not t.is_floating_point():
-        t = t.float()
-    if not bool(torch.isfinite(t).all()):
-        e = int(torch.nonzero(~torch.isfinite(t))[0, 0])
-        raise BlockError(f"edge_attr[{e}] holds a value that is not finite")
-    return t
-
-
-def _as_long(name: str, a: Any) -> torch.Tensor:
-    """``a`` (numpy array, tensor or sequence) as a 1-D int64 tensor; BlockError otherwise."""
-    if isinstance(a, torch.Tensor):
-        t = a
-    else:
-        arr = np.asarray(a)
-        if arr.dtype.kind not in "iu" and arr.size:
-            raise BlockError(f"{name} must hold integers, got dtype {arr.dtype}")
-        t = torch.from_numpy(np.array(arr, dtype=np.int64))  # a copy: mmap'd arrays are read-only
-    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
-        raise BlockError(f"{name} must hold integers, got dtype {t.dtype}")
-    if t.dim() != 1:
-        raise BlockError(f"{name} must be 1-D, got shape {list(t.shape)}")
-    return t.long()
 
 
 def _sparse_csr(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:

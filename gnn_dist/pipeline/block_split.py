@@ -45,14 +45,8 @@ def _sub_block(block: Block, edges: torch.Tensor, lo: int, hi: int) -> Block:
     dst = block.dst_index[edges]
     indptr = torch.zeros(block.num_dst + 1, dtype=torch.long, device=block.device)
     torch.cumsum(torch.bincount(dst, minlength=block.num_dst), 0, out=indptr[1:])
-    rows = slice(lo, hi)
-    sub = Block(num_src=hi - lo, num_dst=block.num_dst, indptr=indptr, indices=block.indices[edges] - lo,
-                edge_weight=None if block.edge_weight is None else block.edge_weight[edges],
-                in_degree=block.in_degree[rows], out_degree=block.out_degree[rows],
-                self_loops=block.self_loops[rows], src_original_ids=block.src_original_ids[rows],
-                weighted_degree=None if block.weighted_degree is None else block.weighted_degree[rows],
-                edge_attr=None if block.edge_attr is None else block.edge_attr[edges],
-                types=None if block.types is None else block.types.derived(rows, edges), kernels=block.kernels)
+    sub = block.derived(slice(lo, hi), edges, num_src=hi - lo, num_dst=block.num_dst, indptr=indptr,
+                        indices=block.indices[edges] - lo)
     # its sources are renumbered from ``lo``: which edges are self-loops is the full block's answer
     sub._cache["self_loop_mask"] = block.self_loop_mask[edges]
     return sub

@@ -15,6 +15,7 @@ from partitioners import Graph
 from partitioners.catalog import dataset_info, load_dataset
 from partitioners.convert.api import convert_graph
 from partitioners.errors import GraphError, PartitionFormatError
+from partitioners.format.meta import READ_MINOR_VERSION
 from partitioners.format.reader import load_part, load_partition_meta
 from partitioners.format.verify import verify_partition
 from partitioners.format.writer import write_partition
@@ -178,8 +179,10 @@ def test_older_folders_read_and_newer_ones_are_refused(tmp_path):
     assert load_part(tmp_path / "old", 1).edge_attr is None and verify_partition(tmp_path / "old") == []
 
     write_partition(g, a, 2, tmp_path / "new", method="test", method_params={}, seed=0)
-    _rewrite_meta(tmp_path / "new", lambda m: m.update(minor_version=4))   # the reader reads up to 1.3 (typed folders)
-    with pytest.raises(PartitionFormatError, match=r"format version 1\.4 is newer than this reader's 1\.3.*upgrade"):
+    newer = READ_MINOR_VERSION + 1   # the reader reads up to its own minor version (1.4: typed edge splits)
+    _rewrite_meta(tmp_path / "new", lambda m: m.update(minor_version=newer))
+    with pytest.raises(PartitionFormatError,
+                       match=rf"format version 1\.{newer} is newer than this reader's 1\.{READ_MINOR_VERSION}.*upgrade"):
         load_partition_meta(tmp_path / "new")
     _rewrite_meta(tmp_path / "new", lambda m: m.update(minor_version=0))
     with pytest.raises(PartitionFormatError, match=r"edge_feature_dim = 4 needs minor_version >= 1"):

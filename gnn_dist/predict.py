@@ -65,7 +65,6 @@ rank_threads.rank_defaults()   # before torch (see gnn_dist.train)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402
-from .failure_note import leave_failure_note
 from .link.pairs import PAIR_CHUNK, count_pairs, shared_pairs
 from .model_file import ModelFile, check_output_file, load_model_file
 from .predict_cli import _PAIRS_WITH_EMBEDDINGS, PROG, UsageError, build_parser, parse_args as _parse
@@ -376,17 +375,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``), start the process group, predict, write ``--out``
     on rank 0, end the group. Exit codes as ``gnn_dist.train.main``'s."""
     from .distributed.parent_watch import watch_launcher
-    from .train import run_in_group
+    from .train import run_in_group, usage_error
 
     watch = watch_launcher()
     rank = environ.launch_rank()
     try:
         args = _parse(argv)
     except UsageError as exc:
-        if rank == 0:
-            print(exc, file=sys.stderr)
-        leave_failure_note(str(exc))
-        return EXIT_USAGE
+        return usage_error(exc, rank)
     if args.validate:
         return _validate(args)
 

@@ -212,10 +212,10 @@ def _report(exc: BaseException, rank: int, verbose: bool) -> int | None:
     from .atomic_file import StorageError
     from .distributed import CollectiveError
 
-    if isinstance(exc, (ValueError, FileNotFoundError, FloatingPointError)):
-        code, shown = EXIT_USAGE, rank == 0 or verbose
-    elif isinstance(exc, StorageError):   # a full or read-only disk: nothing half-written, one line, exit 1
+    if isinstance(exc, StorageError):   # a full or read-only disk: nothing half-written, one line, exit 1
         code, shown = 1, rank == 0 or verbose   # every rank raises it (atomic_file.all_ranks_write shares it)
+    elif isinstance(exc, (ValueError, FileNotFoundError, FloatingPointError)):
+        code, shown = EXIT_USAGE, rank == 0 or verbose
     elif isinstance(exc, CollectiveError):
         code, shown = 1, True
     else:
@@ -225,6 +225,16 @@ def _report(exc: BaseException, rank: int, verbose: bool) -> int | None:
         log.error(f"error: {exc}", exc_info=exc if verbose else None)
     leave_failure_note(f"error: {exc}")   # torchrun's summary names the reason, not "To enable traceback"
     return code
+
+
+def usage_error(exc: UsageError, rank: int) -> int:
+    """A command line the parser refused: its message on rank 0 (every rank parsed the same
+    line), the reason left for torchrun's summary on every rank; exit code 2. What ``main`` and
+    ``gnn_dist.predict.main`` return for it."""
+    if rank == 0:
+        print(exc, file=sys.stderr)
+    leave_failure_note(str(exc))
+    return EXIT_USAGE
 
 
 @record
@@ -238,10 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config, options = parse_run_config(argv)
     except UsageError as exc:
-        if rank == 0:
-            print(exc, file=sys.stderr)
-        leave_failure_note(str(exc))
-        return EXIT_USAGE
+        return usage_error(exc, rank)
     if options.validate:
         from .validate import validate_run
 

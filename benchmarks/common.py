@@ -260,9 +260,15 @@ def hardware_tag() -> str:
 
 
 def default_result_stem(theme: str, suffix: str = "") -> Path:
-    """``benchmarks/results/[theme]_[hardware]_[date][suffix]`` (no extension)."""
+    """``benchmarks/results/[theme]_[hardware]_[date][suffix]`` (no extension); a second run of
+    the day gets ``_2``, ``_3``, ... rather than overwriting the first's files."""
     name = f"{theme}_{hardware_tag()}_{_dt.date.today().isoformat()}{suffix}"
-    return repo_root() / "benchmarks" / "results" / name
+    folder = repo_root() / "benchmarks" / "results"
+    stem, n = folder / name, 1
+    while any(stem.with_name(stem.name + ext).exists() for ext in (".md", ".json", ".txt", ".csv")):
+        n += 1
+        stem = folder / f"{name}_{n}"
+    return stem
 
 
 # ----------------------------------------------------------------------------- formatting

@@ -23,26 +23,31 @@ fast rank's 2/3). Measured on the shared 2-core machine at load 16 (docs/perform
 "Uneven cluster"): 0.84-0.92x, missed; the exchanges (not slowed) are a large part of the epoch
 there, and a smaller part keeps about as many halo rows.
 
-**The slowdown.** Rank 0 runs each layer's compute twice, forward and backward: the conv (a
-forward hook on every conv calls the conv's ``forward`` once more on the same inputs) and the
+**The slowdown.** Rank 0 runs each layer's compute twice, forward and backward: the conv's
+layer-protocol methods (``begin``, ``transform``, ``aggregate``, ``update``, wrapped on the conv
+instance, so ``sync``'s whole-block call and ``overlap``'s per-group calls alike) and the
 activation with its hash dropout (the model's per-layer activation wrapped alike), each copy
 tied to the output by :class:`_Tie`, an autograd function that hands the output's gradient on
 and gives the copy a zero gradient, so the copy's backward runs too (the same kernels, the same
-sizes) and adds exactly zero: the values are unchanged (the losses match the unslowed run's),
-the compute is doubled. The exchange is not: the conv is called after the halo rows arrived
-(``sync``; in backward the halo gradients go back after the conv's backward), so the exchange's
-bytes and collectives are the same. Halving the rank's threads instead is not available at P = 2
-on a 2-core machine (one thread per rank already) and would not halve the compute (the kernels
-do not scale linearly); sleeping for the layer's time would not occupy the core, which a slower
-device does. The loss and the optimizer step run at full speed (a few percent of the step).
-Nothing of this is in the library: the hooks are installed on the model in the benchmark's
-ranks. The first layer's aggregate is not precomputed (``precompute_first_layer="off"``) so
-that every layer calls its conv.
+sizes) and adds exactly zero: the values are unchanged (the losses match the unslowed run's;
+``tests/benchmarks/test_uneven_slowdown.py``), the compute is doubled. The exchange is not: its
+rows are sent once, and the bytes and collectives are the same. Halving the rank's threads
+instead is not available at P = 2 on a 2-core machine (one thread per rank already) and would
+not halve the compute (the kernels do not scale linearly); sleeping for the layer's time would
+not occupy the core, which a slower device does. The loss and the optimizer step run at full
+speed (a few percent of the step). Nothing of this is in the library: the wrappers are
+installed on the model in the benchmark's ranks. The first layer's aggregate is not precomputed
+(``precompute_first_layer="off"``) so that every layer calls its conv.
+
+``--schedule overlap`` runs every configuration with the ``overlap`` schedule (the halo rows in
+flight while the inner rows are aggregated): the exchange, which the slow device does not slow,
+then hides behind its compute instead of adding to it.
 
 Usage::
 
     python benchmarks/uneven.py                 # sbm-small, P = 2, 5 rounds (~5 min on 2 cores)
     python benchmarks/uneven.py --quick         # 2 rounds of 1 + 3 epochs (~2 min)
+    python benchmarks/uneven.py --schedule overlap
 
 Results: ``benchmarks/results/uneven_[hardware]_[date][_quick].{md,json}``.
 """
@@ -97,6 +102,8 @@ class BenchConfig:
     """Launches, each training every run once (order rotated)."""
     threads: int = 1
     """``torch.set_num_threads`` per rank."""
+    schedule: str = "sync"
+    """The halo exchange's schedule (``sync``, ``overlap``: the exchange behind the inner rows' work)."""
     seed: int = 0
     cache_dir: str = str(_HERE / ".cache")
     timeout_s: float = 1200.0
@@ -141,29 +148,36 @@ def _tie_function() -> Any:
 
 
 def slow_down(model: Any, times: int) -> None:
-    """Make every layer of ``model`` (a ``BasicGNN``: its conv, and its activation with the hash
-    dropout) run ``times`` times in forward and in backward (module docstring), the outputs
-    unchanged."""
+    """Make every layer of ``model`` (a ``BasicGNN`` of protocol convs: its conv's ``begin``,
+    ``transform``, ``aggregate`` and ``update``, and its activation with the hash dropout) run
+    ``times`` times in forward and in backward (module docstring), the outputs unchanged. The
+    conv's methods are wrapped on the instance, so every schedule's calls go through them (``sync``
+    calls them from the conv's ``forward``, ``overlap`` per group of source rows)."""
     tie = _tie_function()
 
-    def repeat(fn: Any, *args: Any, **kwargs: Any) -> Any:
-        out = fn(*args, **kwargs)
-        for _ in range(times - 1):
-            out = tie.apply(out, fn(*args, **kwargs))
+    def twice(out: Any, again: Any) -> Any:
+        """``out`` tied to ``again`` (a tensor; a tuple of tensors and contexts element by element)."""
+        if isinstance(out, tuple):
+            return tuple(twice(o, a) for o, a in zip(out, again))
+        if hasattr(out, "requires_grad") and out.is_floating_point():
+            return tie.apply(out, again)
         return out
 
-    def hook(conv: Any, args: Any, kwargs: Any, out: Any) -> Any:
-        for _ in range(times - 1):
-            out = tie.apply(out, conv.forward(*args, **kwargs))
-        return out
+    def repeat(fn: Any) -> Any:
+        def slowed(*args: Any, **kwargs: Any) -> Any:
+            out = fn(*args, **kwargs)
+            for _ in range(times - 1):
+                out = twice(out, fn(*args, **kwargs))
+            return out
+        return slowed
 
     for conv in model.convs:
-        conv.register_forward_hook(hook, with_kwargs=True)
+        for method in ("begin", "transform", "aggregate", "update"):
+            setattr(conv, method, repeat(getattr(conv, method)))
     activation = model._activation   # the bound method: this instance's own, wrapped
 
     def slow_activation(layer: int, step: Any, ids: Any) -> Any:
-        act = activation(layer, step, ids)
-        return lambda h, rows: repeat(act, h, rows)
+        return repeat(activation(layer, step, ids))
 
     model._activation = slow_activation
 
@@ -187,7 +201,7 @@ def rank_job(rank: int, world_size: int, cfg: dict[str, Any], order: list[str]) 
                             seed=cfg["seed"])
         if slow and rank == 0:
             slow_down(model, cfg["slowdown"])
-        trainer = gnn_dist.Trainer(model, part, lr=cfg["lr"], eval_every=0, log_every=0,
+        trainer = gnn_dist.Trainer(model, part, lr=cfg["lr"], eval_every=0, log_every=0, pipeline=cfg["schedule"],
                                    precompute_first_layer="off")
         hist = trainer.fit(cfg["warmup"] + cfg["epochs"])[cfg["warmup"]:]
         out[name] = {"epochs": [{k: h[k] for k in ("epoch_time_s", "compute_time_s", "exposed_comm_s", "train_loss")}
@@ -231,7 +245,7 @@ def render(cfg: BenchConfig, env: dict[str, Any], rounds: list[dict[str, Any]], 
     L = [f"# Uneven cluster: rank 0 at 1/{cfg.slowdown} speed ({cfg.dataset}, P = {cfg.parts})", "",
          f"Generated by `python benchmarks/uneven.py{args}` on {env['date']} in {wall_s / 60:.1f} min.", "",
          f"- Model: {cfg.model.upper()}, {cfg.num_layers} layers, hidden {cfg.hidden}, dropout {cfg.dropout}; "
-         f"`sync`; METIS (seed {cfg.seed}), equal parts or {weights}; {cfg.threads} thread "
+         f"`{cfg.schedule}`; METIS (seed {cfg.seed}), equal parts or {weights}; {cfg.threads} thread "
          f"per rank; gloo.",
          f"- Slowdown: rank 0 runs every conv {cfg.slowdown} times, forward and backward (the exchange once; "
          f"see the benchmark's docstring).",
@@ -273,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=None)
     ap.add_argument("--hidden", type=int, default=None)
     ap.add_argument("--layers", type=int, default=None)
+    ap.add_argument("--schedule", default=None, choices=("sync", "overlap"), help="default sync")
     ap.add_argument("--out", default=None, help="result stem (default benchmarks/results/uneven_[hw]_[date])")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -285,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg.epochs = a.epochs or cfg.epochs
     cfg.hidden = a.hidden or cfg.hidden
     cfg.num_layers = a.layers or cfg.num_layers
+    cfg.schedule = a.schedule or cfg.schedule
     if cfg.parts < 2:
         ap.error(f"--parts {cfg.parts}: an uneven cluster needs 2 or more ranks")
     env = common.environment(("torch", "numpy"))

@@ -174,6 +174,21 @@ def _device_memory(args: argparse.Namespace) -> int | tuple[int, ...] | None:
     return sizes[0] if len(sizes) == 1 else sizes
 
 
+def _recorded_device_memory(args: argparse.Namespace) -> tuple[int, ...] | None:
+    """The ``--data`` folder's devices, when its parts were sized by ``partition --device-memory``
+    (recorded in ``partition.json``): each rank is then checked against its own device."""
+    if args.data is None or args.typed_spec is not None:
+        return None
+    from partitioners.format import load_partition_meta
+    from partitioners.memory import format_bytes
+
+    sizes = load_partition_meta(args.data).device_memory
+    if sizes is not None:
+        log.info(f"device memory per rank: {','.join(format_bytes(b) for b in sizes)}, recorded in {args.data}/partition.json "
+                 f"by partition --device-memory (give --device-memory to plan for other devices)")
+    return sizes
+
+
 def _check_rank_devices(args: argparse.Namespace, limit: Any, ranks: int) -> None:
     """A device per rank needs a folder's parts (a size spec plans the mean part) and one size per rank."""
     if not isinstance(limit, tuple):
@@ -190,7 +205,7 @@ def cmd_plan(args: argparse.Namespace, rest: Sequence[str]) -> int:
     from gnn_dist.memory_plan import Workload, plan_memory, render_plan
     from gnn_dist.memory_plan.stages import stage_count
 
-    limit = _device_memory(args)
+    limit = _device_memory(args) or _recorded_device_memory(args)
     device = args.device or ("cuda" if limit is not None else "cpu")
     if (args.link_gbps or args.edge_rate or args.halo_data or args.schedule_chunks) and not args.schedules:
         raise UsageError("plan: --link-gbps, --edge-rate, --schedule-chunks and --halo-data compare schedules: "

@@ -30,7 +30,7 @@ def partition_graph(graph: Graph | HeteroGraph, num_parts: int, method: str = "m
                     overwrite: bool = False, progress: bool = False,
                     read_time_s: float | None = None,
                     extra_meta: dict[str, Any] | None = None, part_weights: Sequence[float] | None = None,
-                    refine_objective: str = "volume") -> dict[str, Any]:
+                    refine_objective: str = "volume", device_memory: Sequence[int] | None = None) -> dict[str, Any]:
     """Partition ``graph`` into ``num_parts`` parts with ``method`` and write ``out_dir``.
 
     A :class:`~partitioners.hetero.HeteroGraph` is partitioned as its union graph, balanced per
@@ -55,6 +55,8 @@ def partition_graph(graph: Graph | HeteroGraph, num_parts: int, method: str = "m
             (default: None, equal parts). Recorded, normalised, in ``method_params``.
         refine_objective: what ``refine`` lowers: ``"volume"`` (the total, default) or
             ``"max-volume"`` (the busiest part's halo send/receive volume).
+        device_memory: each part's device memory in bytes, when ``part_weights`` were made from
+            them (``--device-memory``): recorded in ``method_params`` for the planner.
 
     Returns:
         The quality report as recorded in ``partition.json`` (``edge_cut``, ``comm_volume``,
@@ -75,7 +77,7 @@ def partition_graph(graph: Graph | HeteroGraph, num_parts: int, method: str = "m
         return partition_hetero(graph, num_parts, method, out_dir, seed=seed, refine=refine,
                                 overwrite=overwrite, progress=progress, read_time_s=read_time_s,
                                 extra_meta=extra_meta, part_weights=fractions,
-                                refine_objective=refine_objective)
+                                refine_objective=refine_objective, device_memory=device_memory)
     if out_dir is None:
         raise ValueError("partition_graph needs out_dir: the partition folder to write")
     check_out_dir(out_dir, overwrite)  # fail before a long partitioning run, not after
@@ -96,7 +98,7 @@ def partition_graph(graph: Graph | HeteroGraph, num_parts: int, method: str = "m
     # the quality report comes from the writer's own pass over the edges (halos, cut)
     meta = write_partition(graph, assignment, num_parts, out_dir, method=method,
                            method_params=method_params(balance_t, refine, refine_objective=refine_objective,
-                                                       part_weights=fractions),
+                                                       part_weights=fractions, device_memory=device_memory),
                            seed=seed, quality=None, overwrite=overwrite, progress=progress,
                            extra_meta=extra_meta, time_s=time_s)
     report = dict(meta["quality"])

@@ -244,7 +244,8 @@ def _cut(args: argparse.Namespace, graph: Any, out: Any, read_s: float, extra_me
     report = partition_graph(graph, args.parts, args.method, out, seed=args.seed,
                              refine=args.refine, balance=args.balance, overwrite=args.overwrite,
                              progress=not args.no_progress, read_time_s=read_s, extra_meta=extra_meta,
-                             part_weights=args.part_weights, refine_objective=args.refine_objective)
+                             part_weights=args.part_weights, refine_objective=args.refine_objective,
+                             device_memory=args.device_memory)
     for line in report_lines(report):
         log.info(line)
     if report.get("empty_parts"):

@@ -145,6 +145,13 @@ class PartitionMeta:
 
         return recorded_part_weights(self.method_params, self.num_parts)
 
+    @property
+    def device_memory(self) -> tuple[int, ...] | None:
+        """Each part's device memory in bytes, as recorded by ``--device-memory``; None otherwise."""
+        from ..method_record import recorded_device_memory
+
+        return recorded_device_memory(self.method_params)
+
     def part_starts(self) -> np.ndarray:
         """int64 ``[P + 1]``: part ``p`` owns new global ids ``[starts[p], starts[p+1])``."""
         starts = np.zeros(self.num_parts + 1, dtype=np.int64)
@@ -387,6 +394,7 @@ def _method_fields(raw: dict[str, Any], meta_path: Path) -> tuple[str, dict[str,
     if not isinstance(method_params, dict):
         raise _err(meta_path, f"field method_params must be an object, got {method_params!r}")
     _check_part_weights(method_params.get("part_weights"), raw.get("num_parts"), meta_path)
+    _check_device_memory(method_params.get("device_memory"), raw.get("num_parts"), meta_path)
     seed = raw.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
                              or not 0 <= seed <= INT64_MAX):
@@ -405,6 +413,16 @@ def _check_part_weights(weights: Any, num_parts: Any, meta_path: Path) -> None:
             or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and w > 0 for w in weights)):
         raise _err(meta_path, f"field method_params.part_weights must list num_parts = {num_parts} "
                               f"positive numbers, got {weights!r}")
+
+
+def _check_device_memory(sizes: Any, num_parts: Any, meta_path: Path) -> None:
+    """``method_params.device_memory``, when recorded: one positive byte count per part."""
+    if sizes is None:
+        return
+    if (not isinstance(sizes, list) or len(sizes) != num_parts
+            or not all(isinstance(b, int) and not isinstance(b, bool) and 0 < b <= INT64_MAX for b in sizes)):
+        raise _err(meta_path, f"field method_params.device_memory must list num_parts = {num_parts} "
+                              f"positive byte counts, got {sizes!r}")
 
 
 def _check_parts_cover(parts: list[PartMeta], num_nodes: int, num_edges: int, meta_path: Path) -> None:

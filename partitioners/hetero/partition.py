@@ -137,7 +137,7 @@ def partition_hetero(hg: HeteroGraph, num_parts: int, method: str = "metis",
                      refine: bool = False, overwrite: bool = False, progress: bool = False,
                      read_time_s: float | None = None, imbalance: float = 0.03,
                      extra_meta: dict[str, Any] | None = None, part_weights: Any = None,
-                     refine_objective: str = "volume") -> dict[str, Any]:
+                     refine_objective: str = "volume", device_memory: Any = None) -> dict[str, Any]:
     """Partition ``hg`` and write a typed folder (format 1.3) at ``out_dir``; the report of
     :func:`partitioners.api.partition_graph`, with ``type_balance`` (heaviest part / its target
     per type and for the training nodes). The folder keeps the input's node names
@@ -188,7 +188,7 @@ def partition_hetero(hg: HeteroGraph, num_parts: int, method: str = "metis",
     meta = write_partition(union.graph, assignment, num_parts, out_dir, method=method,
                            method_params=method_params(["types", "train"], refine,
                                                        refine_objective=refine_objective,
-                                                       part_weights=fractions),
+                                                       part_weights=fractions, device_memory=device_memory),
                            seed=seed, overwrite=overwrite, progress=progress, extra_meta=extra_meta,
                            time_s=time_s, hetero=data)
     report = dict(meta["quality"])

@@ -122,6 +122,23 @@ def test_gnn_dist_plan_checks_each_rank_against_its_own_device(capsys, parts):
     assert "nothing fits each rank's own device" in err and "on rank 0 (part 0, device" in err, err
 
 
+def test_gnn_dist_plan_reads_the_devices_the_parts_were_sized_for(capsys, tmp_path):
+    """A folder cut by ``partition --device-memory`` records the sizes; ``plan --data`` checks each
+    rank against its own without the flag (the flag still overrides them)."""
+    from gnn_dist_cli.command import main
+
+    out = tmp_path / "p2"
+    assert main(["partition", "--dataset", "sbm-tiny", "--parts", "2", "--device-memory", "4G,2G", "--out", str(out),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    code, out_json, err = _plan(capsys, "--data", str(out), "--device", "cpu", "--json")
+    rec = json.loads(out_json)["recommendation"]
+    assert code == 0 and rec["device_memory"] == [4 * 10**9, 2 * 10**9], rec
+    assert "recorded in" in err and "by partition --device-memory" in err, err
+    code, out_json, _ = _plan(capsys, "--data", str(out), "--device", "cpu", "--device-memory", "8G", "--json")
+    assert code == 0 and json.loads(out_json)["recommendation"]["device_memory"] == 8 * 10**9
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--device-memory", "8G,8G,8G"], "plan: --device-memory 8G,8G,8G gives 3 sizes for the 2 ranks of"),
     (["--device-memory", "8G,lots"], "--device-memory: 'lots' is not a memory size"),

@@ -177,6 +177,22 @@ def test_cli_device_memory_sizes_the_parts_like_the_weights(capsys, tmp_path):
         folders[flag] = json.loads((out / "partition.json").read_text())
     assert folders["--device-memory"]["method_params"]["part_weights"] == [0.5, 0.25, 0.25]
     assert folders["--device-memory"]["parts"] == folders["--part-weights"]["parts"]
+    # the sizes themselves are recorded for the planner; weights alone record none
+    assert folders["--device-memory"]["method_params"]["device_memory"] == [40 * 10**9, 20 * 10**9, 20000 * 10**6]
+    assert "device_memory" not in folders["--part-weights"]["method_params"]
+    assert load_partition_meta(tmp_path / "device-memory").device_memory == (40 * 10**9, 20 * 10**9, 20000 * 10**6)
+    assert load_partition_meta(tmp_path / "part-weights").device_memory is None
+
+
+@pytest.mark.parametrize("bad", [[1, 2], [1, 0, 2], [1, True, 2], [1.5, 2, 3], "40G"])
+def test_a_hostile_device_memory_record_is_one_line(capsys, tmp_path, bad):
+    out = tmp_path / "o"
+    assert cli(capsys, "partition", "--dataset", "sbm-tiny", "--parts", 3, "--out", out, "--no-progress")[0] == EXIT_OK
+    meta = json.loads((out / "partition.json").read_text())
+    meta["method_params"]["device_memory"] = bad
+    (out / "partition.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=r"field method_params.device_memory must list num_parts = 3 positive byte"):
+        load_partition_meta(out)
 
 
 @pytest.mark.parametrize("argv, pattern", [

@@ -41,6 +41,7 @@ from .distributed import (all_gather_json, all_ranks_agree, all_reduce_grads, al
 from . import run_queue
 from .metrics import MetricsFile, StepStats, progress_line, summary_line
 from .measured_peak import current_memory_bytes, peak_memory_bytes, peak_memory_kind, reset_peak
+from .rank_balance import balance_line, median_compute_s
 from .pipeline import Pipeline, build_schedule
 from .pipeline.recompute import with_recompute
 from .offload import ActivationOffload, check_offload_device
@@ -269,12 +270,16 @@ class Trainer:
                 rec["predicted_peak_bytes"] = self.predicted_peak
             self._after_epoch(rec, last=len(out) == epochs or stop)
         if out and report.log_every:
-            peaks = all_gather_json(peak_memory_bytes(self.part.device), what="gather of peak memory")
+            ranks = all_gather_json([peak_memory_bytes(self.part.device), median_compute_s(out)],
+                                    what="gather of peak memory and compute time")
             if self.rank == 0:
-                log.info("summary: " + summary_line(out, self.part.meta.num_edges, peaks,
+                log.info("summary: " + summary_line(out, self.part.meta.num_edges, [peak for peak, _ in ranks],
                                                     peak_memory_kind(self.part.device), self.predicted_peak,
                                                     metric=self.task.select_metric,
                                                     lower_is_better=self.task.lower_is_better))
+                balance = balance_line(self.part.meta.part_weights, [c for _, c in ranks])
+                if balance is not None:
+                    log.info(balance)
         best = self.selection.restore_best(self.model)
         if best is not None and self.rank == 0:
             m = self.selection.metric

@@ -14,8 +14,10 @@ graph is exact for the sync and overlap schedules).
   the loopback rendezvous' (``gnn_dist/distributed/local_run.py``: the first agent serves the
   store, the others connect), the ranks' sockets are on loopback too: nothing listens beyond
   this machine.
-- **Any other endpoint** (a multi-node job): torchrun's ``c10d`` rendezvous, unchanged; its store
-  listens on every interface of the endpoint's host, unauthenticated: a trusted network only.
+- **Any other endpoint** (a multi-node job): torchrun's ``c10d`` rendezvous (the backend
+  ``gnn-dist-c10d``: c10d with every round's store address published, so a node may also join a
+  running job); its store listens on every interface of the endpoint's host, unauthenticated: a
+  trusted network only.
 """
 
 from __future__ import annotations
@@ -96,17 +98,19 @@ def elastic_rendezvous(args: argparse.Namespace) -> list[str] | None:
     endpoint = _check(args)
     if not endpoint:
         return None
-    from .launch_verbs import LOOPBACK_RDZV_BACKEND
+    from .launch_verbs import LOOPBACK_RDZV_BACKEND, NETWORK_RDZV_BACKEND
 
     low, high = args.nnodes
     out = [f"--nnodes={low}:{high}", f"--rdzv-endpoint={endpoint}", f"--rdzv-id={args.rdzv_id or DEFAULT_RDZV_ID}"]
     if is_loopback_endpoint(endpoint):
         out += [f"--rdzv-backend={LOOPBACK_RDZV_BACKEND}", "--local-addr=127.0.0.1"]
     else:
-        out.append("--rdzv-backend=c10d")
+        out.append(f"--rdzv-backend={NETWORK_RDZV_BACKEND}")
     return out + ([f"--rdzv-conf={args.rdzv_conf}"] if args.rdzv_conf else [])
 
 
 def rendezvous_is_loopback(rendezvous: Sequence[str] | None) -> bool:
     """Whether the ranks of ``rendezvous`` (None: a one-machine job) stay on loopback."""
-    return rendezvous is None or "--rdzv-backend=c10d" not in rendezvous
+    from .launch_verbs import LOOPBACK_RDZV_BACKEND
+
+    return rendezvous is None or f"--rdzv-backend={LOOPBACK_RDZV_BACKEND}" in rendezvous

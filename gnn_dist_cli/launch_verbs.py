@@ -86,6 +86,8 @@ class _TrainHelp(argparse.Action):
 
 LOOPBACK_RDZV_BACKEND = "gnn-dist-loopback"
 """``gnn_dist.distributed.local_run.LOOPBACK_BACKEND`` (not imported: it would import torch)."""
+NETWORK_RDZV_BACKEND = "gnn-dist-c10d"
+"""``gnn_dist.distributed.local_run.NETWORK_BACKEND``: torchrun's c10d, every round's store published."""
 
 
 def train_command(data: str, nproc: int, rest: Sequence[str], *, verbose: bool = False,

@@ -20,6 +20,9 @@ RDZV_ID=${RDZV_ID:-gnn-dist-$(basename "$DATA")}
 # torch's CPU allocator: 2 MiB pages for blocks >= 2 MiB (fewer page faults); with it each rank
 # also fixes glibc's malloc thresholds (gnn_dist/distributed/allocator.py). Set it to 0 to opt out.
 export THP_MEM_ALLOC_ENABLE=${THP_MEM_ALLOC_ENABLE:-1}
-exec torchrun --nnodes "$NNODES" --nproc-per-node "$NPROC_PER_NODE" \
-  --rdzv-backend c10d --rdzv-endpoint "$RDZV_HOST:$RDZV_PORT" --rdzv-id "$RDZV_ID" \
+# gnn_dist.distributed.local_run is torchrun (its arguments after --, unchanged) with the rendezvous
+# backend gnn-dist-c10d: torchrun's c10d, plus every round's store address published, so that with
+# NNODES=MIN:MAX a node may also join a running job (torch's c10d publishes it in the first round only).
+exec python3 -m gnn_dist.distributed.local_run -- --nnodes "$NNODES" --nproc-per-node "$NPROC_PER_NODE" \
+  --rdzv-backend gnn-dist-c10d --rdzv-endpoint "$RDZV_HOST:$RDZV_PORT" --rdzv-id "$RDZV_ID" \
   -m gnn_dist.train --data "$DATA" "$@"

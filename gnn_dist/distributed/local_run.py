@@ -40,9 +40,11 @@ torchrun's agent behaves as ``python -m torch.distributed.run TORCHRUN_ARGS`` do
   stops the ranks as usual and this exits ``128 + signal`` without a traceback. Without
   ``--summarize`` (``gnn-dist -v train``) everything is torchrun's, unfiltered.
 
-Multi-node jobs use torchrun's ``c10d`` rendezvous instead (``launch/multi_node.sh``, or
-``gnn-dist train --nnodes`` with a non-loopback ``--rdzv-endpoint``): their store must listen on
-the network, unauthenticated, so it must sit on a trusted network.
+Multi-node jobs use the backend :data:`NETWORK_BACKEND` instead (``launch/multi_node.sh``, or
+``gnn-dist train --nnodes`` with a non-loopback ``--rdzv-endpoint``): torchrun's ``c10d``
+rendezvous, whose store must listen on the network, unauthenticated, so it must sit on a trusted
+network; with every round's store address published as on loopback (torch publishes it in the
+first round only, so a node joining a running job waited for ``MASTER_ADDR`` until it timed out).
 """
 
 from __future__ import annotations
@@ -63,13 +65,16 @@ from partitioners.log_format import CliFormatter
 
 from .. import environ
 
-__all__ = ["LOOPBACK_BACKEND", "STOP_TIMEOUT_S", "loopback_store", "main", "register_backend",
+__all__ = ["LOOPBACK_BACKEND", "NETWORK_BACKEND", "STOP_TIMEOUT_S", "loopback_store", "main", "register_backend",
            "summarize_failures"]
 
 logger = logging.getLogger(__name__)
 
 LOOPBACK_BACKEND = "gnn-dist-loopback"
 """Name of the single-machine rendezvous backend whose stores listen on loopback only."""
+NETWORK_BACKEND = "gnn-dist-c10d"
+"""Name of the multi-node rendezvous backend: torchrun's ``c10d``, its stores on the network as
+torch makes them, with every round's store address published (a node may join a running job)."""
 STOP_TIMEOUT_S = 30.0
 """After ``--watch-pid``'s process is gone: longest wait for torchrun to stop before ``os._exit``."""
 
@@ -90,7 +95,7 @@ def _loopback_ip(host: str, what: str) -> str:
         pass
     raise ValueError(
         f"{what} {host!r} is not a loopback address: the {LOOPBACK_BACKEND} rendezvous serves "
-        f"one machine; use 127.0.0.1 (or ::1), or --rdzv-backend c10d for a multi-node job")
+        f"one machine; use 127.0.0.1 (or ::1), or --rdzv-backend {NETWORK_BACKEND} for a multi-node job")
 
 
 def loopback_store(host: str, port: int, *, timeout: timedelta = timedelta(seconds=60),
@@ -142,7 +147,6 @@ def _shared_loopback_store(host: str, port: int, timeout: timedelta, what: str) 
 
 def _create_loopback_handler(params: Any) -> Any:
     """torchrun's c10d dynamic rendezvous, both of its stores on loopback."""
-    from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
     from torch.distributed.elastic.rendezvous.dynamic_rendezvous import create_handler
     from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
 
@@ -156,15 +160,37 @@ def _create_loopback_handler(params: Any) -> Any:
         logger.warning("TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: rank 0 will start its own store, "
                        "listening on every interface; unset it to keep every socket on loopback")
 
-    class LoopbackBackend(C10dRendezvousBackend):
-        @property
-        def name(self) -> str:  # torchrun checks that the handler reports the requested name
-            return LOOPBACK_BACKEND
-
-    handler = create_handler(store, LoopbackBackend(store, params.run_id), params)
+    handler = create_handler(store, _named_backend(LOOPBACK_BACKEND)(store, params.run_id), params)
     # The store the ranks share (MASTER_ADDR:MASTER_PORT): torch creates it in this hook.
     handler._create_tcp_store_server = lambda master_addr, master_port: loopback_store(
         master_addr, master_port, what="--local-addr (the ranks' MASTER_ADDR)")
+    if params.max_nodes > 1:
+        handler.next_rendezvous = _each_round_published(handler, handler.next_rendezvous)
+    return handler
+
+
+def _named_backend(name: str) -> Any:
+    """torchrun's c10d rendezvous backend class reporting ``name`` (torchrun checks that a
+    handler reports the backend it was asked for)."""
+    from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
+
+    class NamedBackend(C10dRendezvousBackend):
+        @property
+        def name(self) -> str:
+            return name
+
+    return NamedBackend
+
+
+def _create_network_handler(params: Any) -> Any:
+    """torchrun's ``c10d`` rendezvous as torch builds it (its store listens on the endpoint's
+    host, every interface: a multi-node job on a trusted network), plus every round's store
+    address published, so that a node joining a running job finds the ranks' store."""
+    from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import create_backend
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import create_handler
+
+    backend, store = create_backend(params)
+    handler = create_handler(store, _named_backend(NETWORK_BACKEND)(store, params.run_id), params)
     if params.max_nodes > 1:
         handler.next_rendezvous = _each_round_published(handler, handler.next_rendezvous)
     return handler
@@ -200,10 +226,12 @@ def _each_round_published(handler: Any, next_rendezvous: Any) -> Any:
 
 
 def register_backend() -> None:
-    """Make ``--rdzv-backend`` :data:`LOOPBACK_BACKEND` known to torchrun in this process."""
+    """Make ``--rdzv-backend`` :data:`LOOPBACK_BACKEND` and :data:`NETWORK_BACKEND` known to
+    torchrun in this process."""
     from torch.distributed.elastic.rendezvous import rendezvous_handler_registry
 
     rendezvous_handler_registry.register(LOOPBACK_BACKEND, _create_loopback_handler)
+    rendezvous_handler_registry.register(NETWORK_BACKEND, _create_network_handler)
 
 
 def _one_line(text: str) -> str:

@@ -55,7 +55,7 @@ def test_loopback_store_on_ipv6_loopback():
 @pytest.mark.parametrize("host", ["0.0.0.0", "10.0.0.1", "node0"])
 def test_loopback_store_refuses_other_hosts(host):
     with pytest.raises(ValueError, match=rf"^--local-addr '{host}' is not a loopback address: .* use 127.0.0.1 "
-                                         r"\(or ::1\), or --rdzv-backend c10d for a multi-node job"):
+                                         r"\(or ::1\), or --rdzv-backend gnn-dist-c10d for a multi-node job"):
         loopback_store(host, 0, what="--local-addr")
 
 

@@ -132,7 +132,7 @@ def test_elastic_rendezvous_stays_on_loopback_unless_told(family):
     assert elastic_rendezvous(args) == ["--nnodes=1:2", "--rdzv-endpoint=127.0.0.1:29400", "--rdzv-id=gnn-dist-train",
                                         "--rdzv-backend=gnn-dist-loopback", "--local-addr=127.0.0.1"]
     args.rdzv_endpoint = "node0.cluster:29500"
-    assert "--rdzv-backend=c10d" in elastic_rendezvous(args)
+    assert "--rdzv-backend=gnn-dist-c10d" in elastic_rendezvous(args)
 
 
 def test_an_existing_family_is_replaced_only_with_overwrite(family, tmp_path, capsys):

@@ -99,24 +99,39 @@ def launch_env(rank: int, world_size: int, port: int) -> None:
                       LOCAL_WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
 
 
-class ErrorLines(logging.Handler):
-    """``with ErrorLines("gnn_dist.train") as errors:`` collects the ERROR records a logger emits
-    inside the block (``errors.lines``, their messages)."""
+class LogLines(logging.Handler):
+    """``with LogLines("gnn_dist", logging.INFO) as log:`` collects the records of ``level`` and
+    above a logger emits inside the block: ``log.lines`` their messages, ``log.levels`` their
+    level names (the logger's level is lowered to ``level`` for the block)."""
 
-    def __init__(self, logger: str) -> None:
-        super().__init__(logging.ERROR)
+    def __init__(self, logger: str, level: int = logging.INFO) -> None:
+        super().__init__(level)
         self.logger = logging.getLogger(logger)
         self.lines: list[str] = []
+        self.levels: list[str] = []
+        self._before = self.logger.level
 
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.append(record.getMessage())
+        self.levels.append(record.levelname)
 
-    def __enter__(self) -> "ErrorLines":
+    def __enter__(self) -> "LogLines":
         self.logger.addHandler(self)
+        if self.logger.getEffectiveLevel() > self.level:
+            self.logger.setLevel(self.level)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.logger.removeHandler(self)
+        self.logger.setLevel(self._before)
+
+
+class ErrorLines(LogLines):
+    """``with ErrorLines("gnn_dist.train") as errors:`` collects the ERROR records a logger emits
+    inside the block (``errors.lines``, their messages)."""
+
+    def __init__(self, logger: str) -> None:
+        super().__init__(logger, logging.ERROR)
 
 
 def run_train_jobs(rank: int, world_size: int, jobs: list[list[str]]) -> list[tuple[int, list[str]] | None]:

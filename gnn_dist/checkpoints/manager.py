@@ -235,11 +235,11 @@ class CheckpointManager:
         if isinstance(before, int) and before != get_world_size():   # an elastic job that went on resized
             self.resized = {"event": "resize", "epoch": trainer.epoch, "from_world_size": before,
                             "to_world_size": get_world_size(),
-                            **({} if carried is None else {"pipeline_state": reshard.describe(carried).strip()})}
+                            **({} if carried is None else {"pipeline_state": reshard.describe(pipeline, carried).strip()})}
         log.info((f"{other_cut}: {saved.path} at epoch {trainer.epoch}" if other_cut else
                   f"resumed from {saved.path} at epoch {trainer.epoch}")
                  + ("" if pipeline is None else f" with the {pipeline.name} pipeline's state")
-                 + ("" if carried is None else reshard.describe(carried)))
+                 + ("" if carried is None else reshard.describe(pipeline, carried)))
         return True
 
     def _read(self, path: str | Path | None) -> _Saved | None:
@@ -302,6 +302,11 @@ class CheckpointManager:
             return "the checkpoint was written for another partition"
         return None
 
+    def _reshards(self, info: dict[str, Any]) -> bool:
+        """Whether a restorable saved schedule state (main file's ``pipeline_state`` ``info``) is
+        placed by node id (:mod:`.reshard`) rather than read rank by rank: it is of another cut."""
+        return info.get("partition") != self.fingerprint
+
     def _restore_pipeline(self, trainer: TrainerState, saved: _Saved, other_cut: bool) -> tuple[Any, Any]:
         """A fresh schedule holding this rank's saved state, or None (a warning says why, on every
         rank); and, when it was placed on another cut by id, every rank's counts of what it carried
@@ -313,7 +318,7 @@ class CheckpointManager:
             self._warn_fresh(trainer, saved.path, info, why)
             return None, None
         pipeline, counts, lacks = None, None, None
-        resharding = why is None and info.get("partition") != self.fingerprint
+        resharding = why is None and self._reshards(info)
         with all_ranks_agree(f"reading the rank files of the checkpoint {saved.path}"):
             if resharding:
                 lacks = reshard.missing_rank_file(saved.path.parent, info)

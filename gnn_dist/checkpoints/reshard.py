@@ -1,7 +1,7 @@
 """A stateful schedule's saved state carried to another cut of the same graph: every rank of the
 new cut reads the rank files of every rank of the old one, one at a time, and the schedule picks
 its own rows by original id (``load_other_cut``, :mod:`gnn_dist.pipeline.stale_reshard` for
-``stale``). Rank files sit in the checkpoint folder, so this needs it on a filesystem every host
+``stale``; :mod:`gnn_dist.layer_parallel.reshard` for a layer-parallel run on another layout). Rank files sit in the checkpoint folder, so this needs it on a filesystem every host
 sees (a rank that cannot see one makes every rank start the schedule fresh, with a warning).
 
 Reading: ``P_old`` files per rank, each checked against the size and sha256 the main file
@@ -22,8 +22,8 @@ __all__ = ["can_reshard", "missing_rank_file", "load_other_cut", "describe"]
 
 
 def can_reshard(pipeline: Any) -> bool:
-    """Whether a schedule places a saved state of another cut (it has ``load_other_cut``; its
-    optional ``other_cut_refusal`` says why it cannot this time)."""
+    """Whether a schedule places a saved state of another cut (it has ``load_other_cut`` and
+    ``describe_other_cut``; its optional ``other_cut_refusal`` says why it cannot this time)."""
     return callable(getattr(pipeline, "load_other_cut", None))
 
 
@@ -62,9 +62,7 @@ def load_other_cut(pipeline: Any, directory: Path, info: dict[str, Any], epoch: 
                               f"pipeline ({exc})", path=directory) from exc
 
 
-def describe(counts: list[dict[str, int]]) -> str:
-    """What a re-sharded resume did, over every rank's ``counts`` (one clause of the resume line)."""
-    restored = sum(c.get("restored", 0) for c in counts)
-    fetched = sum(c.get("fetched", 0) for c in counts)
-    return (f" re-sharded by node id ({restored} halo rows restored, {fetched} never sent on the old cut "
-            f"read from the first resumed step; the halo gradients restart from it)")
+def describe(pipeline: Any, counts: list[dict[str, int]]) -> str:
+    """What a re-sharded resume did, over every rank's ``counts`` (one clause of the resume line,
+    the schedule's ``describe_other_cut``)."""
+    return str(pipeline.describe_other_cut(counts))

@@ -31,7 +31,7 @@ from ..trainer import Trainer
 from .engine import StageEngine
 from .layout import StageGroups, StageLayout
 from .staged import split_stage_parameters, staged_model
-from .state import StageCheckpoints, StageState
+from .state import StageCheckpoints, StageState, stage_mode
 from .transport import StageLink
 
 __all__ = ["LayerParallelTrainer", "LayerStepStats"]
@@ -67,26 +67,28 @@ class LayerParallelTrainer(Trainer):
         self.link = StageLink(layout.rank, timeout, link)
         self.engine = StageEngine(self.adapter, part, layout, self.link, chunks=p.chunks, seed=int(model.seed),
                                   transport=Transport.build(None, link), chunk_by=p.chunk_by)
-        by = "" if p.chunk_by == "hash" else f",chunk_by={p.chunk_by}"   # hash: as checkpoints before --chunk-by
-        self.mode = f"{p.parallel}(stages={p.stages},chunks={p.chunks}{by})"
+        self.mode = stage_mode(p.parallel, p.stages, p.chunks, p.chunk_by)
+        S = layout.stages
+        self._stage_params = [split_stage_parameters(self.adapter, layout.layers_of(s), s == 0, s == S - 1)[0]
+                              for s in range(S)]
+        self.owned, self.shared = split_stage_parameters(self.adapter, layout.layers, layout.first, layout.last)
         super().__init__(model, part, config, run_config=run_config)
         if self.task.name == "link":   # --task auto on a partition with an edge split and no labels
             raise ValueError(f"{part.path}: link prediction is graph-parallel only (the last stage computes a node "
                              f"task's loss); train with --parallel graph")
         self.inputs = None   # the stem reads part.x; the first layer's halo rows travel in the step
-        S = layout.stages
-        self._stage_params = [split_stage_parameters(self.adapter, layout.layers_of(s), s == 0, s == S - 1)[0]
-                              for s in range(S)]
-        self.owned, self.shared = split_stage_parameters(self.adapter, layout.layers, layout.first, layout.last)
         self.checkpoints = StageCheckpoints(config.checkpoint, part, mode=self.mode, world_size=layout.world_size,
                                             smoothing=p.history_smoothing)
         self.pipeline.optimizer = self.optimizer
 
     def new_pipeline(self) -> StageState:
         """A fresh stage state (its first step has one chunk: no history yet)."""
-        p = self.config.parallel
+        p, lay = self.config.parallel, self.layout
+        mine = {id(q) for q in self.owned + self.shared}
         return StageState(self.mode, self.engine.historical_layers, p.history_smoothing, p.chunks, self.part.device,
-                          optimizer=getattr(self, "optimizer", None))
+                          optimizer=getattr(self, "optimizer", None), row_ids=self.part.original_ids,
+                          trained=[j for j, q in enumerate(self.model.parameters()) if id(q) in mine],
+                          layout=(lay.stages, lay.graph_parts))
 
     # ------------------------------------------------------------------ one step
     def _stage_loss(self, logits: torch.Tensor) -> torch.Tensor:

@@ -352,5 +352,13 @@ class StalePipeline(ExchangeBeforeLayer):
         self._first = steps == 0
         return counts
 
+    @staticmethod
+    def describe_other_cut(counts: list[dict[str, int]]) -> str:
+        """What :meth:`load_other_cut` did on every rank (``counts``: each rank's), a clause of the resume line."""
+        restored = sum(c.get("restored", 0) for c in counts)
+        fetched = sum(c.get("fetched", 0) for c in counts)
+        return (f" re-sharded by node id ({restored} halo rows restored, {fetched} never sent on the old cut "
+                f"read from the first resumed step; the halo gradients restart from it)")
+
     def __repr__(self) -> str:
         return f"StalePipeline(smoothing={self.smoothing}, sampled={self.subset_fn is not None})"

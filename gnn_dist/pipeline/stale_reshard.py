@@ -14,6 +14,9 @@ every reader of it was in its owner's part) has no saved value: it is ``missing`
 resumed step fills it with the value its owner sends in that step (that step waits for the
 exchange, as a synchronous step would, for those rows only); its moving average starts there.
 
+The picking by id (:func:`saved_row_ids`, :func:`pick_rows`) also places a layer-parallel run's
+history on another layout (:mod:`gnn_dist.layer_parallel.reshard`).
+
 The halo *gradients* are not carried: a rank's buffer holds, per owned row, the sum of the
 gradients its readers sent, and which readers are remote depends on the cut. Read on another
 cut, that sum would count again the gradients of edges that became local (computed afresh in the
@@ -30,7 +33,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["CarriedLayer", "collect", "NoRowIds"]
+__all__ = ["CarriedLayer", "collect", "NoRowIds", "pick_rows", "saved_row_ids", "state_steps"]
 
 
 class NoRowIds(ValueError):
@@ -49,18 +52,24 @@ class CarriedLayer:
     found: torch.Tensor
 
 
-def _ids_of(state: dict[str, Any]) -> torch.Tensor:
-    ids = state.get("halo_ids")
+def saved_row_ids(state: dict[str, Any], key: str = "halo_ids", rows: str = "halo rows") -> torch.Tensor:
+    """The original ids (int64 ``[R]``) a saved state holds under ``key``, of its ``rows``.
+
+    Raises:
+        NoRowIds: there are none (a rank file written before they were saved)."""
+    ids = state.get(key)
     if not isinstance(ids, torch.Tensor) or ids.dtype != torch.int64 or ids.dim() != 1:
-        raise NoRowIds("the rank files hold no original ids of their halo rows (written by an older gnn-dist), "
-                       "so their rows cannot be placed on another cut")
+        raise NoRowIds(f"the rank files hold no original ids of their {rows} (written by an older gnn-dist), "
+                       f"so their rows cannot be placed on another cut")
     return ids
 
 
-def _pick(layer: int, features: dict[str, Any], saved_ids: torch.Tensor, want: torch.Tensor,
-          carried: dict[int, CarriedLayer]) -> None:
-    """Copy the rows of ``want`` (this rank's halo ids) that one old rank's ``features`` state
-    holds and ``carried[layer]`` still lacks."""
+def pick_rows(layer: int, features: dict[str, Any], saved_ids: torch.Tensor, want: torch.Tensor,
+              carried: dict[int, CarriedLayer]) -> None:
+    """Copy the rows of ``want`` (the original ids of the rows this rank needs) that one old
+    rank's moving average ``features`` (:meth:`~.stale.EMABuffer.state_dict`, its rows those of
+    ``saved_ids``) holds and ``carried[layer]`` still lacks (the first saved copy of a row is
+    taken)."""
     m, count, gamma = features.get("m"), features.get("count"), features.get("gamma")
     if m is None:
         return
@@ -85,6 +94,20 @@ def _pick(layer: int, features: dict[str, Any], saved_ids: torch.Tensor, want: t
     entry.found |= take
 
 
+def state_steps(state: dict[str, Any], layers: str, steps: int | None, what: str) -> int:
+    """The step count of one old rank's saved ``state`` (``what``; its per-layer dict under
+    ``layers``), equal to the earlier ranks' ``steps`` (None: the first rank).
+
+    Raises:
+        ValueError: a malformed state, or another step count (not one run's checkpoint)."""
+    got = state.get("steps")
+    if not isinstance(got, int) or got < 0 or not isinstance(state.get(layers), dict):
+        raise ValueError(f"malformed {what} (steps={got!r})")
+    if steps is not None and got != steps:
+        raise ValueError(f"the ranks' states are of different steps ({steps} and {got})")
+    return got
+
+
 def collect(states: Iterable[dict[str, Any]], halo_ids: torch.Tensor) -> tuple[int, dict[int, CarriedLayer]]:
     """``(steps, {layer: CarriedLayer})`` for the halo rows ``halo_ids`` (int64 ``[H]``, this
     rank's, in its halo order) from the saved states of every rank of the old cut (any order,
@@ -99,13 +122,8 @@ def collect(states: Iterable[dict[str, Any]], halo_ids: torch.Tensor) -> tuple[i
     steps: int | None = None
     carried: dict[int, CarriedLayer] = {}
     for state in states:
-        got, layers = state.get("steps"), state.get("layers")
-        if not isinstance(got, int) or got < 0 or not isinstance(layers, dict):
-            raise ValueError(f"malformed stale pipeline state (steps={got!r})")
-        if steps is not None and got != steps:
-            raise ValueError(f"the ranks' states are of different steps ({steps} and {got})")
-        steps = got
-        saved_ids = _ids_of(state)
-        for layer, entry in layers.items():
-            _pick(int(layer), dict(entry["features"]), saved_ids, want, carried)
+        steps = state_steps(state, "layers", steps, "stale pipeline state")
+        saved_ids = saved_row_ids(state)
+        for layer, entry in state["layers"].items():
+            pick_rows(int(layer), dict(entry["features"]), saved_ids, want, carried)
     return steps or 0, carried

@@ -7,7 +7,8 @@ epoch are the previous epoch's (historical embeddings, optionally smoothed). ``-
 ``docs/layer_parallel.md``. Modules, one concept each: :mod:`.layout` (ranks and groups),
 :mod:`.staged` (the stage protocol and the model adapters), :mod:`.chunks` (chunks and the rows a
 layer reads), :mod:`.transport` (stage-to-stage transfers), :mod:`.engine` (a stage's step),
-:mod:`.state` (history and checkpoints), :mod:`.trainer`, :mod:`.build`, :mod:`.options`.
+:mod:`.state` (history and checkpoints), :mod:`.reshard` (the history on another layout, by node id),
+:mod:`.trainer`, :mod:`.build`, :mod:`.options`.
 
 Reference: Chen et al., "GNNPipe: Scaling Deep GNN Training with Pipelined Model Parallelism"
 (https://arxiv.org/abs/2308.10087).

@@ -233,9 +233,10 @@ class CheckpointManager:
         self._apply(trainer, saved, pipeline)
         before = saved.state.get("world_size")
         if isinstance(before, int) and before != get_world_size():   # an elastic job that went on resized
+            carried_line = None if carried is None else reshard.describe(pipeline, carried).strip()
             self.resized = {"event": "resize", "epoch": trainer.epoch, "from_world_size": before,
                             "to_world_size": get_world_size(),
-                            **({} if carried is None else {"pipeline_state": reshard.describe(pipeline, carried).strip()})}
+                            **({} if carried_line is None else {"pipeline_state": carried_line})}
         log.info((f"{other_cut}: {saved.path} at epoch {trainer.epoch}" if other_cut else
                   f"resumed from {saved.path} at epoch {trainer.epoch}")
                  + ("" if pipeline is None else f" with the {pipeline.name} pipeline's state")

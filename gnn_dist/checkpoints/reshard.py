@@ -1,8 +1,9 @@
 """A stateful schedule's saved state carried to another cut of the same graph: every rank of the
 new cut reads the rank files of every rank of the old one, one at a time, and the schedule picks
 its own rows by original id (``load_other_cut``, :mod:`gnn_dist.pipeline.stale_reshard` for
-``stale``; :mod:`gnn_dist.layer_parallel.reshard` for a layer-parallel run on another layout). Rank files sit in the checkpoint folder, so this needs it on a filesystem every host
-sees (a rank that cannot see one makes every rank start the schedule fresh, with a warning).
+``stale``; :mod:`gnn_dist.layer_parallel.reshard` for a layer-parallel run on another layout).
+Rank files sit in the checkpoint folder, so this needs it on a filesystem every host sees (a
+rank that cannot see one makes every rank start the schedule fresh, with a warning).
 
 Reading: ``P_old`` files per rank, each checked against the size and sha256 the main file
 recorded; memory: one old rank's state at a time besides the schedule's own tables.

@@ -18,6 +18,7 @@ from typing import Any
 
 from .errors import GraphError
 from .graph import Graph
+from .io.partition_input import PARTITION_FORMAT
 
 __all__ = ["NODE_DATA_FLAGS", "add_input_arguments", "check_input_request", "normalize_node_features",
            "read_input", "untrainable_warning"]
@@ -80,9 +81,10 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
                    help="edge lists, .npy: the ids are any names or integers, numbered 0..N-1 in sorted "
                         "order; the names are kept in the folder (original_names.npy)")
     g.add_argument("--scratch-dir", metavar="DIR", default=None,
-                   help="npy-dir and typed-npy-dir input: where the on-disk CSR is built (about 8 bytes "
-                        "per edge, 16 with --symmetrize; typed: also 12 per edge and 8 per node and relation; "
-                        "removed as it goes; default: the folder --out is in)")
+                   help="npy-dir, typed-npy-dir and partition input: where the on-disk CSR is built (about 8 "
+                        "bytes per edge, 16 with --symmetrize; typed: also 12 per edge and 8 per node and relation; "
+                        "partition: also 20 per edge and the node data; removed as it goes; default: the folder "
+                        "--out is in)")
     g.add_argument("--planetoid-name", metavar="NAME", default=None,
                    help="which Planetoid set of the folder (cora, citeseer, pubmed; default: the only one)")
     from .cli_typed import add_typed_arguments
@@ -134,10 +136,12 @@ def check_input_request(args: argparse.Namespace) -> None:
     if args.split is not None and masks:
         raise UsageError(f"--split makes the masks, {masks[0]} gives one: use either --split or the "
                          f"mask flags")
+    fmt = input_format(args)
+    if fmt == PARTITION_FORMAT:
+        return _check_partition_input(args, flags)
     files = _node_files(args)
     for field in files.paths:
         open_node_array(files.what(field), files.paths[field])  # exists, is a plain .npy
-    fmt = input_format(args)
     if args.weighted and fmt not in _WEIGHTED_FORMATS:
         raise UsageError(f"--weighted applies to edge lists (their third field) and scipy matrices "
                          f"(their values), not to --input-format {fmt} (which brings its own weights, if any)")
@@ -154,13 +158,41 @@ def check_input_request(args: argparse.Namespace) -> None:
                 and not (Path(args.input) / "features.npy").is_file()):
             raise _no_features(args, "features.npy to the npy-dir")  # before the out-of-core read
     elif args.scratch_dir is not None:
-        raise UsageError(f"--scratch-dir applies to --input-format npy-dir (read out of core), not to {fmt}")
-    if args.scratch_dir is not None and not Path(args.scratch_dir).is_dir():
-        raise UsageError(f"--scratch-dir {args.scratch_dir}: no such folder; create it or choose "
-                         f"another with room for the graph's edges")
+        raise UsageError(f"--scratch-dir applies to --input-format npy-dir and partition (read out of core), "
+                         f"not to {fmt}")
+    _check_scratch_dir(args)
     if args.planetoid_name is not None and fmt != "planetoid":
         raise UsageError(f"--planetoid-name applies to --input-format planetoid (a folder of ind.NAME.* "
                          f"files), not to {fmt}")
+
+
+def _check_scratch_dir(args: argparse.Namespace) -> None:
+    from .cli_args import UsageError
+
+    if args.scratch_dir is not None and not Path(args.scratch_dir).is_dir():
+        raise UsageError(f"--scratch-dir {args.scratch_dir}: no such folder; create it or choose "
+                         f"another with room for the graph's edges")
+
+
+def _check_partition_input(args: argparse.Namespace, flags: list[str]) -> None:
+    """A partition folder as ``--input``: re-cut as it is (:mod:`.io.partition_input`); the flags
+    that would change its graph, or apply again what it already applied, are refused."""
+    from .cli_args import UsageError
+    from .io.partition_input import source_folder
+    from .format import load_partition_meta
+
+    cleaning = [f"--{c.replace('_', '-')}" for c in _CLEANING if getattr(args, c)]
+    given = flags + cleaning + (["--edge-split"] if args.edge_split is not None else [])
+    if given:
+        raise UsageError(f"{given[0]}: --input {args.input} is a partition folder, re-cut with the graph, node "
+                         f"data and split it holds (its cleaning and split were applied when it was first "
+                         f"partitioned); drop {given[0]}, or partition the original input with it")
+    done = load_partition_meta(source_folder(args.input)).raw.get("normalize_features")
+    if args.normalize_features is not None and done is not None:
+        raise UsageError(f"--normalize-features {args.normalize_features}: the features of {args.input} are "
+                         f"already normalised ({done}, partition.json normalize_features) and are carried as "
+                         f"they are; drop --normalize-features")
+    _check_scratch_dir(args)
 
 
 def _check_node_ids(args: argparse.Namespace, files: Any) -> None:
@@ -197,6 +229,10 @@ def read_input(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     fmt = input_format(args)
     if is_typed_format(fmt):
         return read_typed_input(args, fmt)
+    if fmt == PARTITION_FORMAT:   # its split and normalisation come with it, recorded as they were
+        from .io.partition_input import read_partition_input
+
+        return read_partition_input(args.input, scratch_dir=_scratch_parent(args), progress=not args.no_progress)
     options: dict[str, Any] = {k: True for k in _CLEANING if getattr(args, k)}
     for key in ("weighted", "relabel"):
         if getattr(args, key):
@@ -241,14 +277,21 @@ def _read_graph(args: argparse.Namespace, fmt: str, options: dict[str, Any], lab
     if fmt == "npy-dir":
         from .outofcore.npy_dir import open_npy_dir, read_npy_dir
 
-        out_parent = Path(args.out).absolute().parent
-        out_parent.mkdir(parents=True, exist_ok=True)
         return read_npy_dir(getattr(args, "npy_dir", None) or open_npy_dir(args.input),
-                            scratch_dir=args.scratch_dir or out_parent, progress=not args.no_progress,
+                            scratch_dir=_scratch_parent(args), progress=not args.no_progress,
                             node_data=_node_files(args), **options)
     graph = read_graph(args.input, fmt, **options)
     return attach_node_data(graph, _node_files(args), extend=fmt in _EXTENDABLE_FORMATS and not args.relabel,
                             label_kind=label_kind)
+
+
+def _scratch_parent(args: argparse.Namespace) -> Path:
+    """Where an out-of-core read puts its scratch files: ``--scratch-dir``, else the folder ``--out`` is in."""
+    if args.scratch_dir:
+        return Path(args.scratch_dir)
+    out_parent = Path(args.out).absolute().parent
+    out_parent.mkdir(parents=True, exist_ok=True)
+    return out_parent
 
 
 def _no_features(args: argparse.Namespace, source: str) -> ValueError:

@@ -36,7 +36,8 @@ def add_partition_verb(sub: Any, verbose: argparse.ArgumentParser) -> None:
                        help="read or generate a graph, partition it, write a partition folder")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--dataset", metavar="NAME", help="a built-in dataset (see `gnn-dist datasets`)")
-    src.add_argument("--input", metavar="PATH", help="a graph file, or a dataset folder (OGB, Planetoid, typed: docs/cli.md)")
+    src.add_argument("--input", metavar="PATH", help="a graph file, or a dataset folder (OGB, Planetoid, typed: docs/cli.md), or a partition "
+                                                    "folder or family to cut again (its graph by original ids)")
     p.add_argument("--input-format", choices=input_formats(), default=None, metavar="FMT",
                    help=f"format of --input, one of {', '.join(input_formats())} (default: inferred from the path)")
     p.add_argument("--parts", type=part_counts, required=True, metavar="P[,P...]", help=_PARTS_HELP)
@@ -88,6 +89,7 @@ def _check_request(args: argparse.Namespace) -> None:
     from .cli_family import check_family_out, split_parts
     from .cli_input import check_input_request, input_format
     from .cli_typed import OUT_OF_CORE_FORMAT, open_typed_npy_dir_input
+    from .io.partition_input import PARTITION_FORMAT
     from .cli_weights import resolve_part_weights
     from .format import check_out_dir
 
@@ -117,6 +119,13 @@ def _check_request(args: argparse.Namespace) -> None:
         size = args.npy_dir.sizes(args.npy_dir.num_nodes(), symmetric=args.symmetrize)
         _check_parts(args.parts, size.num_nodes, args.input)
         _check_memory(args, size)  # before the on-disk build
+    elif args.input is not None and input_format(args) == PARTITION_FORMAT:  # sized from its partition.json
+        from .io.partition_input import input_size
+
+        size = input_size(args.input)
+        _check_parts(args.parts, size.num_nodes, args.input)
+        _check_memory(args, size)
+        args.partition_input = True
     elif args.input is not None and input_format(args) == OUT_OF_CORE_FORMAT:  # typed: the same, from headers
         size = open_typed_npy_dir_input(args)
         _check_parts(args.parts, size.num_nodes, args.input)
@@ -180,8 +189,9 @@ def _read_graph(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
 
 
 def _read_on_disk(args: argparse.Namespace) -> bool:
-    """The input is read out of core (an npy-dir, typed or not): its estimate was logged before the build."""
-    return getattr(args, "npy_dir", None) is not None or getattr(args, "typed_npy_dir", None) is not None
+    """The input is read out of core (an npy-dir, typed or not, or a partition folder): its estimate was
+    logged before the build."""
+    return any(getattr(args, key, None) is not None for key in ("npy_dir", "typed_npy_dir", "partition_input"))
 
 
 def _read_stage(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:

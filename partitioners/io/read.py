@@ -19,8 +19,20 @@ from .edgelist import read_edgelist, warn_duplicate_edges
 from .ogb import is_ogb_dir, read_ogb
 from .planetoid import is_planetoid_dir, read_planetoid
 from ..outofcore.npy_dir import is_npy_dir, read_npy_dir
+from .partition_input import PARTITION_FORMAT, is_partition_input, read_partition_input
 
 __all__ = ["FORMATS", "infer_format", "read_graph"]
+
+
+def read_partition_graph(path: str | Path, *, scratch_dir: Any = None, progress: bool = False, **options: Any) -> Graph:
+    """The graph of a partition folder or family (:func:`~.partition_input.read_partition_input`),
+    without the keys its new ``partition.json`` would carry; it is read as it was cut (a build
+    option such as ``symmetrize`` is refused)."""
+    if options:
+        raise ValueError(f"read_graph(fmt={PARTITION_FORMAT!r}) reads the folder's graph as it was cut: "
+                         f"{sorted(options)} do not apply (partition the original input with them)")
+    return read_partition_input(path, scratch_dir=scratch_dir, progress=progress)[0]
+
 
 _READERS: dict[str, tuple[Callable[..., Graph], frozenset[str]]] = {
     "edgelist": (read_edgelist, frozenset({"delimiter", "header", "weighted", "relabel", "chunk_bytes"})
@@ -31,9 +43,12 @@ _READERS: dict[str, tuple[Callable[..., Graph], frozenset[str]]] = {
     "ogb": (read_ogb, frozenset({"split", "chunk_bytes"})),
     "planetoid": (read_planetoid, frozenset({"planetoid_name"})),
     "npy-dir": (read_npy_dir, frozenset({"scratch_dir", "progress"})),
+    PARTITION_FORMAT: (read_partition_graph, frozenset({"scratch_dir", "progress"})),
 }
 FORMATS: tuple[str, ...] = tuple(_READERS)
 """The formats :func:`read_graph` reads."""
+
+
 
 _EDGELIST_SUFFIXES = (".csv", ".tsv", ".txt", ".edgelist", ".edges", ".el")
 _COUNTS_DUPLICATES = ("npz", "npy", "scipy")
@@ -41,7 +56,8 @@ _COUNTS_DUPLICATES = ("npz", "npy", "scipy")
 
 
 def infer_format(path: str | Path) -> str:
-    """The format of ``path``: ``npy-dir`` for a folder with ``src.npy`` and ``dst.npy``;
+    """The format of ``path``: ``partition`` for a partition folder (``partition.json``) or family
+    (``family.json``), read back by original ids (:mod:`.partition_input`); ``npy-dir`` for a folder with ``src.npy`` and ``dst.npy``;
     ``ogb`` for a folder with ``raw/edge.csv.gz``; a typed format of
     :mod:`partitioners.hetero.readers` (``ogb-hetero``: ``raw/num-node-dict.csv.gz``;
     ``typed-npy-dir``: ``nodes.json``; ``triples``: ``.triples``, or a ``.tsv`` whose first data
@@ -53,6 +69,8 @@ def infer_format(path: str | Path) -> str:
     """
     p = existing_path(path)
     if p.is_dir():
+        if is_partition_input(p):
+            return PARTITION_FORMAT
         if is_npy_dir(p):
             return "npy-dir"
         if is_ogb_dir(p):
@@ -100,10 +118,11 @@ def read_graph(path: str | Path, fmt: str | None = None, **options: Any) -> Grap
     Args:
         path: the file or folder.
         fmt: one of :data:`FORMATS` (``edgelist``, ``npz``, ``npy``, ``scipy``, ``ogb``,
-            ``planetoid``, ``npy-dir``: read out of core, memory-mapped); None infers it with :func:`infer_format`. (default: None)
+            ``planetoid``, ``npy-dir``: read out of core, memory-mapped; ``partition``: a partition folder or
+            family, read back out of core); None infers it with :func:`infer_format`. (default: None)
         **options: the reader's own options (edgelist: ``delimiter``, ``header``, ``weighted``,
             ``relabel``, ``chunk_bytes``; npy: ``relabel``; scipy: ``weighted``; ogb: ``split``,
-            ``chunk_bytes``; planetoid: ``planetoid_name``; npy-dir: ``scratch_dir``, ``progress``) and the
+            ``chunk_bytes``; planetoid: ``planetoid_name``; npy-dir and partition: ``scratch_dir``, ``progress``) and the
             :meth:`Graph.from_edges` options ``num_nodes``, ``symmetrize``,
             ``remove_self_loops``, ``remove_duplicates``, ``num_classes``, ``name``,
             ``label_kind`` (what the labels hold; None infers it). Formats with

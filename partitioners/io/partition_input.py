@@ -1,0 +1,183 @@
+"""A partition folder (or a partition family: its largest member) read back as the graph it was
+cut from, by original node ids: ``gnn-dist partition --input FOLDER --parts P ...`` (format
+``partition``, inferred from ``partition.json`` or ``family.json``), and the runtime's
+``--repartition-on-resize`` (:mod:`gnn_dist.resize_cut`).
+
+Streaming and memory-bounded: each part is opened as memory maps (its files' checksums verified),
+its inner rows' node data scattered by original id into scratch memory maps, its edges written as
+``(source, destination)`` original ids a chunk at a time, so the folder becomes an npy-dir of
+scratch maps that :func:`~partitioners.outofcore.npy_dir.read_npy_dir` builds into a memory-mapped
+:class:`~partitioners.graph.Graph` on disk, as any npy-dir input. Nothing of size ``E`` or
+``N x F`` is held in memory; scratch disk is about 20 bytes per edge plus the node data
+(``scratch_dir``; the scratch files are unlinked as soon as they are mapped).
+
+The graph keeps what the folder recorded about it: node names (``original_names.npy``), an edge
+split's pairs, whether it is symmetric, its preprocessing counts, and the provenance keys of
+``partition.json`` (:data:`CARRIED_KEYS`: the split of the masks, the edge split,
+``normalize_features``), returned for the new ``partition.json`` with ``repartitioned_from``;
+so the new folder's ``graph_fingerprint`` equals the old one's. A typed folder is refused.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import GraphError
+
+__all__ = ["CARRIED_KEYS", "PARTITION_FORMAT", "input_size", "is_partition_input", "read_partition_input",
+           "source_folder"]
+
+PARTITION_FORMAT = "partition"
+"""The ``--input-format`` of a partition folder or family."""
+CARRIED_KEYS = ("split", "edge_split", "normalize_features")
+"""``partition.json``'s keys saying how the graph's data was made: the new folder records them as they were."""
+_EDGE_CHUNK = 1 << 20
+_ROW_BYTES = 32 << 20
+_NODE_FIELDS = ("features", "labels", "train_mask", "val_mask", "test_mask")
+
+
+def is_partition_input(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a partition folder (``partition.json``) or a partition family (``family.json``)."""
+    from ..format.family import is_family
+    from ..format.layout import META_FILE
+
+    p = Path(path)
+    return p.is_dir() and ((p / META_FILE).is_file() or is_family(p))
+
+
+def source_folder(path: str | os.PathLike[str]) -> Path:
+    """The partition folder read for ``path``: itself, or a family's largest member."""
+    from ..format.family import is_family, read_family
+
+    if is_family(path):
+        family = read_family(path)
+        return family.member_path(family.parts[-1])
+    return Path(path)
+
+
+def _meta(path: str | os.PathLike[str]) -> Any:
+    from ..format import load_partition_meta
+
+    folder = source_folder(path)
+    meta = load_partition_meta(folder)
+    if meta.hetero is not None:
+        raise GraphError(f"{folder}: a typed (heterogeneous) partition folder cannot be re-cut; partition its "
+                         f"typed input again with the --parts you need")
+    return meta
+
+
+def input_size(path: str | os.PathLike[str]) -> Any:
+    """The :class:`~partitioners.memory.GraphSize` of the graph a folder holds, from ``partition.json``
+    (read out of core: its arrays are memory maps)."""
+    from ..memory import GraphSize
+
+    meta = _meta(path)
+    entries = meta.parts[0].files if meta.parts else {}
+
+    def width(name: str) -> int:
+        entry = entries.get(name)
+        if entry is None:
+            return 0
+        return int(np.prod(entry.shape[1:], dtype=np.int64)) * np.dtype(entry.dtype).itemsize
+    return GraphSize(num_nodes=meta.num_nodes, num_edges=meta.num_edges, symmetric=not meta.directed,
+                     feature_bytes=width("features.npy"), label_bytes=width("labels.npy"),
+                     num_masks=len(meta.masks), weighted=meta.weighted,
+                     edge_attr_bytes=4 * meta.edge_feature_dim,
+                     index_bytes=4 if meta.num_nodes < 2**31 - 1 else 8, on_disk=True)
+
+
+def read_partition_input(path: str | os.PathLike[str], *, scratch_dir: str | os.PathLike[str] | None = None,
+                         progress: bool = False) -> tuple[Any, dict[str, Any]]:
+    """``(graph, extra partition.json keys)`` of the folder (or family) ``path`` (module docstring).
+
+    Raises:
+        GraphError: a typed folder. PartitionFormatError: a folder that fails its checks.
+    """
+    from ..format.reader import load_original_names
+    from ..outofcore.npy_dir import read_npy_dir
+    from ..outofcore.scratch import Scratch
+
+    folder = source_folder(path)
+    meta = _meta(folder)
+    where = Path(scratch_dir) if scratch_dir is not None else Path(tempfile.gettempdir())
+    with Scratch(where) as scratch:
+        npy_dir, pairs = _as_npy_dir(folder, meta, scratch)
+        graph = read_npy_dir(npy_dir, num_nodes=meta.num_nodes, num_classes=meta.num_classes or None,
+                             label_kind=meta.label_kind, name=meta.name, scratch_dir=where, progress=progress)
+    graph.symmetric = not meta.directed
+    graph.preprocessing = dict(meta.raw.get("preprocessing") or {})
+    graph.node_names = load_original_names(folder)
+    graph.link_pairs = pairs
+    extra = {key: meta.raw[key] for key in CARRIED_KEYS if meta.raw.get(key) is not None}
+    extra["repartitioned_from"] = {"folder": str(folder), "num_parts": meta.num_parts, "method": meta.method,
+                                   "graph_fingerprint": meta.graph_fingerprint}
+    return graph, extra
+
+
+def _as_npy_dir(folder: Path, meta: Any, scratch: Any) -> tuple[Any, dict[str, np.ndarray] | None]:
+    """The folder's graph as an :class:`~partitioners.outofcore.npy_dir.NpyDir` of scratch maps
+    (edges and node data by original id), and its edge split's pairs (original ids) if any."""
+    from ..format.reader import load_part
+    from ..outofcore.npy_dir import NpyDir
+
+    n, e = meta.num_nodes, meta.num_edges
+    src, dst = scratch.array("src", np.int64, e), scratch.array("dst", np.int64, e)
+    weight = scratch.array("edge-weight", np.float32, e) if meta.weighted else None
+    attr = scratch.array("edge-attr", np.float32, (e, meta.edge_feature_dim)) if meta.edge_feature_dim else None
+    nodes: dict[str, np.ndarray] = {}
+    orig_of = np.empty(n, dtype=np.int64)   # new global id -> original id: the edge split's pairs
+    link: dict[str, list[np.ndarray]] = {}
+    at = 0
+    for p in range(meta.num_parts):
+        part = load_part(folder, p, mmap=True, verify=True)
+        ni, orig = part.num_inner, part.original_ids
+        inner = np.asarray(orig[:ni])
+        lo_id, hi_id = part.global_id_range
+        orig_of[lo_id:hi_id] = inner
+        for field in _NODE_FIELDS:
+            rows = getattr(part, field)
+            if rows is None:
+                continue
+            if field not in nodes:
+                nodes[field] = scratch.array(field, rows.dtype, (n, *rows.shape[1:]))
+            step = max(1, _ROW_BYTES // max(1, rows[:1].nbytes))
+            for lo in range(0, ni, step):
+                nodes[field][inner[lo:lo + step]] = rows[lo:lo + step]
+        at = _copy_edges(part, inner, at, src, dst, weight, attr)
+        for kind in ("train", "val", "test"):
+            pairs = getattr(part, f"link_{kind}")
+            if pairs is not None:
+                link.setdefault(kind, []).append(np.asarray(pairs, dtype=np.int64))
+    if at != e:
+        raise GraphError(f"{folder}: the parts hold {at} edges but partition.json says num_edges = {e}")
+    pairs_out = None
+    if link:
+        pairs_out = {kind: orig_of[np.concatenate(chunks, axis=1)] for kind, chunks in link.items()}
+    frozen = {field: scratch.freeze(a) for field, a in nodes.items()}
+    return NpyDir(path=folder, src=scratch.freeze(src), dst=scratch.freeze(dst),
+                  edge_weight=None if weight is None else scratch.freeze(weight), node_arrays=frozen, meta={},
+                  edge_attr=None if attr is None else scratch.freeze(attr)), pairs_out
+
+
+def _copy_edges(part: Any, inner: np.ndarray, at: int, src: np.ndarray, dst: np.ndarray,
+                weight: np.ndarray | None, attr: np.ndarray | None) -> int:
+    """Part ``part``'s edges as original ids into ``src``/``dst`` (and their weights and feature
+    rows) from position ``at``, a chunk at a time; returns the position after them."""
+    indptr = np.asarray(part.indptr)
+    total = int(indptr[-1])
+    for lo in range(0, total, _EDGE_CHUNK):
+        hi = min(total, lo + _EDGE_CHUNK)
+        rows = np.searchsorted(indptr, np.arange(lo, hi), side="right") - 1
+        dst[at + lo:at + hi] = inner[rows]
+        src[at + lo:at + hi] = part.original_ids[np.asarray(part.indices[lo:hi])]
+        if weight is not None:
+            weight[at + lo:at + hi] = part.edge_weight[lo:hi]
+        if attr is not None:
+            attr[at + lo:at + hi] = np.asarray(part.edge_attr[lo:hi]).reshape(hi - lo, -1)
+    return at + total

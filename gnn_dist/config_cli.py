@@ -309,10 +309,32 @@ def parse_run_config(argv: Sequence[str] | None = None) -> tuple[RunConfig, argp
     if not config.data.data:
         raise UsageError(f"{PROG}: error: --data is required (the partition folder; or data.data in --config)")
     parallel = config.trainer.parallel
-    config.data.data = family_member(config.data.data, parallel.stages if parallel.parallel != "graph" else 1)
+    stages = parallel.stages if parallel.parallel != "graph" else 1
+    validate = getattr(args, "validate", False)
+    cut = None
+    if config.data.repartition_on_resize is None:
+        config.data.data = family_member(config.data.data, stages)
+    else:
+        config.data.data, cut = _resize_partition(config, stages, validate)
     if getattr(args, "verbose", False) and getattr(args, "quiet", False):
         raise UsageError(f"{PROG}: error: -v/--verbose and -q/--quiet exclude each other")
     namespace = argparse.Namespace(verbose=getattr(args, "verbose", False), quiet=getattr(args, "quiet", False),
-                                   validate=getattr(args, "validate", False),
-                                   config_file=getattr(args, "config", None))
+                                   validate=validate, config_file=getattr(args, "config", None), resize_cut=cut)
     return config, namespace
+
+
+def _resize_partition(config: RunConfig, stages: int, validate: bool) -> tuple[str, Any]:
+    """``--repartition-on-resize``: the folder of this world size's parts and the cut that makes it
+    (None: it exists; :func:`gnn_dist.resize_cut.plan_partition`). ``--validate`` checks the
+    configuration against the cut's source when the cut is not made yet (the same graph)."""
+    from .resize_cut import plan_partition
+
+    parts = max(1, environ.launch_world_size() // stages)
+    try:
+        folder, cut = plan_partition(config.data.data, parts, config.data.repartition_on_resize,
+                                     config.trainer.checkpoint.checkpoint_dir)
+    except ValueError as exc:   # an unreadable family or folder, a typed folder
+        raise UsageError(f"{PROG}: error: --data {exc}") from None
+    if validate and cut is not None and not Path(folder, "partition.json").is_file():
+        return str(cut.source), None
+    return folder, cut

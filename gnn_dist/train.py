@@ -260,10 +260,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.debug("config: " + json.dumps(config.to_dict(), sort_keys=True))   # -v; the metrics file has it too
         from .checkpoints import hold_checkpoint_dir
         with hold_checkpoint_dir(config.trainer.checkpoint):   # rank 0 locks --checkpoint-dir for the job, or all fail
+            if options.resize_cut is not None:   # --repartition-on-resize: rank 0 cuts under the lock, the others wait
+                _make_cut(options.resize_cut, ctx.rank, config.distributed.timeout)
             run(config, device=ctx.device)
 
     return run_in_group(body, rank=rank, verbose=options.verbose, quiet=options.quiet,
                         backend=config.distributed.backend, timeout=config.distributed.timeout, watch=watch)
+
+
+def _make_cut(cut: Any, rank: int, timeout_s: float) -> None:
+    """:meth:`gnn_dist.resize_cut.ResizeCut.make`; a rank that waited for rank 0's cut in vain
+    fails as a stalled peer does (one line on every rank that saw it, exit code 1)."""
+    from .distributed import CollectiveError
+
+    try:
+        cut.make(rank, timeout_s)
+    except TimeoutError as exc:
+        raise CollectiveError(str(exc)) from None
 
 
 def run_in_group(body: Callable[[Any], None], *, rank: int, verbose: bool = False, quiet: bool = False,

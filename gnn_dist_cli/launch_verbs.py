@@ -128,12 +128,13 @@ def _train(args: argparse.Namespace, rest: Sequence[str]) -> int:
 
     _data_from_config(args, rest, "train", "data", "data")
     stages = _stages(rest)   # --parallel layer/hybrid: S stages x the folder's parts
+    cuts = _repartitions(rest)   # --repartition-on-resize: a world size without a partition gets one cut
     rendezvous = elastic_rendezvous(args)
     if rendezvous is not None:
-        elastic_world_sizes(args.data, args.nnodes, args.nproc, stages)
+        elastic_world_sizes(args.data, args.nnodes, args.nproc, stages, repartition=cuts)
         return _run_agent(args, rest, args.nproc, "gnn_dist.train", max_restarts=args.max_restarts,
                           rendezvous=rendezvous)
-    nproc = one_node_nproc(args.data, args.nproc, stages)
+    nproc = one_node_nproc(args.data, args.nproc, stages, repartition=cuts)
     return _run_agent(args, rest, nproc, "gnn_dist.train", max_restarts=args.max_restarts)
 
 
@@ -147,6 +148,14 @@ def _stages(rest: Sequence[str]) -> int:
     if mode not in ("layer", "hybrid") or not stages.isdigit() or int(stages) < 1:
         return 1
     return int(stages)
+
+
+def _repartitions(rest: Sequence[str]) -> bool:
+    """Whether ``rest`` asks for ``--repartition-on-resize`` (the flag, with or without its method,
+    or ``repartition_on_resize`` in the ``--config`` file's ``[data]`` table)."""
+    flag = "--repartition-on-resize"
+    given = any(arg == flag or arg.startswith(flag + "=") for arg in rest)
+    return given or _config_table(_flag_value(rest, "--config"), "data").get("repartition_on_resize") is not None
 
 
 def _flag_value(rest: Sequence[str], flag: str) -> str | None:

@@ -8,6 +8,8 @@
   and does not count devices. A count with no member is one line naming the members and the fix.
 - **Elastic** (``--nnodes MIN:MAX``): every world size the job may take, ``n x --nproc`` for
   ``n`` in MIN..MAX, needs its member (a single folder fits one world size only).
+- With ``--repartition-on-resize`` a world size without its partition is no refusal: the ranks
+  cut it (``gnn_dist/resize_cut.py``).
 """
 
 from __future__ import annotations
@@ -34,9 +36,11 @@ def _stages_text(stages: int) -> str:
     return f" x {stages} stages" if stages > 1 else ""
 
 
-def one_node_nproc(data: str, nproc: int | None, stages: int, flag: str = "--nproc") -> int:
+def one_node_nproc(data: str, nproc: int | None, stages: int, flag: str = "--nproc", *,
+                   repartition: bool = False) -> int:
     """The ranks of a one-machine job on ``data`` (see the module docstring); :class:`UsageError`
-    (or the family's :class:`~partitioners.format.family.MissingMemberError`) when they do not fit."""
+    (or the family's :class:`~partitioners.format.family.MissingMemberError`) when they do not fit,
+    unless ``repartition`` (``--repartition-on-resize``: the ranks cut what is missing)."""
     from partitioners.format import load_partition_meta
     from partitioners.format.family import is_family, read_family
 
@@ -50,10 +54,13 @@ def one_node_nproc(data: str, nproc: int | None, stages: int, flag: str = "--npr
                      f"{flag} N picks another)")
             return pick * stages
         _check_divides(nproc, stages, flag)
-        family.member(nproc // stages, flag if stages == 1 else f"{flag} {nproc} / {stages} stages =")
+        if not _cut_by_ranks(repartition, nproc // stages not in family.members, data, nproc // stages):
+            family.member(nproc // stages, flag if stages == 1 else f"{flag} {nproc} / {stages} stages =")
         return nproc
     num_parts = load_partition_meta(data).num_parts
     nproc = nproc or num_parts * stages
+    if nproc % stages == 0 and _cut_by_ranks(repartition, nproc != num_parts * stages, data, nproc // stages):
+        return nproc
     if nproc != num_parts * stages:
         raise UsageError(f"{flag} {nproc} differs from the {num_parts} parts of {data}{_stages_text(stages)}: "
                          f"gnn_dist.train runs one rank per part (and stage); drop {flag} or re-partition "
@@ -61,19 +68,32 @@ def one_node_nproc(data: str, nproc: int | None, stages: int, flag: str = "--npr
     return nproc
 
 
+def _cut_by_ranks(repartition: bool, missing: bool, data: str, parts: int) -> bool:
+    """Whether a missing partition of ``parts`` parts is left to the ranks to cut
+    (``--repartition-on-resize``; one line says so)."""
+    if repartition and missing:
+        log.info(f"{data}: no partition of {parts} parts; the ranks cut one (--repartition-on-resize)")
+    return repartition and missing
+
+
 def _check_divides(nproc: int, stages: int, flag: str) -> None:
     if nproc % stages:
         raise UsageError(f"{flag} {nproc} is not a multiple of the {stages} pipeline stages; give S x G ranks")
 
 
-def elastic_world_sizes(data: str, nnodes: tuple[int, int], nproc: int, stages: int) -> list[int]:
+def elastic_world_sizes(data: str, nnodes: tuple[int, int], nproc: int, stages: int, *,
+                        repartition: bool = False) -> list[int]:
     """Every world size of ``--nnodes MIN:MAX`` with ``nproc`` ranks per node, each checked to
-    have its partition (a family's member, or the folder's one size)."""
+    have its partition (a family's member, or the folder's one size), unless ``repartition``
+    (``--repartition-on-resize``: the ranks of a world size without one cut it)."""
     from partitioners.format import load_partition_meta
     from partitioners.format.family import is_family, read_family
 
     _check_divides(nproc, stages, "--nproc")
     sizes = [n * nproc for n in range(nnodes[0], nnodes[1] + 1)]
+    if repartition:   # the folder or family.json readable, at least
+        read_family(data) if is_family(data) else load_partition_meta(data)
+        return sizes
     if is_family(data):
         family = read_family(data)
         for size in sizes:

@@ -235,7 +235,7 @@ class CheckpointManager:
         if isinstance(before, int) and before != get_world_size():   # an elastic job that went on resized
             carried_line = None if carried is None else reshard.describe(pipeline, carried).strip()
             self.resized = {"event": "resize", "epoch": trainer.epoch, "from_world_size": before,
-                            "to_world_size": get_world_size(),
+                            "to_world_size": get_world_size(), **_repartitioned(self.part),
                             **({} if carried_line is None else {"pipeline_state": carried_line})}
         log.info((f"{other_cut}: {saved.path} at epoch {trainer.epoch}" if other_cut else
                   f"resumed from {saved.path} at epoch {trainer.epoch}")
@@ -426,3 +426,13 @@ class CheckpointManager:
         except (ValueError, TypeError, KeyError, RuntimeError) as exc:
             raise CheckpointError(f"field rng is not a state of this machine's random generators ({exc})",
                                   path=path) from None
+
+
+def _repartitioned(part: Any) -> dict[str, str]:
+    """A resize record's ``repartitioned``: where the partition came from when it was cut for
+    this world size (``--repartition-on-resize``: ``partition.json``'s ``repartitioned_from``)."""
+    source = part.meta.raw.get("repartitioned_from")
+    if not isinstance(source, dict):
+        return {}
+    return {"repartitioned": f"{part.path}, cut with {part.meta.method} from {source.get('folder')} "
+                             f"({source.get('num_parts')} parts)"}

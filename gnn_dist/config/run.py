@@ -14,6 +14,7 @@ from .fields import (MAX_HEADS, MAX_LAYERS, MAX_SEED, MAX_TIMEOUT_S, MAX_WIDTH, 
 from .loop import CheckpointConfig, OptimizerConfig, ReportConfig, SelectionConfig, TaskConfig
 from .registry import choices, choices_of, run_checks
 from .step import FeatureConfig, MemoryConfig, ParallelConfig, ScheduleConfig
+from ..resize_cut import RESIZE_METHODS
 
 __all__ = ["SECTIONS", "TrainerConfig", "ModelConfig", "DataConfig", "DistributedConfig", "RunConfig", "to_dict"]
 
@@ -138,6 +139,13 @@ class DataConfig:
     partitioned for (the default; another is refused: re-partition with --target-type)."""
     verify: bool = flag("--no-verify", default=True, action="store_false")
     """Check the sha256 of the part files at load (the flag skips it)."""
+    repartition_on_resize: str | None = flag("--repartition-on-resize", action="optional", const="ldg",
+                                             choices=RESIZE_METHODS, metavar="METHOD")
+    """When the world size has no partition (no member of the family --data, or --data a folder of another
+    number of parts): cut one from the family's largest member (or the folder) with this streaming method
+    (ldg, what the flag alone means; fennel; random; not metis, whose memory is not bounded) into
+    CHECKPOINT_DIR/partitions/pP, once (rank 0; a later restart reuses it), and train on it; needs
+    --checkpoint-dir (docs/concepts.md, elastic jobs)."""
 
     def __post_init__(self) -> None:
         require(self.data is None or (isinstance(self.data, str) and self.data != ""), "data", self.data,
@@ -145,6 +153,7 @@ class DataConfig:
         require(self.target_type is None or (isinstance(self.target_type, str) and self.target_type != ""),
                 "target_type", self.target_type, "a node type's name")
         require(isinstance(self.verify, bool), "verify", self.verify, "true or false")
+        check_choice("repartition_on_resize", self.repartition_on_resize, RESIZE_METHODS, optional=True)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -197,6 +206,9 @@ class RunConfig:
                                                f"features is computed once, before any mask): drop one of them")
         require(self.save_model is None or (isinstance(self.save_model, str) and self.save_model != ""),
                 "save_model", self.save_model, "the path of a file")
+        if self.data.repartition_on_resize is not None and self.trainer.checkpoint.checkpoint_dir is None:
+            raise ConfigError("repartition_on_resize", f"{self.data.repartition_on_resize} writes the cut into "
+                                                       f"CHECKPOINT_DIR/partitions/pP: add --checkpoint-dir DIR")
         run_checks("run", self)   # across sections: a model layer parallelism can cut into stages
 
     def to_dict(self) -> dict[str, Any]:

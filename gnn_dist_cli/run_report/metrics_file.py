@@ -152,9 +152,10 @@ class RunMetrics:
     """The run's task: its metrics, and the one the best epoch is chosen by (:mod:`.task`)."""
     warnings: tuple[str, ...] = ()
     """What was skipped (a truncated last line, records that are not epoch records)."""
-    resizes: tuple[dict[str, int], ...] = ()
+    resizes: tuple[dict[str, Any], ...] = ()
     """The resize records (an elastic job that went on with another number of ranks), in file
-    order: ``epoch``, ``from_world_size``, ``to_world_size``."""
+    order: ``epoch``, ``from_world_size``, ``to_world_size``, and ``repartitioned`` (where the
+    partition came from) when it was cut for the new size (``--repartition-on-resize``)."""
     missing: dict[str, int] = field(default_factory=dict)
     """:data:`EPOCH_FIELDS` or metric field name -> number of epoch records without it (only
     names with > 0; ``eval_time_s`` and the metrics count only in evaluated epochs)."""
@@ -260,7 +261,7 @@ def read_metrics(path: str | Path) -> RunMetrics:
     raws: list[tuple[str, dict[str, Any]]] = []   # (where, record) of each epoch record
     warnings: list[str] = []
     ignored: list[int] = []
-    resizes: list[dict[str, int]] = []
+    resizes: list[dict[str, Any]] = []
     seen_records = False
     with open(p, "rb") as f:
         for number, raw, last in _lines(f, str(path)):
@@ -278,7 +279,9 @@ def read_metrics(path: str | Path) -> RunMetrics:
             if not isinstance(rec, dict):
                 raise MetricsFileError(f"{where}: expected a JSON object, got {type(rec).__name__}")
             if rec.get("event") == "resize" and _is_resize(rec):
-                resizes.append({k: rec[k] for k in RESIZE_FIELDS})
+                resizes.append({k: rec[k] for k in RESIZE_FIELDS if k in rec}
+                               | ({"repartitioned": rec["repartitioned"][:MAX_NOTE_CHARS]}
+                                  if isinstance(rec.get("repartitioned"), str) else {}))
             elif "epoch" in rec:
                 epoch = _epoch_number(where, rec)
                 if raws and epoch <= raws[-1][1]["epoch"]:
@@ -300,6 +303,8 @@ def read_metrics(path: str | Path) -> RunMetrics:
     return dataclasses.replace(_finish(path, config, raws, warnings, ignored), resizes=tuple(resizes))
 
 
+MAX_NOTE_CHARS = 1000
+"""The longest ``repartitioned`` note of a resize record kept (a path or two)."""
 RESIZE_FIELDS = ("epoch", "from_world_size", "to_world_size")
 """A resize record's fields (``{"event": "resize", ...}``: an elastic job went on with another
 number of ranks from that epoch; ``gnn_dist/trainer.py``)."""

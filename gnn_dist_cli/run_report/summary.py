@@ -63,7 +63,8 @@ def summary_rows(run: RunView) -> list[SummaryRow]:
                        float(len(epochs)))]
     if m.resizes:   # an elastic job that went on with another number of ranks
         rows.append(SummaryRow("resizes", "resized (elastic job)", "; ".join(
-            f"from epoch {r['epoch']}: {r['from_world_size']} -> {r['to_world_size']} ranks" for r in m.resizes),
+            f"from epoch {r['epoch']}: {r['from_world_size']} -> {r['to_world_size']} ranks"
+            + (f" (repartitioned: {r['repartitioned']})" if "repartitioned" in r else "") for r in m.resizes),
             float(len(m.resizes))))
     times = m.values("epoch_time_s")
     first, rest = _first_and_rest(times)

@@ -157,3 +157,25 @@ def test_refusals_are_one_usage_line(runs, tmp_path, monkeypatch, typed):
     with pytest.raises(UsageError) as err:
         parse_run_config(["--data", str(data), "--repartition-on-resize", *argv])
     assert "\n" not in str(err.value) and says in str(err.value), err.value
+
+
+def test_the_launcher_leaves_a_missing_partition_to_the_ranks(tmp_path, caplog):
+    from gnn_dist_cli.launch_verbs import _repartitions
+    from gnn_dist_cli.world import elastic_world_sizes, one_node_nproc
+    from partitioners import partition_graph
+    from partitioners.cli_args import UsageError
+
+    data = str(tmp_path / "p2")
+    partition_graph(make_graph(30), 2, "random", data)
+    with pytest.raises(UsageError, match="--nproc 3 differs from the 2 parts"):
+        one_node_nproc(data, 3, 1)
+    with pytest.raises(UsageError, match="is one cut of 2 parts"):
+        elastic_world_sizes(data, (1, 2), 2, 1)
+    with caplog.at_level(logging.INFO, logger="gnn_dist_cli"):
+        assert one_node_nproc(data, 3, 1, repartition=True) == 3
+    assert f"{data}: no partition of 3 parts; the ranks cut one (--repartition-on-resize)" in caplog.text
+    assert elastic_world_sizes(data, (1, 2), 2, 1, repartition=True) == [2, 4]
+    config = tmp_path / "run.toml"
+    config.write_text('[data]\nrepartition_on_resize = "fennel"\n')
+    assert [_repartitions(rest) for rest in (["--repartition-on-resize"], ["--repartition-on-resize=random"],
+                                              ["--config", str(config)], ["--epochs", "2"])] == [True, True, True, False]

@@ -82,7 +82,8 @@ def infer_format(path: str | Path) -> str:
             return typed
         raise ValueError(f"{p}: a folder is read as an npy-dir (src.npy, dst.npy), an OGB dataset "
                          f"(raw/edge.csv.gz or, typed, raw/num-node-dict.csv.gz), a Planetoid set "
-                         f"(ind.NAME.graph, ...) or a typed npy-dir (nodes.json), but it has none; pass fmt= "
+                         f"(ind.NAME.graph, ...), a typed npy-dir (nodes.json) or a partition folder or family "
+                         f"(partition.json, family.json), but it has none; pass fmt= "
                          f"one of {list(_all_formats())}")
     typed = _typed_format(p)
     if typed is not None:

@@ -184,7 +184,7 @@ def test_read_graph_dispatch_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"nope\.txt: no such file"):
         read_graph(missing)
     path = write_text(tmp_path / "g.txt", "0 1\n")
-    with pytest.raises(ValueError, match=r"unknown graph format fmt='gml'; valid formats: \['edgelist', 'npz', 'npy', 'scipy', 'ogb', 'planetoid', 'npy-dir'\]"):
+    with pytest.raises(ValueError, match=r"unknown graph format fmt='gml'; valid formats: \['edgelist', 'npz', 'npy', 'scipy', 'ogb', 'planetoid', 'npy-dir', 'partition'\]"):
         read_graph(path, fmt="gml")
     with pytest.raises(ValueError, match=r"read_graph\(fmt='edgelist'\) does not take option\(s\) \['split'\]; valid options: .*'delimiter'"):
         read_graph(path, split="time")
@@ -194,10 +194,11 @@ def test_read_graph_dispatch_errors(tmp_path):
     assert read_graph(odd, fmt="edgelist").num_edges == 1
     with pytest.raises(ValueError, match=r"a folder is read as an npy-dir \(src\.npy, dst\.npy\), an OGB "
                                          r"dataset \(raw/edge\.csv\.gz or, typed, raw/num-node-dict\.csv\.gz\), "
-                                         r"a Planetoid set \(ind\.NAME\.graph, \.\.\.\) or a typed npy-dir "
-                                         r"\(nodes\.json\), but it has none"):
+                                         r"a Planetoid set \(ind\.NAME\.graph, \.\.\.\), a typed npy-dir "
+                                         r"\(nodes\.json\) or a partition folder or family \(partition\.json, "
+                                         r"family\.json\), but it has none"):
         read_graph(tmp_path)
-    assert FORMATS == ("edgelist", "npz", "npy", "scipy", "ogb", "planetoid", "npy-dir")
+    assert FORMATS == ("edgelist", "npz", "npy", "scipy", "ogb", "planetoid", "npy-dir", "partition")
 
 
 # ----------------------------------------------------------------------------- arrays

@@ -1,4 +1,5 @@
-"""Graph readers: text edge lists, numpy/scipy arrays, OGB and Planetoid dataset folders, into a Graph.
+"""Graph readers: text edge lists, numpy/scipy arrays, OGB and Planetoid dataset folders, and a
+partition folder read back by original ids (:mod:`.partition_input`), into a Graph.
 
 ``read_graph(path, fmt=None, **options)`` is the entry point; the per-format readers are public
 too. Large text files are parsed in blocks, so memory stays near the size of the final graph.

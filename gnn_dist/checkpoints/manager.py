@@ -431,7 +431,7 @@ class CheckpointManager:
 def _repartitioned(part: Any) -> dict[str, str]:
     """A resize record's ``repartitioned``: where the partition came from when it was cut for
     this world size (``--repartition-on-resize``: ``partition.json``'s ``repartitioned_from``)."""
-    source = part.meta.raw.get("repartitioned_from")
+    source = (getattr(part.meta, "raw", None) or {}).get("repartitioned_from")
     if not isinstance(source, dict):
         return {}
     return {"repartitioned": f"{part.path}, cut with {part.meta.method} from {source.get('folder')} "

@@ -100,6 +100,7 @@ def read_partition_input(path: str | os.PathLike[str], *, scratch_dir: str | os.
         GraphError: a typed folder. PartitionFormatError: a folder that fails its checks.
     """
     from ..format.reader import load_original_names
+    from ..graph_checks import check_labels, label_kind_of
     from ..outofcore.npy_dir import read_npy_dir
     from ..outofcore.scratch import Scratch
 
@@ -108,8 +109,16 @@ def read_partition_input(path: str | os.PathLike[str], *, scratch_dir: str | os.
     where = Path(scratch_dir) if scratch_dir is not None else Path(tempfile.gettempdir())
     with Scratch(where) as scratch:
         npy_dir, pairs = _as_npy_dir(folder, meta, scratch)
+        labels = npy_dir.node_arrays.get("labels")
+        one_column = labels is not None and labels.ndim == 2 and labels.shape[1] == 1   # an npy-dir's [N, 1] is [N]
+        if one_column:
+            del npy_dir.node_arrays["labels"]
         graph = read_npy_dir(npy_dir, num_nodes=meta.num_nodes, num_classes=meta.num_classes or None,
-                             label_kind=meta.label_kind, name=meta.name, scratch_dir=where, progress=progress)
+                             label_kind=None if one_column else meta.label_kind, name=meta.name, scratch_dir=where,
+                             progress=progress)
+    if one_column:   # a one-label multi-label matrix (or a one-target regression) stays [N, 1]
+        graph.y, graph.num_classes = check_labels(labels, graph.num_nodes, meta.num_classes, meta.label_kind)
+        graph.label_kind = label_kind_of(graph.y)
     graph.symmetric = not meta.directed
     graph.preprocessing = dict(meta.raw.get("preprocessing") or {})
     graph.node_names = load_original_names(folder)

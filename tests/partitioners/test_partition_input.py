@@ -121,3 +121,18 @@ def test_a_typed_folder_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{typed}: a typed (heterogeneous) partition folder cannot be re-cut" in err[0], err
     assert json.loads((typed / "partition.json").read_text())["hetero"]
+
+
+@pytest.mark.parametrize("kind, width", [("multilabel", 1), ("multilabel", 3), ("regression", 1), ("regression", 2)])
+def test_label_matrices_keep_their_shape(tmp_path, kind, width):
+    """Labels ``[N, C]`` come back as they were, a one-column matrix included (an npy-dir's
+    ``[N, 1]`` would be read as ``[N]``)."""
+    rng = np.random.default_rng(width)
+    y = (rng.random((40, width)) < 0.5).astype(np.uint8) if kind == "multilabel" else \
+        rng.standard_normal((40, width)).astype(np.float32)
+    g = Graph.from_edges(rng.integers(0, 40, 150), rng.integers(0, 40, 150), 40, labels=y, label_kind=kind)
+    partition_graph(g, 2, "random", tmp_path / "p2")
+    back, extra = read_partition_input(tmp_path / "p2", scratch_dir=tmp_path)
+    assert back.label_kind == kind and back.y.dtype == g.y.dtype and np.array_equal(back.y, g.y)
+    partition_graph(back, 3, "ldg", tmp_path / "p3", extra_meta=extra)
+    assert load_partition_meta(tmp_path / "p3").graph_fingerprint == load_partition_meta(tmp_path / "p2").graph_fingerprint

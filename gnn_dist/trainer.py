@@ -99,10 +99,6 @@ class Trainer:
         self._check_model_fits(model, part, self.task)
         if self.config.memory.offload_activations:
             check_offload_device(part.device)
-        if getattr(model, "input_dropout", 0) and self.config.features.precompute_first_layer == "on":
-            raise ValueError(f"the model's input_dropout={model.input_dropout} cannot be combined with "
-                             f"precompute_first_layer (the first layer's aggregate of the raw features is computed "
-                             f"once, before any mask): drop one of them")
         self.part = part
         self.task.attach(model, part, seed=int(getattr(model, "seed", 0)))   # e.g. link prediction's decoder
         self.model = model.to(part.device)

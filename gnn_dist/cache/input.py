@@ -16,7 +16,10 @@ every epoch are done once here:
   device (no chunks), the halo rows static, no input dropout (whose masks change every step), and
   a first layer whose plain step aggregates the raw rows too (it keeps that aggregate for its
   weight gradient; a narrowing map applied first keeps none); ``"on"`` insists (an error for a
-  first layer that cannot).
+  first layer that cannot). With ``"on"`` an input dropout drops what the update reads instead
+  of the raw rows: the precomputed aggregate and the destinations' own input rows, each on its
+  own mask keyed by the destination's original id (PipeGCN's and BNS-GCN's ``--use-pp`` drop out
+  the concatenation ``[x_v, mean x_u]`` alike), so P ranks still train what one does.
 - **chunked first layer** (``first_layer_chunk_rows``): when the store's device tier does not
   hold every row, the first layer runs over chunks of destinations, each fetching only its
   chunk's source rows through the store; a chunk's rows are recomputed in backward
@@ -42,7 +45,7 @@ from torch.utils.checkpoint import checkpoint
 
 from ..config import ConfigError
 from ..config.registry import register_check
-from ..nn import Block
+from ..nn import INPUT_ROOT_LAYER, Block
 from ..nn.decomposable import is_decomposable, splits_update
 from ..nn.dropout import RowDropout, call_conv
 from .budget import parse_budget
@@ -212,14 +215,12 @@ class InputFeatures:
         """``conv``'s output ``[len(rows) or I, F']`` for destination rows ``rows`` (None: all
         ``I``, in order). ``part.exchange`` is called (layer 0's exchange) only with
         ``static_halo=False``. ``input_dropout`` drops the conv's source rows first (keyed by
-        their original ids: the same masks for any ``rows`` and chunks; not with
-        ``precompute_first_layer``)."""
+        their original ids: the same masks for any ``rows`` and chunks); with
+        ``precompute_first_layer="on"`` it drops the precomputed aggregate and the destinations'
+        own rows instead (:meth:`_precomputed_layer`)."""
         dtype = _param_dtype(conv)
         if self.precompute_mode == "on" or (input_dropout is None and self._auto_precomputes(conv, dtype)):
-            if input_dropout is not None:
-                raise ValueError("input dropout cannot be combined with precompute_first_layer (the first layer's "
-                                 "aggregate of the raw features is computed once, before any mask): drop one of them")
-            return self._precomputed_layer(conv, rows, dtype)
+            return self._precomputed_layer(conv, rows, dtype, input_dropout)
         if not self.static_halo:
             return self._run_rows(conv, part.exchange(self._inner_rows(dtype)), rows, dropout_key, input_dropout)
         if not self._chunk_bound:
@@ -337,9 +338,13 @@ class InputFeatures:
             self._plans[key] = plan
         return self._plans[key]
 
-    def _precomputed_layer(self, conv: nn.Module, rows: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor:
+    def _precomputed_layer(self, conv: nn.Module, rows: torch.Tensor | None, dtype: torch.dtype,
+                           drop: RowDropout | None = None) -> torch.Tensor:
         """The layer from the aggregate of its raw input rows, computed once (the layer protocol's
-        ``begin(raw=True)`` / ``aggregate``), and its ``update`` on this step's weights."""
+        ``begin(raw=True)`` / ``aggregate``), and its ``update`` on this step's weights. ``drop``
+        drops the cached aggregate (or its fixed part: dropout commutes with the row scaling)
+        with its own key and the destinations' input rows with the key's
+        :data:`~gnn_dist.nn.INPUT_ROOT_LAYER` twin, both row-wise by original id."""
         if not precomputable(conv):
             raise ValueError(f"precompute_first_layer needs a first layer whose aggregation is linear and reads no "
                              f"parameter (gnn_dist.nn.DecomposableLayer with linear_aggregation = True: GCNConv, "
@@ -355,6 +360,8 @@ class InputFeatures:
         if rows is not None:
             block, src_rows, _ = self._plan(rows, whole=True)[0]
             acc, x_inner = acc[rows], x_inner[rows]
+        if drop is not None:
+            acc, x_inner = drop(block, acc), drop.with_layer(INPUT_ROOT_LAYER)(block, x_inner)
         ctx, _ = conv.begin(block, x_inner, raw=True)
         return conv.learned_update(acc, ctx) if fixed else conv.update(acc, ctx)
 

@@ -81,8 +81,9 @@ class ModelConfig:
     """Feature dropout after each hidden layer, a probability in [0, 1)."""
     input_dropout: float = flag("--input-dropout", default=0.0, metavar="P")
     """Dropout on the input features before the first layer, a probability in [0, 1); keyed by original
-    node id like the other masks, so P ranks train what one does (not with --precompute-first-layer on;
-    it turns auto's precomputation off)."""
+    node id like the other masks, so P ranks train what one does. It turns auto's precomputation off;
+    with --precompute-first-layer on it drops the precomputed aggregate and each node's own input row
+    instead (each on its own mask, as PipeGCN's and BNS-GCN's --use-pp do)."""
     activation: str = flag("--activation", default="relu", choices=choices_of("activation"))
     """The nonlinearity after each hidden layer (elu: the GAT paper's)."""
     jk: str = flag("--jk", default="last", choices=choices_of("jk"))
@@ -200,10 +201,6 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         int_at_least("epochs", self.epochs, 0)
-        if self.model.input_dropout and self.trainer.features.precompute_first_layer == "on":
-            raise ConfigError("input_dropout", f"{self.model.input_dropout} cannot be combined with "
-                                               f"precompute_first_layer (the first layer's aggregate of the raw "
-                                               f"features is computed once, before any mask): drop one of them")
         require(self.save_model is None or (isinstance(self.save_model, str) and self.save_model != ""),
                 "save_model", self.save_model, "the path of a file")
         if self.data.repartition_on_resize is not None and self.trainer.checkpoint.checkpoint_dir is None:

@@ -84,7 +84,8 @@ class FeatureConfig:
                                        action="optional", const="on")
     """Aggregate the input features of a gcn/sage/gin first layer once and train on that (exact): auto
     does when the features are all on the device, the halo rows static and no input dropout; on
-    (the flag alone) insists; off never (true/false in a TOML file mean on/off)."""
+    (the flag alone) insists, with --input-dropout dropping the aggregate; off never (true/false in a
+    TOML file mean on/off)."""
     first_layer_chunk_rows: int | None = flag("--first-layer-chunk-rows", metavar="N")
     """Run the first layer over chunks of N destination rows, fetching each chunk's source rows
     through the feature cache; 0 never chunks (default: chunk when the cache does not hold every row)."""

@@ -14,7 +14,7 @@ synchronisation; on CPU a feature mask and its product are one numba pass each
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -22,7 +22,7 @@ import torch
 from ..hashing import CHUNK_ELEMENTS, GOLDEN, IntLike, absorb, hash_bits, mix, srl
 from ..kernels.dropout_numba import keep_mask, masked_scale
 
-__all__ = ["DropoutKey", "RowDropout", "INPUT_LAYER", "hash_dropout", "hash_edge_dropout", "hash_bits"]
+__all__ = ["DropoutKey", "RowDropout", "INPUT_LAYER", "INPUT_ROOT_LAYER", "hash_dropout", "hash_edge_dropout", "hash_bits"]
 
 _NODE_DOMAIN = 0x6E6F6465  # "node": feature dropout
 _EDGE_DOMAIN = 0x65646765  # "edge": attention dropout
@@ -162,6 +162,12 @@ def hash_edge_dropout(values: torch.Tensor, p: float, *, key: DropoutKey, src_id
 INPUT_LAYER = -1
 """The ``layer`` of the input-feature dropout's key (before layer 0: no hidden layer's index)."""
 
+INPUT_ROOT_LAYER = -2
+"""The ``layer`` of the input dropout's second mask under a precomputed first layer: there the
+precomputed aggregate is dropped with :data:`INPUT_LAYER`'s key and the destinations' own input
+rows (the root term's) with this one, so the two are dropped independently
+(``gnn_dist.cache.InputFeatures``)."""
+
 
 @dataclass(frozen=True, slots=True)
 class RowDropout:
@@ -186,6 +192,10 @@ class RowDropout:
             if nonzero[0].numel() * _SPARSE_INPUT <= x.numel():
                 return x * _sparse_factor(x, nonzero, self.p, k, ids)
         return hash_dropout(x, self.p, seed=k.seed, step=k.step, layer=k.layer, row_ids=ids, training=True)
+
+    def with_layer(self, layer: int) -> "RowDropout":
+        """The same probability, seed and step, keyed with ``layer``: independent masks."""
+        return RowDropout(self.p, replace(self.key, layer=layer))
 
     def frozen(self) -> "RowDropout":
         """The same masks with the step's current value copied (for work recomputed in backward,

@@ -149,12 +149,13 @@ def test_input_dropout_hashes_sparse_features_at_their_nonzeros_to_the_same_bits
                                                           row_ids=ids[:30]))
 
 
-def test_input_dropout_refuses_the_precomputed_first_layer(part1):
-    import gnn_dist
-
-    model = make_model(part1, model="gcn", hidden_dim=8, num_layers=2, input_dropout=0.5)
-    with pytest.raises(ValueError, match="input_dropout=0.5 cannot be combined with precompute_first_layer"):
-        gnn_dist.Trainer(model, part1, precompute_first_layer=True)
+def test_input_dropout_with_the_precomputed_first_layer_drops_the_aggregate(part1):
+    """With ``precompute_first_layer`` on, the input dropout still trains (it drops the cached
+    aggregate, tests/gnn_dist/cache/test_precomputed_input_dropout.py), differently from no dropout."""
+    kwargs = {"model": "gcn", "hidden_dim": 8, "num_layers": 2}
+    _, dropped = train(part1, {**kwargs, "input_dropout": 0.5}, epochs=3, precompute_first_layer=True)
+    _, plain = train(part1, kwargs, epochs=3, precompute_first_layer=True)
+    assert losses(dropped)[0] != losses(plain)[0]
 
 
 # ----------------------------------------------------------------------------- P ranks = one rank

@@ -254,7 +254,7 @@ def test_auto_precomputes_a_linear_first_layer_only_where_it_can(one_part):
     rows with every row on the device; it runs the plain layer for one that maps first (a
     narrowing map: the cached aggregate would be memory the plain step does not hold), for GAT (no
     error), under input dropout (whose masks change every step), with chunks, without the static
-    halo, and never with ``"off"``."""
+    halo, and never with ``"off"``; ``"on"`` precomputes under input dropout too."""
     from gnn_dist.cache import InputFeatures
     from gnn_dist.nn import DropoutKey, GCNConv, GINConv, RowDropout
     from gnn_dist.nn.dropout import INPUT_LAYER
@@ -282,8 +282,9 @@ def test_auto_precomputes_a_linear_first_layer_only_where_it_can(one_part):
     for kwargs in ({"first_layer_chunk_rows": 16}, {"static_halo": False},
                    {"storage": "host", "cache_budget": 0.5, "first_layer_chunk_rows": 0}):
         assert not InputFeatures(one_part, **kwargs).precompute
-    with pytest.raises(ValueError, match="input dropout cannot be combined with precompute_first_layer"):
-        InputFeatures(one_part, precompute_first_layer="on").layer(gcn, one_part, input_dropout=drop)
+    on = InputFeatures(one_part, precompute_first_layer="on")   # "on" keeps precomputing (and drops the aggregate)
+    on.layer(gcn, one_part, input_dropout=drop)
+    assert list(on._precomputed) == [(gcn, torch.float32)]
 
 
 @pytest.mark.parametrize("kwargs, match", [

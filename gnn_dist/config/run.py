@@ -98,6 +98,11 @@ class ModelConfig:
     attn_dropout: float = flag("--attn-dropout", default=0.0, metavar="P")
     """With model gat: dropout of the attention coefficients of every layer, a probability in [0, 1);
     keyed by both endpoints' original ids, so P ranks train what one does."""
+    sage_init: str = flag("--sage-init", default="pyg", choices=choices_of("sage_init"))
+    """With model sage: the initial weights of each layer's two maps (self and neighbour mean): pyg,
+    each drawn as its own linear layer (PyG's SAGEConv); concat, both and the bias drawn as one linear
+    layer on the concatenation [mean, self] (the GraphSAGE paper's, PipeGCN's and BNS-GCN's), so
+    their sum starts at one map's scale."""
     edge_dim: int | None = flag("--edge-dim", metavar="D")
     """Width of the edge features the model reads, models gine (which needs them) and gat (which reads
     them when the partition has them); must equal the partition's edge_feature_dim, or 0: gat ignores
@@ -120,6 +125,7 @@ class ModelConfig:
                 "a probability in [0, 1)")
         check_choice("activation", self.activation, choices("activation"))
         check_choice("jk", self.jk, choices("jk"))
+        check_choice("sage_init", self.sage_init, choices("sage_init"))
         run_checks("model.jk", self)   # the model's jk modes (gnn_dist.models.options)
         int_at_least("heads", self.heads, 1, optional=True, maximum=MAX_HEADS)
         int_at_least("out_heads", self.out_heads, 1, optional=True, maximum=MAX_HEADS)

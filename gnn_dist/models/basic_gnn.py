@@ -185,9 +185,10 @@ class GCN(BasicGNN):
         return GCNConv(in_channels, out_channels, **kwargs)
 
 
-@register_model("sage", saved=saved.sage_saved, workspace_factor=0.95)
+@register_model("sage", saved=saved.sage_saved, options=("sage_init",), workspace_factor=0.95)
 class GraphSAGE(BasicGNN):
-    """GraphSAGE with mean aggregation: :class:`~gnn_dist.nn.SAGEConv` layers (see :class:`BasicGNN`)."""
+    """GraphSAGE with mean aggregation: :class:`~gnn_dist.nn.SAGEConv` layers (see :class:`BasicGNN`);
+    ``init`` (``--sage-init``) is every layer's initialisation (:data:`~gnn_dist.nn.sage_conv.SAGE_INITS`)."""
 
     def init_conv(self, in_channels: int, out_channels: int, *, last: bool, **kwargs: Any) -> nn.Module:
         return SAGEConv(in_channels, out_channels, **kwargs)
@@ -244,6 +245,7 @@ def build_model(spec: str | Any, *, in_dim: int, out_dim: int, hidden_dim: int |
     """The model ``MODELS[name]``. ``spec`` is its name (then ``hidden_dim`` and ``num_layers``
     are required) or a :class:`~gnn_dist.config.ModelConfig` (``model``, ``hidden``, ``layers``,
     ``dropout``, ``input_dropout``, ``activation``, ``jk``, ``heads``, ``out_heads``, ``attn_dropout``,
+    ``sage_init`` (SAGE's layer keyword ``init`` when not ``"pyg"``),
     ``seed``; keyword arguments override it). ``heads`` (GAT only) is left at the model's default
     when None; GAT's ``out_heads`` and ``attn_dropout`` are layer keyword arguments; ``jk`` is
     passed only when not ``"last"``, to a model whose ``jk_modes`` hold it. A typed model
@@ -263,6 +265,8 @@ def build_model(spec: str | Any, *, in_dim: int, out_dim: int, hidden_dim: int |
             layer_kwargs.setdefault("out_heads", spec.out_heads)
         if spec.attn_dropout:
             layer_kwargs.setdefault("attn_dropout", spec.attn_dropout)
+        if getattr(spec, "sage_init", "pyg") != "pyg":
+            layer_kwargs.setdefault("init", spec.sage_init)
         if getattr(spec, "edge_dim", None):   # resolved against the partition (models.edge_features)
             layer_kwargs.setdefault("edge_dim", spec.edge_dim)
         if getattr(spec, "num_bases", None) is not None:

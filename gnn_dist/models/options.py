@@ -3,7 +3,7 @@
 The model section (:class:`~gnn_dist.config.ModelConfig`) checks its values; what depends on
 the model chosen is asked of its :class:`~.spec.ModelSpec` here, registered into the config's
 checks (:mod:`gnn_dist.config.registry`): the ``jk`` modes it takes, its model-specific options
-(GAT's ``heads``, ``out_heads``, ``attn_dropout``), whether it reads edge features
+(GAT's ``heads``, ``out_heads``, ``attn_dropout``, SAGE's ``sage_init``), whether it reads edge features
 (``edge_dim``) and its own check. The choices of ``--model`` (the registered names) are
 registered by :mod:`.spec`, those of ``--jk`` here.
 """
@@ -14,6 +14,7 @@ from typing import Any
 
 from ..config.fields import ConfigError, int_at_least
 from ..config.registry import register_check, register_choices
+from ..nn.sage_conv import SAGE_INITS
 from .shared import JK_MODES
 from .spec import MODEL_SPECS, ModelSpec
 
@@ -40,7 +41,8 @@ def check_model_options(model: Any) -> tuple[str, str] | None:
     (:func:`check_edge_dim`), then the model's own check (:attr:`~.spec.ModelSpec.check`)."""
     spec = MODEL_SPECS[model.model]
     for name, value, unset in (("heads", model.heads, None), ("out_heads", model.out_heads, None),
-                               ("attn_dropout", model.attn_dropout, 0), ("num_bases", model.num_bases, None)):
+                               ("attn_dropout", model.attn_dropout, 0), ("num_bases", model.num_bases, None),
+                               ("sage_init", model.sage_init, "pyg")):
         if value != unset and name not in spec.options:
             takes = sorted(n for n, s in MODEL_SPECS.items() if name in s.options)
             raise ConfigError(name, f"{value} applies to models {', '.join(takes) or 'none'}, not {model.model!r}")
@@ -64,5 +66,6 @@ def check_edge_dim(spec: ModelSpec, edge_dim: int | None) -> None:
 
 
 register_choices("jk", lambda: JK_MODES)
+register_choices("sage_init", lambda: SAGE_INITS)
 register_check("model.jk", check_jk)
 register_check("model", check_model_options)

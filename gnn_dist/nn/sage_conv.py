@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -13,7 +14,10 @@ from .decomposable import check_first, propagate
 from .dropout import DropoutKey
 from .sparse import spmm
 
-__all__ = ["SAGEConv"]
+__all__ = ["SAGEConv", "SAGE_INITS"]
+
+SAGE_INITS = ("pyg", "concat")
+"""The initialisations of :class:`SAGEConv`'s weights (its ``init`` argument)."""
 
 
 class SAGEConv(nn.Module):
@@ -34,6 +38,14 @@ class SAGEConv(nn.Module):
         in_channels (int): size of each input row.
         out_channels (int): size of each output row.
         bias (bool, optional): learn an additive bias (held by ``lin_l``). (default: :obj:`True`)
+        init (str, optional): the initial weights: ``"pyg"``, each map drawn as its own
+            ``nn.Linear(in_channels, out_channels)`` (PyG's ``SAGEConv``: uniform in
+            :math:`\pm 1/\sqrt{F_{in}}`); ``"concat"``, both maps and the bias drawn as the one
+            ``nn.Linear(2 in_channels, out_channels)`` of the concatenation
+            :math:`[\mathrm{mean}\, x_u, x_v]` (uniform in :math:`\pm 1/\sqrt{2 F_{in}}`: the
+            GraphSAGE paper's :math:`W \cdot \mathrm{CONCAT}`, PipeGCN's and BNS-GCN's
+            precomputed layer), so the sum of the two terms starts at a single map's scale.
+            (default: :obj:`"pyg"`)
 
     Shapes:
         - **input:** block with ``S`` sources and ``D`` destinations, source features
@@ -44,17 +56,27 @@ class SAGEConv(nn.Module):
     ``lin_r.weight`` (:math:`\mathbf{W}_1`) are named as in PyG.
     """
 
-    def __init__(self, in_channels: int, out_channels: int, bias: bool = True) -> None:
+    def __init__(self, in_channels: int, out_channels: int, bias: bool = True, init: str = "pyg") -> None:
         super().__init__()
+        if init not in SAGE_INITS:
+            raise ValueError(f"SAGEConv: init={init!r} is not one of {', '.join(SAGE_INITS)}")
         self.in_channels = in_channels
         self.out_channels = out_channels
+        self.init = init
         self.lin_l = nn.Linear(in_channels, out_channels, bias=bias)
         self.lin_r = nn.Linear(in_channels, out_channels, bias=False)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        self.lin_l.reset_parameters()
-        self.lin_r.reset_parameters()
+        if self.init == "pyg":
+            self.lin_l.reset_parameters()
+            self.lin_r.reset_parameters()
+            return
+        bound = 1.0 / math.sqrt(2 * self.in_channels)   # nn.Linear's bound for the fan-in 2 F_in
+        with torch.no_grad():
+            for p in (self.lin_l.weight, self.lin_r.weight, self.lin_l.bias):
+                if p is not None:
+                    p.uniform_(-bound, bound)
 
     def forward(self, block: Block, x_src: torch.Tensor) -> torch.Tensor:
         block.check_src(x_src, self.in_channels, repr(self))

@@ -20,7 +20,7 @@ FLAGS = [
     "--max-memory", "--metrics", "--model", "--no-static-halo", "--no-verify", "--num-bases", "--offload-activations", "--optimizer", "--out-heads",
     "--overlap-chunks", "--parallel", "--patience", "--pipeline", "--precision", "--precompute-first-layer", "--quiet", "--recompute",
     "--repartition-on-resize", "--resume",
-    "--resume-any-partition", "--save-model", "--seed", "--select", "--simulate-link", "--stages", "--stale-smoothing",
+    "--resume-any-partition", "--sage-init", "--save-model", "--seed", "--select", "--simulate-link", "--stages", "--stale-smoothing",
     "--target-type", "--task", "--tensorboard",
     "--timeout", "--validate", "--verbose", "--weight-decay",
 ]
@@ -65,6 +65,7 @@ def test_every_field_has_a_flag_a_docstring_and_the_api_default():
     (["--input-dropout", "0.6"], ("model", "input_dropout"), 0.6),
     (["--input-dropout", "0.5", "--precompute-first-layer"], ("model", "input_dropout"), 0.5),
     (["--activation", "elu"], ("model", "activation"), "elu"),
+    (["--model", "sage", "--sage-init", "concat"], ("model", "sage_init"), "concat"),
     (["--model", "resgcn", "--jk", "cat"], ("model", "jk"), "cat"),
     (["--model", "gat", "--attn-dropout", "0.6"], ("model", "attn_dropout"), 0.6),
     (["--model", "gat", "--out-heads", "8"], ("model", "out_heads"), 8),
@@ -83,6 +84,7 @@ def test_each_flag_sets_its_field(argv, path, value):
 
 @pytest.mark.parametrize("argv, message", [
     (["--attn-dropout", "0.6"], r"--attn-dropout: 0\.6 applies to models gat, not 'gcn'"),
+    (["--sage-init", "concat"], r"--sage-init: concat applies to models sage, not 'gcn'"),
     (["--out-heads", "2", "--model", "sage"], r"--out-heads: 2 applies to models gat, not 'sage'"),
     (["--input-dropout", "1"], r"--input-dropout: 1\.0 is not valid: expected a probability in \[0, 1\)"),
     (["--model", "gat", "--attn-dropout", "-0.1"], r"--attn-dropout: -0\.1 is not valid"),

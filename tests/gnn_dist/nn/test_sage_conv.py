@@ -63,3 +63,22 @@ def test_narrowing_map_computes_the_root_term_with_the_sources(kit, in_channels,
         torch.testing.assert_close(ctx.root, conv.lin_r(x))
         torch.testing.assert_close(z, torch.nn.functional.linear(x, conv.lin_l.weight))
     assert conv.begin(block, x, raw=True)[0].root is None
+
+
+def test_concat_init_draws_both_maps_and_the_bias_as_one_linear_on_the_concatenation():
+    """``init="concat"``: every weight and the bias uniform in ``1/sqrt(2 F_in)`` (the bound of
+    ``nn.Linear(2 F_in, F_out)``), half PyG's scale squared; ``"pyg"`` draws what PyG's layer draws."""
+    torch.manual_seed(0)
+    conv = SAGEConv(200, 300, init="concat")
+    bound = 1 / (2 * 200) ** 0.5
+    for p in (conv.lin_l.weight, conv.lin_r.weight, conv.lin_l.bias):
+        assert float(p.abs().max()) <= bound and float(p.abs().max()) > 0.99 * bound
+        assert float(p.std()) == pytest.approx(bound / 3 ** 0.5, rel=0.05)   # uniform, not a narrower law
+    torch.manual_seed(0)
+    ref = pyg.SAGEConv(200, 300)
+    torch.manual_seed(0)
+    plain = SAGEConv(200, 300)
+    assert torch.equal(plain.lin_l.weight, ref.lin_l.weight) and torch.equal(plain.lin_r.weight, ref.lin_r.weight)
+    assert float(plain.lin_r.weight.abs().max()) > 1.4 * bound
+    with pytest.raises(ValueError, match="init='xavier' is not one of pyg, concat"):
+        SAGEConv(4, 4, init="xavier")

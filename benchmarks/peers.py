@@ -23,8 +23,9 @@ docs/performance.md), in the DGL venv of ``benchmarks/dgl_env.sh`` (``--dgl-venv
    accuracy recipe, the test accuracy after the last epoch.
 
 Recipes: ``speed`` (GraphSAGE 4 layers 256 wide, ``--epochs`` epochs of which ``--warmup`` are
-not measured, no evaluation) and ``accuracy`` (GraphSAGE 2 layers 64 wide, ``--accuracy-epochs``,
-one evaluation at the end).
+not measured, no evaluation; ``--epochs 0`` leaves it out) and ``accuracy`` (2 layers 64 wide,
+GraphSAGE or, with ``--accuracy-model gcn``, GCN against BNS-GCN, ``--accuracy-epochs``, one
+evaluation at the end).
 
 Usage::
 
@@ -59,7 +60,7 @@ if str(_HERE) not in sys.path:
 import common  # noqa: E402
 import peers_partition as pp  # noqa: E402
 from peers_patches import PatchError, prepare_tree  # noqa: E402
-from peers_runs import GNN_DIST, PAIRS, Recipe, Setup, collect, epoch_figures, run_once  # noqa: E402
+from peers_runs import GNN_DIST, MODELS, PAIRS, Recipe, Setup, collect, epoch_figures, run_once  # noqa: E402
 
 EXIT_USAGE = 2
 
@@ -76,9 +77,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--nodes", type=int, default=20_000)
     p.add_argument("--parts", type=int, default=2)
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank (default: 1)")
-    p.add_argument("--epochs", type=int, default=20, help="speed recipe's epochs (default: 20)")
+    p.add_argument("--epochs", type=int, default=20, help="speed recipe's epochs; 0: no speed recipe (default: 20)")
     p.add_argument("--warmup", type=int, default=5, help="speed recipe's unmeasured first epochs (default: 5)")
     p.add_argument("--accuracy-epochs", type=int, default=50, help="0: no accuracy recipe (default: 50)")
+    p.add_argument("--accuracy-model", choices=list(MODELS), default="sage",
+                   help="the accuracy recipe's model; gcn: BNS-GCN's pairs only (default: sage)")
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
@@ -95,10 +98,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _needed(args: argparse.Namespace) -> set[str]:
-    return {PAIRS[name][1].framework for name in args.pairs}
+    return {PAIRS[name][1].framework for recipe in recipes(args) for name in _recipe_pairs(args, recipe)}
+
+
+def _model_problem(args: argparse.Namespace) -> str | None:
+    """A peer of the accuracy pairs without ``--accuracy-model``'s model (PipeGCN has no GCN)."""
+    name, _, peers, _ = MODELS[args.accuracy_model]
+    pairs = args.accuracy_pairs or args.pairs
+    lacking = [p for p in pairs if PAIRS[p][1].framework not in peers]
+    if not args.accuracy_epochs or not lacking:
+        return None
+    fitting = " ".join(p for p in PAIRS if PAIRS[p][1].framework in peers)
+    return (f"--accuracy-model {args.accuracy_model}: {PAIRS[lacking[0]][1].framework} has no {name} (pairs "
+            f"{', '.join(lacking)}); pass --accuracy-pairs {fitting}")
 
 
 def _usage_problem(args: argparse.Namespace) -> str | None:
+    problem = _model_problem(args)
+    if problem:
+        return problem
     for peer in sorted(_needed(args)):
         folder = getattr(args, peer)
         if folder is None:
@@ -113,8 +131,10 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
     if missing.returncode != 0:
         return (f"--dgl-venv {args.dgl_venv}: {missing.stderr.strip().splitlines()[-1]}; the peers import dgl, ogb "
                 f"and sklearn: `{python.parent}/pip install ogb scikit-learn` (after benchmarks/dgl_env.sh)")
-    if args.warmup < 1 or args.epochs <= args.warmup:
-        return f"--epochs {args.epochs} --warmup {args.warmup}: need 1 <= warmup < epochs"
+    if args.epochs and (args.warmup < 1 or args.epochs <= args.warmup):
+        return f"--epochs {args.epochs} --warmup {args.warmup}: need 1 <= warmup < epochs (or --epochs 0)"
+    if not args.epochs and not args.accuracy_epochs:
+        return "--epochs 0 --accuracy-epochs 0: no recipe left to run"
     if args.parts < 2:
         return f"--parts {args.parts}: at least 2 (the peers are distributed-only)"
     return None
@@ -156,9 +176,10 @@ def prepare(args: argparse.Namespace, work: Path) -> Setup:
 
 
 def recipes(args: argparse.Namespace) -> list[Recipe]:
-    out = [Recipe("speed", layers=4, hidden=256, epochs=args.epochs, evaluate=False)]
+    out = [Recipe("speed", layers=4, hidden=256, epochs=args.epochs, evaluate=False)] if args.epochs else []
     if args.accuracy_epochs:
-        out.append(Recipe("accuracy", layers=2, hidden=64, epochs=args.accuracy_epochs, evaluate=True))
+        out.append(Recipe("accuracy", layers=2, hidden=64, epochs=args.accuracy_epochs, evaluate=True,
+                          model=args.accuracy_model))
     return out
 
 
@@ -249,7 +270,7 @@ def render(args: argparse.Namespace, env: dict[str, Any], results: list[dict[str
             base = (_median(runs[GNN_DIST], "wall_s"), _median(runs[GNN_DIST], "cpu_s")) if runs[GNN_DIST] else None
             rows += [_row(pair, fw, rs, None if fw == GNN_DIST else base) if rs else
                      [pair, fw, "failed (see the JSON)"] + ["—"] * (len(headers) - 3) for fw, rs in runs.items()]
-        what = (f"GraphSAGE {recipe.layers} layers, {recipe.hidden} wide, {recipe.epochs} epochs"
+        what = (f"{MODELS[recipe.model][0]} {recipe.layers} layers, {recipe.hidden} wide, {recipe.epochs} epochs"
                 + (f" ({args.warmup} not measured)" if recipe.name == "speed" else ", evaluated once at the end"))
         parts.append(f"## {recipe.name}: {what}\n\n" + common.markdown_table(headers, rows) + "\n")
     parts.append("## Commands\n\n" + "\n".join(f"- `{r['command']}` (in `{r['cwd']}`)" for r in results

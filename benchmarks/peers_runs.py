@@ -2,9 +2,11 @@
 run (a subprocess tree), and its figures from the probe's per-step lines (``peers_probe.py``).
 
 A :class:`Recipe` is the model and its training (the same for all: GraphSAGE, mean over the
-neighbours and the node's self-loop, no normalisation layer, dropout 0.5 before every layer,
-Adam, lr 0.01, no weight decay, the first layer's aggregation precomputed); a :class:`Mode` is
-one side of a pair: gnn-dist's flags or a peer's (``pipegcn``/``bnsgcn``) flags.
+neighbours and the node's self-loop, or GCN (BNS-GCN only: PipeGCN has none), no normalisation
+layer, dropout 0.5 before every layer, the precomputed input included (gnn-dist's
+``--input-dropout`` with ``--precompute-first-layer on``), Adam, lr 0.01, no weight decay, the
+first layer's aggregation precomputed); a :class:`Mode` is one side of a pair: gnn-dist's flags or
+a peer's (``pipegcn``/``bnsgcn``) flags.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Recipe", "Mode", "PAIRS", "Setup", "gnn_dist_command", "peer_command", "run_once", "collect",
+__all__ = ["Recipe", "Mode", "PAIRS", "MODELS", "Setup", "gnn_dist_command", "peer_command", "run_once", "collect",
            "epoch_figures"]
 
 HERE = Path(__file__).resolve().parent
@@ -35,6 +37,17 @@ class Recipe:
     epochs: int
     evaluate: bool
     """Evaluate the test accuracy after the last epoch (the peers on rank 0's full graph)."""
+    model: str = "sage"
+    """A key of :data:`MODELS`."""
+
+
+MODELS: dict[str, tuple[str, str, tuple[str, ...], tuple[str, ...]]] = {
+    "sage": ("GraphSAGE", "graphsage", ("pipegcn", "bnsgcn"), ("--sage-init", "concat")),
+    "gcn": ("GCN", "gcn", ("bnsgcn",), ()),
+}
+"""gnn-dist's model name: its display name, the peers' ``--model``, the peers that have it and
+gnn-dist's flags of the peers' initialisation (their precomputed GraphSAGE layer is one linear
+map of ``[x_v, mean x_u]``: ``--sage-init concat``)."""
 
 
 @dataclass(frozen=True)
@@ -81,17 +94,18 @@ class Setup:
 
 def gnn_dist_command(setup: Setup, recipe: Recipe, mode: Mode, metrics: Path) -> list[str]:
     return [sys.executable, "-m", "gnn_dist_cli", "train", "--data", str(setup.gnn_dist_data),
-            "--nproc", str(setup.num_parts), "--import", str(HERE / "peers_probe.py"), "--model", "sage",
+            "--nproc", str(setup.num_parts), "--import", str(HERE / "peers_probe.py"), "--model", recipe.model,
             "--layers", str(recipe.layers), "--hidden", str(recipe.hidden), "--dropout", "0.5",
-            "--lr", "0.01", "--weight-decay", "0", "--epochs", str(recipe.epochs),
+            "--input-dropout", "0.5", "--lr", "0.01", "--weight-decay", "0", "--epochs", str(recipe.epochs),
             "--seed", "0", "--precompute-first-layer", "on", "--eval-every",
             str(recipe.epochs if recipe.evaluate else 0), "--log-every", "0", "--metrics", str(metrics),
-            *mode.flags]
+            *MODELS[recipe.model][3], *mode.flags]
 
 
 def peer_command(setup: Setup, recipe: Recipe, mode: Mode, port: int) -> list[str]:
     meta = setup.meta
-    cmd = [str(setup.venv_python), "main.py", "--dataset", "peers", "--graph-name", "peers", "--model", "graphsage",
+    cmd = [str(setup.venv_python), "main.py", "--dataset", "peers", "--graph-name", "peers", "--model",
+           MODELS[recipe.model][1],
            "--n-layers", str(recipe.layers), "--n-hidden", str(recipe.hidden), "--dropout", "0.5", "--lr", "0.01",
            "--weight-decay", "0", "--norm", "none", "--use-pp", "--n-epochs", str(recipe.epochs),
            "--n-partitions", str(setup.num_parts), "--parts-per-node", str(setup.num_parts),

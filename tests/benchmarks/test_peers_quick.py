@@ -161,3 +161,26 @@ def test_a_finished_run_is_collected_from_its_folder(tmp_path):
         runs.collect(_run_folder(tmp_path / "c", 1, 2, "boom"), recipe, bns, 2)
     with pytest.raises(RuntimeError, match="1 ranks stepped"):
         runs.collect(_run_folder(tmp_path / "d", 0, 1, ""), recipe, bns, 2)
+
+
+def test_the_accuracy_model_reaches_both_commands_and_gcn_needs_bns_gcn_pairs(tmp_path, capsys):
+    import peers
+
+    with pytest.raises(SystemExit) as exit_:
+        peers.parse_args(["--accuracy-model", "gcn", "--accuracy-pairs", "sync", "bns-0.1", "--dgl-venv", str(tmp_path)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("peers.py: --accuracy-model gcn: pipegcn has no GCN (pairs sync); pass --accuracy-pairs "
+                   "bns-0.1 bns-1.0")
+    setup = runs.Setup(gnn_dist_data=tmp_path, dgl_parts=tmp_path, graph_npz=tmp_path / "g.npz",
+                       meta={"n_feat": 4, "n_class": 2, "n_train": 3}, num_parts=2, threads=1, device="cpu",
+                       venv_python=tmp_path / "python", trees={})
+    recipe = runs.Recipe("accuracy", layers=2, hidden=8, epochs=3, evaluate=True, model="gcn")
+    ours, theirs = runs.PAIRS["bns-0.1"]
+    cmd = runs.gnn_dist_command(setup, recipe, ours, tmp_path / "m.jsonl")
+    assert cmd[cmd.index("--model") + 1] == "gcn"
+    assert cmd[cmd.index("--input-dropout") + 1] == "0.5" and "--precompute-first-layer" in cmd   # the peers' --use-pp
+    peer = runs.peer_command(setup, recipe, theirs, 1234)
+    assert peer[peer.index("--model") + 1] == "gcn" and "--use-pp" in peer
+    sage = runs.gnn_dist_command(setup, runs.Recipe("accuracy", 2, 8, 3, True), ours, tmp_path / "m.jsonl")
+    assert sage[sage.index("--sage-init") + 1] == "concat" and "--sage-init" not in cmd   # the peers' init

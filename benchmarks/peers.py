@@ -35,6 +35,8 @@ Usage::
     python benchmarks/peers.py --pipegcn /tmp/peers/pipegcn --bnsgcn /tmp/peers/bnsgcn \\
         --dgl-venv /tmp/dgl-venv --nodes 20000 --epochs 8 --warmup 3 --accuracy-pairs sync stale bns-0.1
                                                     # 16 runs: 33 min on 2 loaded cores (load 10-20)
+    python benchmarks/peers.py --bnsgcn /tmp/peers/bnsgcn --dgl-venv /tmp/dgl-venv --epochs 0 \\
+        --accuracy-epochs 30 --accuracy-model gcn --pairs bns-0.1 bns-1.0   # GCN's accuracy, BNS-GCN only
     python benchmarks/peers.py ... --device cuda    # the day a GPU is lent: no CPU patches, no shim
 
 Results: ``benchmarks/results/peers_[hardware]_[date].{md,json}``.

@@ -34,6 +34,8 @@ import pytest
 from mp_utils import run_ranks
 from train_helpers import command_dir, free_port, launch_env
 
+pytestmark = pytest.mark.slow   # started first (tests/conftest.py): one test runs a whole file's blocks
+
 ROOT = Path(__file__).resolve().parents[1]
 FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```([A-Za-z0-9_+-]*)([^\n]*)\n(.*?)^```[ \t]*$", re.M | re.S)

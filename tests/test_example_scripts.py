@@ -19,6 +19,8 @@ import pytest
 
 from train_helpers import run_tree
 
+pytestmark = pytest.mark.slow   # started first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -203,6 +203,7 @@ def train(rank: int, world_size: int, path: str) -> dict:
     return out
 
 
+@pytest.mark.slow   # started first (tests/conftest.py)
 def test_p_ranks_equal_one_rank_with_edge_features(graph, tmp_path):
     one = train(0, 1, write(graph, 1, tmp_path / "p1"))
     rng = np.random.default_rng(9)

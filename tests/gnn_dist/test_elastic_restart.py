@@ -21,6 +21,8 @@ from mp_utils import run_ranks
 from partitioners.format.writer import write_partition
 from train_helpers import GNN_DIST, REPO, free_port, launch_env, make_graph
 
+pytestmark = pytest.mark.slow   # started first (tests/conftest.py)
+
 EPOCHS = 10
 
 

@@ -411,6 +411,7 @@ _JOB = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow   # started first (tests/conftest.py)
 def test_torchrun_jobs_exit_cleanly(tmp_path: Path) -> None:
     """Runs a 2-rank torchrun job repeatedly; every run must exit 0 (without the shutdown
     sequence, about half of such runs abort with SIGABRT at interpreter exit on torch 2.13)."""

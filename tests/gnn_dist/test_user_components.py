@@ -31,6 +31,8 @@ import pytest
 
 from gnn_dist_cli import command as cli
 
+pytestmark = pytest.mark.slow   # torchrun jobs; started first (tests/conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "custom_layer.py"
 GNN_DIST = [sys.executable, "-m", "gnn_dist_cli"]

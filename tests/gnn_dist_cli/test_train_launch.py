@@ -39,7 +39,8 @@ from gnn_dist_cli import command as cli
 from gnn_dist_cli.launch import REAP_GRACE_S, SHUTDOWN_GRACE_S
 from train_helpers import default_signals
 
-pytestmark = pytest.mark.filterwarnings("ignore:Unable to enable fault handler:UserWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore:Unable to enable fault handler:UserWarning"),
+              pytest.mark.slow]   # torchrun jobs; started first (tests/conftest.py)
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 150
 """Until rank 0's first metrics line (two torch imports on a loaded 2-core machine)."""

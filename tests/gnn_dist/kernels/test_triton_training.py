@@ -19,7 +19,8 @@ from gnn_dist.kernels import triton_available
 from mp_utils import run_ranks
 from train_helpers import make_graph
 
-pytestmark = pytest.mark.skipif(not triton_available(), reason="triton is not importable")
+pytestmark = [pytest.mark.skipif(not triton_available(), reason="triton is not importable"),
+              pytest.mark.slow]   # started first (tests/conftest.py)
 
 
 def train_with_each_backend(rank: int, world_size: int, path: str) -> dict:

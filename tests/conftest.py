@@ -1,4 +1,4 @@
-"""Suite-wide collection order: the long tests first.
+"""Suite-wide: the long tests first, and the ``one_thread`` fixture.
 
 Tests marked ``slow`` or ``elastic`` (a few torchrun jobs, doc and example scripts: tens of
 seconds each) run before the rest, in their files' order, so that on ``pytest -n 2`` the workers
@@ -24,3 +24,16 @@ def _rank(item: pytest.Item) -> int:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_rank)
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread for the test (tiny graphs, where a loaded machine's threads only contend:
+    two spinning threads per worker on a 2-core machine made a 10 s test take 300 s); torch is
+    imported here, not at the top, as some tests check that it is never imported."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -26,6 +26,8 @@ from partitioners.format.writer import write_partition
 from mp_utils import run_ranks
 from train_helpers import make_graph
 
+pytestmark = pytest.mark.usefixtures("one_thread")   # tests/conftest.py
+
 DOC = Path(__file__).resolve().parents[2] / "docs" / "recipes.md"
 EPOCHS = 14
 P_EPOCHS = 8
@@ -79,15 +81,6 @@ def expected_stop(history, patience: int) -> int:
             if since >= patience:
                 return i + 1
     return len(history)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One torch thread: tiny graphs, where a loaded machine's threads only contend."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -216,6 +216,7 @@ def community_graph(seed: int = 0, n: int = 150) -> Graph:
                             val_mask=~train, test_mask=np.zeros(n, bool), num_classes=3)
 
 
+@pytest.mark.usefixtures("one_thread")
 def test_thirty_two_residual_layers_train_where_gcn_does_not(tmp_path):
     path = write(community_graph(), 1, tmp_path / "p1")
     gcn = deep_losses(path, "gcn", 32, 30)

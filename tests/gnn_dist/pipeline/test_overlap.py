@@ -3,8 +3,9 @@
 boundary-first schedule's variants (tensor or :class:`~gnn_dist.models.LayerInput` first-layer
 input, 0/1/4/many chunks, boundary sampling, a bf16 wire, a layer without a split form, a rank
 without boundary rows, one rank); the schedule starts the next layer's exchange before the
-non-boundary rows are computed and waits for the halo gradients only after their backward, so
-with a simulated link less communication is exposed than in ``sync``."""
+non-boundary rows are computed and waits for the halo gradients only after their backward (the
+order of the exchange's events with a simulated link; how much time that hides is
+``benchmarks/pipeline.py``'s figure)."""
 
 from __future__ import annotations
 
@@ -404,13 +405,8 @@ def test_boundary_rows_first_hides_the_next_exchange(two_ranks):
         assert max(starts_bwd) < first(("rest_backward",)) < min(waits_bwd), ev
         sync = res["sync"]["events"]
         assert sync.index(("wait", 1, "fwd")) < sync.index(("start", 1, "bwd")), "sync waits at once"
-        # the same with the clock: sync is blocked for the link's latency twice (forward and
-        # backward of layer 1: >= 0.2 s), overlap hardly at all (a wide margin: each wait comes
-        # DELAY_S after its exchange started, on a loaded machine only later)
-        sync_exposed = np.median(res["sync"]["exposed"][1:])
-        overlap_exposed = np.median(res["overlap"]["exposed"][1:])
-        assert sync_exposed >= 2 * 0.1 * 0.8, res["sync"]["exposed"]
-        assert overlap_exposed < 0.3 * sync_exposed, (res["overlap"]["exposed"], res["sync"]["exposed"])
+        # what the order hides in time is a benchmark's figure (benchmarks/pipeline.py, the
+        # exposed communication per schedule), not a test's: a clock depends on the machine's load
 
 
 def test_split_block_partitions_the_edges():

@@ -38,9 +38,11 @@ sizes) and adds exactly zero: the values are unchanged (the losses match the uns
 rows are sent once, and the bytes and collectives are the same. Halving the rank's threads
 instead is not available at P = 2 on a 2-core machine (one thread per rank already) and would
 not halve the compute (the kernels do not scale linearly); sleeping for the layer's time would
-not occupy the core, which a slower device does. The loss and the optimizer step run at full
-speed (a few percent of the step). Nothing of this is in the library: the wrappers are
-installed on the model in the benchmark's ranks. The first layer's aggregate is not precomputed
+not occupy the core, which a slower device does. The optimizer step is doubled too
+(:func:`slow_down_optimizer`: a twin optimizer steps a copy of the parameters on the same
+gradients; Adam over 1024-wide layers is a tenth of a rank's compute, which a slower device also
+takes twice as long over); the loss runs at full speed. Nothing of this is in the library: the
+wrappers are installed on the model and its optimizer in the benchmark's ranks. The first layer's aggregate is not precomputed
 (``precompute_first_layer="off"``) so that every layer calls its conv.
 
 ``--schedule overlap`` runs every configuration with the ``overlap`` schedule (the halo rows in
@@ -206,6 +208,32 @@ def slow_down(model: Any, times: int) -> None:
     model._activation = slow_activation
 
 
+def slow_down_optimizer(optimizer: Any, times: int) -> None:
+    """Make ``optimizer``'s step run ``times`` times: after each real step, ``times - 1`` twin
+    optimizers of the same kind and settings step their own copies of the parameters on the same
+    gradients (the same kernels on the same sizes; the model's parameters are the real step's
+    alone, so the values are unchanged)."""
+    import torch
+
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    settings = {k: v for k, v in optimizer.defaults.items() if k not in ("params",)}
+    twins = []
+    for _ in range(times - 1):
+        copies = [torch.nn.Parameter(p.detach().clone()) for p in params]
+        twins.append((copies, type(optimizer)(copies, **settings)))
+    step = optimizer.step
+
+    def slowed(*args: Any, **kwargs: Any) -> Any:
+        out = step(*args, **kwargs)
+        for copies, twin in twins:
+            for c, p in zip(copies, params):
+                c.grad = p.grad
+            twin.step()
+        return out
+
+    optimizer.step = slowed
+
+
 def rank_job(rank: int, world_size: int, cfg: dict[str, Any], order: list[str]) -> dict[str, Any]:
     """Train each run of ``order`` for ``warmup + epochs`` epochs; its measured epochs' records."""
     import torch
@@ -227,6 +255,8 @@ def rank_job(rank: int, world_size: int, cfg: dict[str, Any], order: list[str]) 
             slow_down(model, cfg["slowdown"])
         trainer = gnn_dist.Trainer(model, part, lr=cfg["lr"], eval_every=0, log_every=0, pipeline=cfg["schedule"],
                                    precompute_first_layer="off")
+        if slow and rank == 0:
+            slow_down_optimizer(trainer.optimizer, cfg["slowdown"])
         hist = trainer.fit(cfg["warmup"] + cfg["epochs"])[cfg["warmup"]:]
         out[name] = {"epochs": [{k: h[k] for k in ("epoch_time_s", "compute_time_s", "exposed_comm_s", "train_loss")}
                                 for h in hist], "inner": part.num_inner, "edges": part.block.num_edges}

@@ -93,3 +93,29 @@ def test_the_twin_is_really_computed(tmp_path):
     assert runs["begin"] == 3 and ctx == "ctx"
     m.convs[0].update(m.convs[0].aggregate(z)).backward()
     assert m.convs[0].w.grad.tolist() == [0.0, 1.0, 2.0]   # the output's gradient alone: the twins add zero
+
+
+def test_the_twin_optimizer_steps_alongside_and_changes_nothing():
+    w = torch.nn.Parameter(torch.tensor([1.0, -2.0, 3.0]))
+    ref = torch.nn.Parameter(w.detach().clone())
+    opt, ref_opt = torch.optim.Adam([w], lr=0.1), torch.optim.Adam([ref], lr=0.1)
+    uneven.slow_down_optimizer(opt, 3)
+    calls = Counter()
+    adam_step = torch.optim.Adam.step
+
+    def counted(self, *a, **k):
+        calls["step"] += 1
+        return adam_step(self, *a, **k)
+
+    torch.optim.Adam.step = counted
+    try:
+        for _ in range(3):
+            for p, o in ((w, opt), (ref, ref_opt)):
+                o.zero_grad()
+                (p ** 2).sum().backward()
+                o.step()
+    finally:
+        torch.optim.Adam.step = adam_step
+    assert torch.equal(w, ref)                 # the real parameters move as without the twins
+    # per step: two twins and the reference (the real step was bound before the count began)
+    assert calls["step"] == 3 * (2 + 1)

@@ -174,10 +174,11 @@ def _device_memory(args: argparse.Namespace) -> int | tuple[int, ...] | None:
     return sizes[0] if len(sizes) == 1 else sizes
 
 
-def _recorded_device_memory(args: argparse.Namespace) -> tuple[int, ...] | None:
+def _recorded_device_memory(args: argparse.Namespace, config: Any) -> tuple[int, ...] | None:
     """The ``--data`` folder's devices, when its parts were sized by ``partition --device-memory``
-    (recorded in ``partition.json``): each rank is then checked against its own device."""
-    if args.data is None or args.typed_spec is not None:
+    (recorded in ``partition.json``): each rank is then checked against its own device. Not for
+    layer parallelism, whose ranks are stages x parts."""
+    if args.data is None or args.typed_spec is not None or config.trainer.parallel.parallel != "graph":
         return None
     from partitioners.format import load_partition_meta
     from partitioners.memory import format_bytes
@@ -205,13 +206,14 @@ def cmd_plan(args: argparse.Namespace, rest: Sequence[str]) -> int:
     from gnn_dist.memory_plan import Workload, plan_memory, render_plan
     from gnn_dist.memory_plan.stages import stage_count
 
-    limit = _device_memory(args) or _recorded_device_memory(args)
-    device = args.device or ("cuda" if limit is not None else "cpu")
+    limit = _device_memory(args)
     if (args.link_gbps or args.edge_rate or args.halo_data or args.schedule_chunks) and not args.schedules:
         raise UsageError("plan: --link-gbps, --edge-rate, --schedule-chunks and --halo-data compare schedules: "
                          "add --schedules")
     config = _config(rest)
     runs, source = _sizes(args, config.trainer.task.task)
+    limit = limit or _recorded_device_memory(args, config)   # the folder, once --data is checked
+    device = args.device or ("cuda" if limit is not None else "cpu")
     workload = Workload.from_config(config, device, _meta(args))
     _check_rank_devices(args, limit, len(runs[0]) * stage_count(workload))
     def at(parts: int) -> list[Any]:

@@ -174,16 +174,15 @@ def _device_memory(args: argparse.Namespace) -> int | tuple[int, ...] | None:
     return sizes[0] if len(sizes) == 1 else sizes
 
 
-def _recorded_device_memory(args: argparse.Namespace, config: Any) -> tuple[int, ...] | None:
-    """The ``--data`` folder's devices, when its parts were sized by ``partition --device-memory``
-    (recorded in ``partition.json``): each rank is then checked against its own device. Not for
-    layer parallelism, whose ranks are stages x parts."""
-    if args.data is None or args.typed_spec is not None or config.trainer.parallel.parallel != "graph":
+def _recorded_device_memory(args: argparse.Namespace, config: Any, meta: Any) -> tuple[int, ...] | None:
+    """The ``--data`` folder's devices (``meta``: its metadata, None without ``--data``), when its
+    parts were sized by ``partition --device-memory`` (recorded in ``partition.json``): each rank
+    is then checked against its own device. Not for layer parallelism, whose ranks are stages x parts."""
+    if meta is None or args.typed_spec is not None or config.trainer.parallel.parallel != "graph":
         return None
-    from partitioners.format import load_partition_meta
     from partitioners.memory import format_bytes
 
-    sizes = load_partition_meta(args.data).device_memory
+    sizes = meta.device_memory
     if sizes is not None:
         log.info(f"device memory per rank: {','.join(format_bytes(b) for b in sizes)}, recorded in {args.data}/partition.json "
                  f"by partition --device-memory (give --device-memory to plan for other devices)")
@@ -212,9 +211,10 @@ def cmd_plan(args: argparse.Namespace, rest: Sequence[str]) -> int:
                          "add --schedules")
     config = _config(rest)
     runs, source = _sizes(args, config.trainer.task.task)
-    limit = limit or _recorded_device_memory(args, config)   # the folder, once --data is checked
+    meta = _meta(args)   # the folder, once --data is checked
+    limit = limit or _recorded_device_memory(args, config, meta)
     device = args.device or ("cuda" if limit is not None else "cpu")
-    workload = Workload.from_config(config, device, _meta(args))
+    workload = Workload.from_config(config, device, meta)
     _check_rank_devices(args, limit, len(runs[0]) * stage_count(workload))
     def at(parts: int) -> list[Any]:
         """The size spec's mean part at ``parts`` parts (how many parts would fit)."""

@@ -216,11 +216,10 @@ def slow_down_optimizer(optimizer: Any, times: int) -> None:
     import torch
 
     params = [p for group in optimizer.param_groups for p in group["params"]]
-    settings = {k: v for k, v in optimizer.defaults.items() if k not in ("params",)}
     twins = []
     for _ in range(times - 1):
         copies = [torch.nn.Parameter(p.detach().clone()) for p in params]
-        twins.append((copies, type(optimizer)(copies, **settings)))
+        twins.append((copies, type(optimizer)(copies, **optimizer.defaults)))
     step = optimizer.step
 
     def slowed(*args: Any, **kwargs: Any) -> Any:

@@ -283,19 +283,23 @@ class HaloExchanger:
                             transport=EXACT).wait()
 
     def start_backward(self, grad_halo: torch.Tensor, *, tag: Any = None, subset: HaloSubset | None = None,
-                       transport: Transport = EXACT) -> HaloHandle:
+                       transport: Transport = EXACT, into: torch.Tensor | None = None) -> HaloHandle:
         """Start sending the halo rows' gradients ``grad_halo [N_halo, F...]`` back to their
         owners; the handle's ``wait()`` returns ``[N_in, F...]``: the gradients received from the
-        readers, summed into the rows that were sent (0 elsewhere). With ``subset`` only its rows
-        travel, multiplied by ``recv_scale`` (the transpose of :meth:`start` with the same subset).
-        A collective."""
+        readers, summed into the rows that were sent (0 elsewhere), or, with ``into`` (``[N_in,
+        F...]``, not modified), summed into a copy of ``into``: the inner rows' own gradient plus
+        the readers', with no zero-filled ``[N_in, F...]`` and no pass to add it. With ``subset``
+        only its rows travel, multiplied by ``recv_scale`` (the transpose of :meth:`start` with the
+        same subset). A collective."""
         if grad_halo.ndim < 1 or grad_halo.shape[0] != self.num_halo:
             raise ValueError(f"start_backward expects {self.num_halo} rows (num_halo), got a tensor "
                              f"of shape {tuple(grad_halo.shape)}")
         g = grad_halo.detach()
         out_shape = (self.num_inner, *g.shape[1:])
+        if into is not None and tuple(into.shape) != out_shape:
+            raise ValueError(f"start_backward: into has shape {tuple(into.shape)}, expected {out_shape}")
         if self.world_size == 1:
-            return self._finished_handle(g.new_zeros(out_shape), tag)
+            return self._finished_handle(g.new_zeros(out_shape) if into is None else into.detach().clone(), tag)
         out_dtype, device = g.dtype, g.device
         if subset is None:
             send, send_counts, recv_counts = g.contiguous(), self.halo_counts, self.send_counts
@@ -309,7 +313,7 @@ class HaloExchanger:
             rows = self._index_on(device)[subset.send_pos.to(device)]
 
         def finish(recv: torch.Tensor) -> torch.Tensor:
-            out = recv.new_zeros(out_shape, dtype=out_dtype)
+            out = recv.new_zeros(out_shape, dtype=out_dtype) if into is None else into.detach().clone()
             if recv.shape[0]:
                 out.index_add_(0, rows, recv.to(out_dtype))
             return out
@@ -476,6 +480,6 @@ class HaloExchange(torch.autograd.Function):
         ex: HaloExchanger = ctx.exchanger  # type: ignore[attr-defined]
         n_in = ex.num_inner
         grad_out = grad_out.contiguous()
-        contrib = ex.start_backward(grad_out[n_in:], tag=ctx.tag, subset=ctx.subset,  # type: ignore[attr-defined]
-                                    transport=ctx.transport).wait()  # type: ignore[attr-defined]
-        return grad_out[:n_in] + contrib, None, None, None, None
+        grad_inner = ex.start_backward(grad_out[n_in:], tag=ctx.tag, subset=ctx.subset,  # type: ignore[attr-defined]
+                                       transport=ctx.transport, into=grad_out[:n_in]).wait()  # type: ignore[attr-defined]
+        return grad_inner, None, None, None, None

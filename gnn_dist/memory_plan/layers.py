@@ -39,7 +39,7 @@ def jk_terms(model: str, *, hidden: int, layers: int, jk: str, dropout: float) -
 
 
 def layer_shapes(model: str, *, feature_dim: int, hidden: int, classes: int, layers: int, heads: int | None,
-                 out_heads: int | None, dropout: float, jk: str = "last") -> list[LayerShape]:
+                 out_heads: int | None, dropout: float, jk: str = "last", activation: str = "relu") -> list[LayerShape]:
     """The message-passing layers of a registered model (an :func:`encoded` one: ``layers``
     convs of width ``hidden``; with jumping knowledge every conv is a hidden one; a model taking
     ``heads``, GAT: its hidden layers' heads concatenated, its last layer's ``out_heads`` before
@@ -47,7 +47,8 @@ def layer_shapes(model: str, *, feature_dim: int, hidden: int, classes: int, lay
     spec = model_spec(model)
     drop = dropout > 0
     if encoded(spec):
-        return [LayerShape(index=i, w_in=hidden, w_out=hidden, dropout=drop) for i in range(layers)]
+        return [LayerShape(index=i, w_in=hidden, w_out=hidden, dropout=drop, activation=activation)
+                for i in range(layers)]
     widths = [feature_dim] + [hidden] * (layers - 1) + [classes if jk == "last" else hidden]
     attention = "heads" in spec.options
     out = []
@@ -55,5 +56,6 @@ def layer_shapes(model: str, *, feature_dim: int, hidden: int, classes: int, lay
         last = i == layers - 1 and jk == "last"
         k = 1 if not attention else (out_heads or 1) if last else (heads or 8)
         w_out = widths[i + 1] * (k if attention and last else 1)
-        out.append(LayerShape(index=i, w_in=widths[i], w_out=w_out, heads=k, last=last, dropout=drop))
+        out.append(LayerShape(index=i, w_in=widths[i], w_out=w_out, heads=k, last=last, dropout=drop,
+                              activation=activation))
     return out

@@ -67,6 +67,8 @@ class Workload:
     out_heads: int | None = None
     jk: str = "last"
     dropout: float = 0.5
+    activation: str = "relu"
+    """``--activation`` (ReLU and the dropout keep 1 byte an element together)."""
     optimizer: str = "adam"
     select: str = "last"
     pipeline: str = "sync"
@@ -112,7 +114,8 @@ class Workload:
         p = t.parallel
         return cls(parallel=p.parallel, stages=p.stages, chunks=p.chunks, model=m.model, hidden=m.hidden, layers=m.layers, heads=m.heads, out_heads=m.out_heads,
                    jk=getattr(m, "jk", "last"),
-                   dropout=m.dropout, optimizer=t.optim.optimizer, select=t.selection.select,
+                   dropout=m.dropout, activation=getattr(m, "activation", "relu"), optimizer=t.optim.optimizer,
+                   select=t.selection.select,
                    pipeline=t.schedule.pipeline, stale_smoothing=getattr(t.schedule, "stale_smoothing", None),
                    recompute=t.memory.recompute,
                    precision=getattr(t.memory, "precision", "fp32"),
@@ -210,12 +213,13 @@ def _layers(w: Workload, s: PartSizes) -> list[LayerShape]:
     if s.typed is not None:   # the first layer reads the widest of the features and the learnable rows
         shapes = layer_shapes(w.model, feature_dim=max(s.feature_dim, w.embedding_dim or 0), hidden=w.hidden,
                               classes=_out_dim(w, s), layers=w.layers, heads=w.heads or 1, out_heads=None,
-                              dropout=w.dropout, jk=w.jk)
+                              dropout=w.dropout, jk=w.jk, activation=w.activation)
         per_row = s.typed.relation_rows / max(s.inner, 1)
         sources = s.typed.relation_source_rows(s.halo) / max(s.inner, 1)
         return [dataclasses.replace(sh, relations=per_row, relation_sources=sources) for sh in shapes]
     return layer_shapes(w.model, feature_dim=s.feature_dim, hidden=w.hidden, classes=_out_dim(w, s),
-                        layers=w.layers, heads=w.heads, out_heads=w.out_heads, dropout=w.dropout, jk=w.jk)
+                        layers=w.layers, heads=w.heads, out_heads=w.out_heads, dropout=w.dropout, jk=w.jk,
+                        activation=w.activation)
 
 
 def _store_fed(w: Workload) -> bool:

@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..nn import (INPUT_LAYER, Block, DropoutKey, GATConv, GCNConv, GINConv, RowDropout, SAGEConv, get_activation,
-                  hash_dropout)
+                  hash_dropout, relu_hash_dropout)
 from ..nn.part import Activation, FullGraph, LayerInput, PartLike
 from . import saved
 from .shared import JK_MODES, check_jk, check_model_args, jk_width, jumping_knowledge
@@ -166,10 +167,12 @@ class BasicGNN(nn.Module):
     def _activation(self, layer: int, step: torch.Tensor, ids: torch.Tensor) -> Activation:
         """Hidden layer ``layer``'s activation + hash dropout on any subset of its output rows."""
         fn = self._act
+        # ReLU and the dropout in one pass (the same bits; one byte an element kept for backward)
+        drop = relu_hash_dropout if fn is F.relu else lambda h, *a, **k: hash_dropout(fn(h), *a, **k)
 
         def act(h: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
-            return hash_dropout(fn(h), self.dropout, seed=self.seed, step=step, layer=layer,
-                                row_ids=ids if rows is None else ids[rows], training=self.training)
+            return drop(h, self.dropout, seed=self.seed, step=step, layer=layer,
+                        row_ids=ids if rows is None else ids[rows], training=self.training)
         return act
 
     def __repr__(self) -> str:

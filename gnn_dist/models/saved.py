@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["LayerShape", "Terms", "SavedFormula", "OutsideFormula", "activation_terms", "generic_saved",
+__all__ = ["LayerShape", "Terms", "SavedFormula", "OutsideFormula", "activation_terms", "unfused_activation_terms",
+           "generic_saved",
            "gcn_saved", "sage_saved", "gat_saved", "gin_saved", "gine_saved", "gine_outside", "gcnii_saved",
            "gcnii_outside", "residual_outside", "resgcn_saved", "ressage_saved", "rgcn_saved",
            "hgt_saved", "hetero_sage_saved"]
@@ -40,6 +41,9 @@ class LayerShape:
     last: bool = False
     dropout: bool = True
     """A hidden layer's dropout saves its mask (dropout > 0)."""
+    activation: str = "relu"
+    """The hidden layers' nonlinearity (``--activation``): ReLU and the dropout run as one op
+    (:func:`~gnn_dist.nn.relu_hash_dropout`) in the models built on ``BasicGNN``."""
     relations: float = 0.0
     """A typed layer's relation aggregates per inner row (``A / I``: :mod:`gnn_dist.memory_plan.typed`)."""
     relation_sources: float = 0.0
@@ -73,7 +77,18 @@ OutsideFormula = Callable[[int, int, bool], Terms]
 
 
 def activation_terms(s: LayerShape) -> Terms:
-    """A hidden layer's nonlinearity keeps its output ``I w_out``, its dropout the boolean mask."""
+    """A hidden layer's nonlinearity and dropout, as ``BasicGNN``'s models run them: ReLU with
+    dropout is one op that keeps a 1-byte code per element ``I w_out`` (counted as a mask);
+    otherwise the nonlinearity keeps its output ``I w_out`` and the dropout its boolean mask."""
+    if s.last:
+        return Terms()
+    if s.activation == "relu" and s.dropout:
+        return Terms(mask=s.w_out)
+    return unfused_activation_terms(s)
+
+
+def unfused_activation_terms(s: LayerShape) -> Terms:
+    """A nonlinearity and a dropout run one after the other: the output ``I w_out`` and the mask."""
     return Terms() if s.last else Terms(inner=s.w_out, mask=s.w_out if s.dropout else 0)
 
 
@@ -118,7 +133,7 @@ def generic_saved(s: LayerShape) -> Terms:
     destinations' aggregate and output ``I (w_in + w_out)``, plus the activation and dropout.
     Every built-in layer without per-edge tensors keeps less (a test checks GCN, SAGE and GIN),
     so the planner errs on the safe side; per-edge state (attention scores) is not in it."""
-    return Terms(source=s.w_in + max(s.w_in, s.w_out), inner=s.w_in + s.w_out) + activation_terms(s)
+    return Terms(source=s.w_in + max(s.w_in, s.w_out), inner=s.w_in + s.w_out) + unfused_activation_terms(s)
 
 
 def gcn_saved(s: LayerShape) -> Terms:
@@ -132,8 +147,20 @@ def gcn_saved(s: LayerShape) -> Terms:
 
 
 def sage_saved(s: LayerShape) -> Terms:
-    """SAGEConv keeps its input's inner rows for the root weight, a view that holds the whole
-    ``S w_in`` rows alive, and, when it aggregates first (``w_out >= w_in``), the mean ``I w_in``."""
+    """SAGEConv keeps its input's inner rows for the root weight and, when it aggregates first
+    (``w_out >= w_in``), the mean ``I w_in``. The root's rows: after the first layer, aggregating
+    first, the rows the exchange started from, ``I w_in`` (the schedules hand them over,
+    :meth:`~gnn_dist.nn.Block.dst_rows`); mapping first, a view of the ``S w_in`` rows the map
+    keeps; in the first layer a view of its ``S w_in`` input rows (the feature store's own when it
+    feeds the layer)."""
+    if s.index == 0 or s.w_out < s.w_in:   # (mapping first, the map keeps the S rows: the root's are a view)
+        return _sage_on_sources(s)
+    return Terms(inner=2 * s.w_in) + activation_terms(s)
+
+
+def _sage_on_sources(s: LayerShape) -> Terms:
+    """SAGEConv on source rows made after the exchange (a residual block's pre-activation): the
+    root term's inner rows are a view that holds the whole ``S w_in`` rows alive."""
     return Terms(source=s.w_in, inner=0 if s.w_out < s.w_in else s.w_in) + activation_terms(s)
 
 
@@ -192,9 +219,9 @@ def _residual_block(conv: Callable[[LayerShape], Terms], s: LayerShape) -> Terms
     each later ``res+`` block pre-activates its source rows: the LayerNorm keeps its input
     ``S h``, the activation its output ``S h``, the dropout its mask ``S h``; then the conv's
     own terms (the skip connection's sum keeps nothing)."""
-    plain = conv(LayerShape(index=1, w_in=s.w_in, w_out=s.w_out, last=True))
     if s.index == 0:
-        return plain
+        return conv(LayerShape(index=1, w_in=s.w_in, w_out=s.w_out, last=True))
+    plain = (_sage_on_sources if conv is sage_saved else conv)(LayerShape(index=1, w_in=s.w_in, w_out=s.w_out, last=True))
     return plain + Terms(source=2 * s.w_in, source_mask=s.w_in if s.dropout else 0)
 
 

@@ -10,7 +10,8 @@ from .activations import ACTIVATIONS, get_activation, register_activation
 from .block import Block, BlockError
 from .deep_gcn_layer import DeepGCNLayer
 from .decomposable import DecomposableLayer, is_decomposable, propagate, propagate_groups
-from .dropout import INPUT_LAYER, INPUT_ROOT_LAYER, DropoutKey, RowDropout, hash_bits, hash_dropout, hash_edge_dropout
+from .dropout import (INPUT_LAYER, INPUT_ROOT_LAYER, DropoutKey, RowDropout, hash_bits, hash_dropout,
+                      hash_edge_dropout, relu_hash_dropout)
 from .gat_conv import GATConv
 from .gcn2_conv import GCN2Conv
 from .gcn_conv import GCNConv, gcn_norm
@@ -43,6 +44,7 @@ __all__ = [
     "INPUT_LAYER",
     "INPUT_ROOT_LAYER",
     "hash_dropout",
+    "relu_hash_dropout",
     "hash_edge_dropout",
     "hash_bits",
     "ACTIVATIONS",

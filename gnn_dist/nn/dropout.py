@@ -20,9 +20,10 @@ from typing import Any
 import torch
 
 from ..hashing import CHUNK_ELEMENTS, GOLDEN, IntLike, absorb, hash_bits, mix, srl
-from ..kernels.dropout_numba import keep_mask, masked_scale
+from ..kernels.dropout_numba import KEPT, RELU_PASSES, keep_mask, masked_scale, relu_dropout, relu_dropout_backward
 
-__all__ = ["DropoutKey", "RowDropout", "INPUT_LAYER", "INPUT_ROOT_LAYER", "hash_dropout", "hash_edge_dropout", "hash_bits"]
+__all__ = ["DropoutKey", "RowDropout", "INPUT_LAYER", "INPUT_ROOT_LAYER", "hash_dropout", "relu_hash_dropout",
+           "hash_edge_dropout", "hash_bits"]
 
 _NODE_DOMAIN = 0x6E6F6465  # "node": feature dropout
 _EDGE_DOMAIN = 0x65646765  # "edge": attention dropout
@@ -116,15 +117,67 @@ def hash_dropout(x: torch.Tensor, p: float, *, seed: int, step: IntLike, layer: 
     if x.device.type == "cpu":   # one numba pass, the same bits (kernels/hash_numba.py)
         mask = torch.from_numpy(keep_mask(row_ids.to(torch.long).numpy(), int(base), threshold, x.shape[1]))
         return _MaskedScale.apply(x, mask, 1.0 / (1.0 - p))
-    cols = mix(torch.arange(x.shape[1], dtype=torch.long, device=x.device) + GOLDEN)
-    ids = row_ids.to(device=x.device, dtype=torch.long)
-    mask = torch.empty(x.shape, dtype=torch.bool, device=x.device)
-    rows_per_chunk = max(1, CHUNK_ELEMENTS // max(1, x.shape[1]))
-    for lo in range(0, x.shape[0], rows_per_chunk):
-        hi = min(x.shape[0], lo + rows_per_chunk)
-        row_h = absorb(base, ids[lo:hi]).unsqueeze(1)
-        mask[lo:hi] = _keep(mix(row_h + cols), threshold)
-    return _MaskedScale.apply(x, mask, 1.0 / (1.0 - p))
+    return _MaskedScale.apply(x, _row_mask(base, row_ids, x.shape[1], threshold, x.device), 1.0 / (1.0 - p))
+
+
+def _row_mask(base: torch.Tensor, row_ids: torch.Tensor, width: int, threshold: int,
+              device: torch.device) -> torch.Tensor:
+    """bool ``[N, width]``: the keep mask of rows of original ids ``row_ids`` in int64 torch ops
+    (any device; in chunks of :data:`CHUNK_ELEMENTS`)."""
+    cols = mix(torch.arange(width, dtype=torch.long, device=device) + GOLDEN)
+    ids = row_ids.to(device=device, dtype=torch.long)
+    mask = torch.empty((ids.shape[0], width), dtype=torch.bool, device=device)
+    rows_per_chunk = max(1, CHUNK_ELEMENTS // max(1, width))
+    for lo in range(0, ids.shape[0], rows_per_chunk):
+        hi = min(ids.shape[0], lo + rows_per_chunk)
+        mask[lo:hi] = _keep(mix(absorb(base, ids[lo:hi]).unsqueeze(1) + cols), threshold)
+    return mask
+
+
+def relu_hash_dropout(x: torch.Tensor, p: float, *, seed: int, step: IntLike, layer: int,
+                      row_ids: torch.Tensor, training: bool = True) -> torch.Tensor:
+    """``hash_dropout(torch.relu(x), ...)``, the same bits, as one op that keeps one byte an element
+    for the backward where the two keep the mask and ReLU's output (4 bytes in float32); on CPU
+    (float32) one numba pass forward and one backward (:func:`~gnn_dist.kernels.dropout_numba.relu_dropout`)."""
+    p = _check_p(p, "relu_hash_dropout")
+    if not (training and 0.0 < p < 1.0) or x.dim() != 2 or row_ids.shape != (x.shape[0],):
+        return hash_dropout(torch.relu(x), p, seed=seed, step=step, layer=layer, row_ids=row_ids, training=training)
+    return _ReluDropout.apply(x, row_ids, hash_bits(_NODE_DOMAIN, seed, step, layer, device=x.device),
+                              int(p * (1 << 32)), 1.0 / (1.0 - p))
+
+
+class _ReluDropout(torch.autograd.Function):
+    """:func:`relu_hash_dropout`: the output and a uint8 code per element for the backward
+    (:data:`~gnn_dist.kernels.dropout_numba.KEPT`, :data:`~gnn_dist.kernels.dropout_numba.RELU_PASSES`);
+    float32 on CPU in one numba pass each way, elsewhere in torch ops, the same bits."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, row_ids: torch.Tensor, base: torch.Tensor, threshold: int,  # type: ignore[override]
+                scale: float) -> torch.Tensor:
+        x = x.detach()
+        if x.device.type == "cpu" and x.dtype == torch.float32:
+            out, code = relu_dropout(x.contiguous().numpy(), row_ids.to(torch.long).numpy(), int(base), threshold,
+                                     scale)
+            out, code = torch.from_numpy(out), torch.from_numpy(code)
+        else:
+            r = torch.relu(x)
+            mask = _row_mask(base, row_ids, x.shape[1], threshold, x.device)
+            out = _scaled(r, mask, scale)
+            code = mask.to(torch.uint8) | (r > 0).logical_or_(r.isnan()).to(torch.uint8).mul_(int(RELU_PASSES))
+        ctx.save_for_backward(code)
+        ctx.scale = scale
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        (code,) = ctx.saved_tensors
+        if grad.device.type == "cpu" and grad.dtype == torch.float32:
+            g = torch.from_numpy(relu_dropout_backward(grad.contiguous().numpy(), code.numpy(), ctx.scale))
+        else:   # the dropout's backward, then ReLU's (threshold_backward: +0 where it blocks)
+            g = _scaled(grad, (code & int(KEPT)).bool(), ctx.scale)
+            g = torch.where((code & int(RELU_PASSES)).bool(), g, torch.zeros((), dtype=g.dtype, device=g.device))
+        return g, None, None, None, None
 
 
 def hash_edge_dropout(values: torch.Tensor, p: float, *, key: DropoutKey, src_ids: torch.Tensor,
@@ -188,9 +241,9 @@ class RowDropout:
         k = self.key
         ids = block.src_original_ids[:x.shape[0]]
         if x.device.type == "cpu" and x.dim() == 2 and x.is_floating_point() and 0.0 < self.p < 1.0:
-            nonzero = x.nonzero(as_tuple=True)
-            if nonzero[0].numel() * _SPARSE_INPUT <= x.numel():
-                return x * _sparse_factor(x, nonzero, self.p, k, ids)
+            # counted first: a dense input's index list would cost more than its masks
+            if int(torch.count_nonzero(x)) * _SPARSE_INPUT <= x.numel():
+                return x * _sparse_factor(x, x.nonzero(as_tuple=True), self.p, k, ids)
         return hash_dropout(x, self.p, seed=k.seed, step=k.step, layer=k.layer, row_ids=ids, training=True)
 
     def with_layer(self, layer: int) -> "RowDropout":

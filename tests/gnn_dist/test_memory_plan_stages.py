@@ -33,9 +33,12 @@ def _gcnii(**kw):
 def test_graph_parallel_predictions_are_unchanged(workload, total):
     from gnn_dist.memory_plan import Workload, plan_rank
 
-    plan = plan_rank(_sizes(), Workload(**workload))
+    w = Workload(**workload)
+    plan = plan_rank(_sizes(), w)
     kernels = 18 * _sizes().edges if plan.device == "cpu" else 0   # the CPU kernels' CSR copies, counted since
-    assert plan.total == total + kernels and plan.components["stage"].device == 0 and plan.stage == 0
+    # less the activation's output ReLU + dropout (one op since, in the models built on BasicGNN) no longer keep
+    fused = 4 * _sizes().inner * w.hidden * (w.layers - 1) if w.model != "gcnii" else 0
+    assert plan.total == total + kernels - fused and plan.components["stage"].device == 0 and plan.stage == 0
 
 
 def test_a_stage_holds_its_layers_activations_and_its_share_of_the_optimizer():

@@ -53,3 +53,29 @@ def test_hash_dropout_on_cpu_forward_and_backward_equal_the_torch_path():
     grad = torch.randn(300, 24, generator=g)
     y.backward(grad)
     assert torch.equal(x.grad.view(torch.int32), grad.mul(mask).mul_(1 / 0.6).view(torch.int32))
+
+
+def test_relu_and_dropout_in_one_pass_are_the_two_ops_bit_for_bit():
+    """relu_hash_dropout (one numba pass each way on CPU) gives torch.relu then hash_dropout's
+    output and input gradient, bit for bit: signed zeros, NaNs and infinities in both x and the
+    gradient; rows dropped, kept and given in any order; p small and large."""
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(257, 41, generator=g)
+    x[0, :8] = torch.tensor([float("nan"), -0.0, 0.0, float("-inf"), float("inf"), -1e-38, 1e-45, -3e38])
+    ids = torch.randperm(10_000, generator=g)[:257]
+    grad = torch.randn(257, 41, generator=g)
+    grad[0, :8] = torch.tensor([-0.0, -1.0, -2.0, float("nan"), -0.0, float("inf"), -0.0, 5.0])
+    # float32: the numba kernels; float64: the torch ops of other devices
+    for dtype, bits, (p, step) in [(torch.float32, torch.int32, (0.1, 0)), (torch.float32, torch.int32, (0.5, torch.tensor(9))),
+                                   (torch.float32, torch.int32, (0.9, 2**33)), (torch.float64, torch.int64, (0.5, 4))]:
+        a, b = x.to(dtype).clone().requires_grad_(), x.to(dtype).clone().requires_grad_()
+        want = dropout.hash_dropout(torch.relu(a), p, seed=5, step=step, layer=2, row_ids=ids)
+        got = dropout.relu_hash_dropout(b, p, seed=5, step=step, layer=2, row_ids=ids)
+        assert torch.equal(got.detach().view(bits), want.detach().view(bits)), (dtype, p)
+        want.backward(grad.to(dtype))
+        got.backward(grad.to(dtype))
+        assert torch.equal(b.grad.view(bits), a.grad.view(bits)), (dtype, p)
+        assert type(got.grad_fn).__name__ == "_ReluDropoutBackward"   # the fused op ran
+    for training, p in [(False, 0.5), (True, 0.0)]:   # no dropout: ReLU alone
+        y = dropout.relu_hash_dropout(x, p, seed=5, step=0, layer=2, row_ids=ids, training=training)
+        assert torch.equal(y.view(torch.int32), torch.relu(x).view(torch.int32))

@@ -37,6 +37,9 @@ def _check(rank: int, world_size: int) -> dict[str, Any]:
     ex.exchange(hr).backward(grad)
     out["sync_grad"] = hr.grad
     out["async_grad"] = grad[:ex.num_inner] + ex.start_backward(grad[ex.num_inner:], tag=0).wait()
+    own = grad[:ex.num_inner].clone()
+    out["into_grad"] = ex.start_backward(grad[ex.num_inner:], tag=0, into=own).wait()
+    out["into_kept"] = torch.equal(own, grad[:ex.num_inner])
     out["bytes_by_tag"] = dict(ex.bytes_by_tag)
     out["handle_done"] = handle.done and handle.wait() is out["async_halo"]
     # wire dtypes: bytes as sent, values rounded to the wire type, compute dtype kept
@@ -69,7 +72,12 @@ def test_async_exchange(world_size: int) -> None:
     results = run_ranks(_check, world_size, timeout=120)
     for rank, res in enumerate(results):
         torch.testing.assert_close(res["async_halo"], res["sync_halo"], rtol=0, atol=0)
-        torch.testing.assert_close(res["async_grad"], res["sync_grad"], rtol=0, atol=0)
+        # the exchange's backward sums the readers' gradients into a copy of the inner rows' own
+        # (``into``, left untouched); the readers' sum added afterwards is the same to rounding
+        # (a row read by several peers: (g + a) + b against g + (a + b))
+        torch.testing.assert_close(res["into_grad"], res["sync_grad"], rtol=0, atol=0)
+        torch.testing.assert_close(res["async_grad"], res["sync_grad"], rtol=1e-12, atol=1e-12)
+        assert res["into_kept"]
         assert res["handle_done"]
         if res["halo_ids"].size or world_size > 1:
             assert set(res["bytes_by_tag"]) <= {0}

@@ -148,7 +148,9 @@ def test_recompute_keeps_less_for_backward_and_the_same_gradients(name):
     for mode in ("none", "layers", "all"):
         kept[mode], grads[mode] = _kept_bytes(copy.deepcopy(model), mode)
     assert kept["all"] == kept["layers"] < kept["none"]   # one device: no halo rows to keep or not
-    assert kept["all"] <= 0.5 * kept["none"], kept   # about one [n, 64] input per layer against its whole forward
+    # about one [n, 64] input per layer against the whole forward (ReLU and dropout keep 1 byte an
+    # element together: GCN's forward keeps 1.36x what recompute keeps, GAT's ELU 8x)
+    assert kept["all"] <= (0.75 if name == "gcn" else 0.5) * kept["none"], kept
     for mode in ("layers", "all"):
         assert all(torch.equal(a, b) for a, b in zip(grads[mode], grads["none"]))
 
@@ -163,3 +165,18 @@ def test_bad_combinations_name_the_field_and_the_fix():
     with pytest.raises(ConfigError, match=r"recompute: 'some' is not one of none, layers, all"):
         TrainerConfig.from_fields(recompute="some")
     assert TrainerConfig.from_fields(recompute="all").memory.recompute == "all"
+
+
+def test_relu_and_dropout_keep_one_byte_an_element_for_backward():
+    """A hidden layer's ReLU and dropout (one fused op) keep a 1-byte code per element for the
+    backward, where an unfused activation keeps its float32 output and the dropout's 1-byte mask:
+    4 bytes less per element of each of the 3 hidden layers' [400, 64] outputs."""
+    from gnn_dist.models import build_model
+
+    kept = {}
+    for act in ("relu", "elu"):
+        torch.manual_seed(0)
+        model = build_model("sage", in_dim=16, hidden_dim=64, out_dim=4, num_layers=4, dropout=0.5, seed=1,
+                            activation=act)
+        kept[act], _ = _kept_bytes(model, "none")
+    assert kept["elu"] - kept["relu"] == 3 * 400 * 64 * 4, kept

@@ -147,20 +147,8 @@ def gcn_saved(s: LayerShape) -> Terms:
 
 
 def sage_saved(s: LayerShape) -> Terms:
-    """SAGEConv keeps its input's inner rows for the root weight and, when it aggregates first
-    (``w_out >= w_in``), the mean ``I w_in``. The root's rows: after the first layer, aggregating
-    first, the rows the exchange started from, ``I w_in`` (the schedules hand them over,
-    :meth:`~gnn_dist.nn.Block.dst_rows`); mapping first, a view of the ``S w_in`` rows the map
-    keeps; in the first layer a view of its ``S w_in`` input rows (the feature store's own when it
-    feeds the layer)."""
-    if s.index == 0 or s.w_out < s.w_in:   # (mapping first, the map keeps the S rows: the root's are a view)
-        return _sage_on_sources(s)
-    return Terms(inner=2 * s.w_in) + activation_terms(s)
-
-
-def _sage_on_sources(s: LayerShape) -> Terms:
-    """SAGEConv on source rows made after the exchange (a residual block's pre-activation): the
-    root term's inner rows are a view that holds the whole ``S w_in`` rows alive."""
+    """SAGEConv keeps its input's inner rows for the root weight, a view that holds the whole
+    ``S w_in`` rows alive, and, when it aggregates first (``w_out >= w_in``), the mean ``I w_in``."""
     return Terms(source=s.w_in, inner=0 if s.w_out < s.w_in else s.w_in) + activation_terms(s)
 
 
@@ -219,9 +207,9 @@ def _residual_block(conv: Callable[[LayerShape], Terms], s: LayerShape) -> Terms
     each later ``res+`` block pre-activates its source rows: the LayerNorm keeps its input
     ``S h``, the activation its output ``S h``, the dropout its mask ``S h``; then the conv's
     own terms (the skip connection's sum keeps nothing)."""
+    plain = conv(LayerShape(index=1, w_in=s.w_in, w_out=s.w_out, last=True))
     if s.index == 0:
-        return conv(LayerShape(index=1, w_in=s.w_in, w_out=s.w_out, last=True))
-    plain = (_sage_on_sources if conv is sage_saved else conv)(LayerShape(index=1, w_in=s.w_in, w_out=s.w_out, last=True))
+        return plain
     return plain + Terms(source=2 * s.w_in, source_mask=s.w_in if s.dropout else 0)
 
 

@@ -22,7 +22,7 @@ from .block_checks import (BlockError, as_long, check_local_counts, checked_csr,
                            checked_weighted_degree, graph_weighted_degree, node_arrays)
 from .block_types import BlockTypes
 
-__all__ = ["Block", "BlockError", "with_dst_rows"]
+__all__ = ["Block", "BlockError"]
 
 T = TypeVar("T")
 
@@ -325,17 +325,10 @@ class Block:
                        types=None if self.types is None else self.types.to(device))
 
     def dst_rows(self, x_src: torch.Tensor) -> torch.Tensor:
-        """The destinations' rows of ``x_src`` (``[S, ...]``, destinations first): ``x_src[:D]``;
-        ``x_src`` itself when it has no other rows (a whole graph's block), or the inner rows an
-        exchange concatenated it from (:func:`with_dst_rows`), which spares autograd the slice's
-        backward (a zero fill and a copy of ``[S, ...]``, then a pass to add it) and keeps the
-        layer's saved root input from holding the halo rows."""
-        if x_src.shape[0] == self.num_dst:
-            return x_src
-        inner = getattr(x_src, _DST_ROWS, None)
-        if inner is not None and inner.shape[0] == self.num_dst:
-            return inner
-        return x_src[:self.num_dst]
+        """The destinations' rows of ``x_src`` (``[S, ...]``, destinations first): ``x_src[:D]``, or
+        ``x_src`` itself when it has no other rows (a whole graph's block), which spares autograd
+        the slice's backward (a zero fill and a copy of ``[S, ...]``)."""
+        return x_src if x_src.shape[0] == self.num_dst else x_src[:self.num_dst]
 
     def check_src(self, x_src: torch.Tensor, in_channels: int | None, who: str) -> None:
         """Raise ``ValueError`` unless ``x_src`` is ``[S, in_channels]`` (``who`` names the layer)."""
@@ -352,19 +345,6 @@ class Block:
         w = (", weighted" if self.edge_weight is not None else "") + (f", edge_dim={self.edge_dim}" if self.edge_dim else "")
         return (f"Block(num_src={self.num_src}, num_dst={self.num_dst}, num_halo={self.num_halo}, "
                 f"num_edges={self.num_edges}{w}, device={self.device})")
-
-
-_DST_ROWS = "_gnn_dist_dst_rows"
-
-
-def with_dst_rows(x_src: torch.Tensor, inner: torch.Tensor) -> torch.Tensor:
-    """Record on ``x_src`` (``[S, ...]``, made by concatenating ``inner [D, ...]`` and the halo
-    rows, as the halo exchanges make a layer's input) that its first rows are ``inner``, value for
-    value: :meth:`Block.dst_rows` then hands out ``inner`` itself, and the destinations' own terms
-    send their gradient to it directly. Returns ``x_src``."""
-    if x_src is not inner:   # (one rank: the exchange returns the rows themselves)
-        setattr(x_src, _DST_ROWS, inner)
-    return x_src
 
 
 def _sparse_csr(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:

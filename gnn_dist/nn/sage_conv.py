@@ -100,10 +100,7 @@ class SAGEConv(nn.Module):
             z = F.linear(x_first, self.lin_l.weight) if map_first else x_first
         inv_count = block.cached(("in_count_inv", z.dtype, z.device),
                                  lambda: block.in_count.clamp(min=1).to(z.dtype).reciprocal().unsqueeze(1))
-        # the root term's rows: mapping first, the map keeps all of x_first for its weight's
-        # gradient, so a view of it keeps nothing more (the inner rows themselves would)
-        x_dst = x_first[:block.num_dst] if map_first and root is None else block.dst_rows(x_first)
-        return _SAGEContext(map_first, inv_count, x_dst, root), z
+        return _SAGEContext(map_first, inv_count, block.dst_rows(x_first), root), z
 
     def transform(self, x: torch.Tensor, ctx: _SAGEContext) -> torch.Tensor:
         return F.linear(x, self.lin_l.weight) if ctx.map_first else x

@@ -58,7 +58,6 @@ import torch
 
 from ..distributed import EXACT, HaloExchanger, HaloSubset, Transport
 from ..nn import Block, DropoutKey
-from ..nn.block import with_dst_rows
 from ..nn.decomposable import is_decomposable, propagate_groups
 from ..nn.dropout import call_conv
 from ..nn.part import LayerInput
@@ -255,7 +254,7 @@ class OverlapPipeline(Stateless):
         if self.exchanger.world_size == 1:
             return h_inner
         flight, h = self._incoming(h_inner, tag)
-        return with_dst_rows(torch.cat([h, ArriveHalo.apply(h, flight)]), h)
+        return torch.cat([h, ArriveHalo.apply(h, flight)])
 
     def __repr__(self) -> str:
         return f"OverlapPipeline(sampled={self.subset_fn is not None}, chunks={self.chunks})"

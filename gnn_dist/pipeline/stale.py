@@ -46,7 +46,6 @@ from typing import Any
 import torch
 from ..distributed import EXACT, HaloExchanger, HaloHandle, HaloSubset, Transport
 from ..nn import Block
-from ..nn.block import with_dst_rows
 from .base import ExchangeBeforeLayer, LayerCounter, SubsetFn
 from .registry import register_schedule
 from .stale_reshard import NoRowIds, collect
@@ -241,7 +240,7 @@ class StalePipeline(ExchangeBeforeLayer):
         state = self._states.setdefault(layer, _LayerState(self.smoothing))
         first = self._first or state.features.value is None
         subset = self.subset_fn(self._layers.epoch, layer) if self.subset_fn is not None else None
-        return with_dst_rows(_StaleExchange.apply(h_inner, ex, state, layer, subset, first, self.transport), h_inner)
+        return _StaleExchange.apply(h_inner, ex, state, layer, subset, first, self.transport)
 
     def staleness(self) -> int:
         return 0 if self._first else 1

@@ -7,7 +7,6 @@ from typing import Any
 import torch
 from ..distributed import EXACT, HaloExchanger, Transport
 from ..nn import Block
-from ..nn.block import with_dst_rows
 from .base import ExchangeBeforeLayer, LayerCounter, Stateless, SubsetFn
 from .registry import register_schedule
 
@@ -54,8 +53,7 @@ class SyncPipeline(ExchangeBeforeLayer, Stateless):
         """``[I, F] -> [I + H, F]`` for the next layer of this step (a collective)."""
         layer = self._layers.next()
         subset = None if self.subset_fn is None else self.subset_fn(self._layers.epoch, layer)
-        return with_dst_rows(self.exchanger.exchange(h_inner, tag=layer, subset=subset, transport=self.transport),
-                             h_inner)
+        return self.exchanger.exchange(h_inner, tag=layer, subset=subset, transport=self.transport)
 
     def staleness(self) -> int:
         return 0

@@ -15,7 +15,9 @@ child process with many epochs, waits until rank 0 has written a metrics line, a
   ``rank R failed:`` line per rank, no ``ChildFailedError`` or ``Traceback`` line, exit code 1;
   with ``-v`` torchrun's own report is shown.
 
-Every spawned process is tracked by pid and SIGKILLed in a ``finally`` if still running.
+The sockets test comes first and leaves its job running for the next test that stops one (on
+the same pytest worker), which saves that test a start of its own. Every spawned process is
+tracked by pid and SIGKILLed in a ``finally`` if still running.
 """
 
 from __future__ import annotations
@@ -157,10 +159,73 @@ def training(tmp_path: Path, data: str, *gnn_dist_flags: str, wait_for_metrics: 
         proc.wait()
 
 
+class SharedJob:
+    """One running job on the good folder, started by the first test that only looks at a job and
+    handed to the first test that stops one, which then needs no start of its own (a start is
+    three torch imports: most of such a test's time). Tests in another order, or on another
+    pytest worker, start their own as before."""
+
+    def __init__(self, root: Path, data: str, stack: contextlib.ExitStack) -> None:
+        self.root, self.data, self.stack = root, data, stack
+        self.job: Job | None = None
+        self.started = 0
+
+    def look(self) -> Job:
+        """The shared job, running (started now, in a folder of its own, if there is none)."""
+        if self.job is None or self.job.proc.poll() is not None:
+            self.started += 1
+            (folder := self.root / f"job{self.started}").mkdir()
+            self.job = self.stack.enter_context(training(folder, self.data))
+        return self.job
+
+    @contextlib.contextmanager
+    def stopping(self, tmp_path: Path) -> Iterator[Job]:
+        """The shared job if it still runs (it is the caller's to stop), else a job of its own."""
+        job, self.job = self.job, None
+        if job is not None and job.proc.poll() is None:
+            yield job
+            return
+        with training(tmp_path, self.data) as job:
+            yield job
+
+
+@pytest.fixture(scope="module")
+def shared(folders, tmp_path_factory) -> Iterator[SharedJob]:
+    with contextlib.ExitStack() as stack:   # its cleanup kills whatever a started job left running
+        yield SharedJob(tmp_path_factory.mktemp("shared"), folders["good"], stack)
+
+
+def _loopback(ip: str) -> bool:
+    addr = ipaddress.ip_address(ip.split("%")[0])
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped
+    return addr.is_loopback
+
+
+@pytest.mark.timeout(300)
+def test_every_listening_socket_is_on_loopback(shared):
+    job = shared.look()   # left running: the next test that stops a job stops this one
+    listening: dict[int, list[str]] = {}
+    for p in job.tree:
+        conns = p.net_connections(kind="tcp")
+        listening[p.pid] = [f"{c.laddr.ip}:{c.laddr.port}" for c in conns if c.status == psutil.CONN_LISTEN]
+    everything = [(pid, a) for pid, addrs in listening.items() for a in addrs]
+    wide = [(pid, a) for pid, a in everything if not _loopback(a.rsplit(":", 1)[0])]
+    assert wide == [], f"listening beyond loopback: {wide} (all: {listening})"
+    assert len(listening[job.agent.pid]) == 2, listening  # the rendezvous store and the ranks' store
+    for rank in job.ranks:
+        assert len(listening[rank.pid]) >= 1, listening  # gloo's listener
+    assert listening[job.proc.pid] == []  # gnn-dist itself listens on nothing
+    for rank in job.ranks:  # how: the ranks' store address, gloo's interface, their agent's pid
+        env = rank.environ()
+        assert (env["MASTER_ADDR"], env["GLOO_SOCKET_IFNAME"]) == ("127.0.0.1", "lo")
+        assert env["GNN_DIST_AGENT_PID"] == str(job.agent.pid)
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_a_signal_to_gnn_dist_stops_the_whole_tree(folders, tmp_path, sig, code):
-    with training(tmp_path, folders["good"]) as job:
+def test_a_signal_to_gnn_dist_stops_the_whole_tree(shared, tmp_path, sig, code):
+    with shared.stopping(tmp_path) as job:
         sent = time.monotonic()
         job.proc.send_signal(sig)
         assert job.wait(STOP_BOUND_S + 5) == code, job.output()[-4000:]
@@ -171,8 +236,8 @@ def test_a_signal_to_gnn_dist_stops_the_whole_tree(folders, tmp_path, sig, code)
 
 
 @pytest.mark.timeout(300)
-def test_ranks_exit_when_the_agent_is_killed(folders, tmp_path):
-    with training(tmp_path, folders["good"]) as job:
+def test_ranks_exit_when_the_agent_is_killed(shared, tmp_path):
+    with shared.stopping(tmp_path) as job:
         agent, ranks = job.agent, job.ranks
         agent.kill()
         killed = time.monotonic()
@@ -185,39 +250,12 @@ def test_ranks_exit_when_the_agent_is_killed(folders, tmp_path):
 
 
 @pytest.mark.timeout(300)
-def test_the_agent_stops_the_ranks_when_gnn_dist_is_killed(folders, tmp_path):
-    with training(tmp_path, folders["good"]) as job:
+def test_the_agent_stops_the_ranks_when_gnn_dist_is_killed(shared, tmp_path):
+    with shared.stopping(tmp_path) as job:
         job.proc.kill()
         killed = time.monotonic()
         job.wait(10)
         _wait_gone(job.tree, STOP_BOUND_S, killed)  # (their log went to the dead gnn-dist's pipe)
-
-
-def _loopback(ip: str) -> bool:
-    addr = ipaddress.ip_address(ip.split("%")[0])
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        addr = addr.ipv4_mapped
-    return addr.is_loopback
-
-
-@pytest.mark.timeout(300)
-def test_every_listening_socket_is_on_loopback(folders, tmp_path):
-    with training(tmp_path, folders["good"]) as job:
-        listening: dict[int, list[str]] = {}
-        for p in job.tree:
-            conns = p.net_connections(kind="tcp")
-            listening[p.pid] = [f"{c.laddr.ip}:{c.laddr.port}" for c in conns if c.status == psutil.CONN_LISTEN]
-        everything = [(pid, a) for pid, addrs in listening.items() for a in addrs]
-        wide = [(pid, a) for pid, a in everything if not _loopback(a.rsplit(":", 1)[0])]
-        assert wide == [], f"listening beyond loopback: {wide} (all: {listening})"
-        assert len(listening[job.agent.pid]) == 2, listening  # the rendezvous store and the ranks' store
-        for rank in job.ranks:
-            assert len(listening[rank.pid]) >= 1, listening  # gloo's listener
-        assert listening[job.proc.pid] == []  # gnn-dist itself listens on nothing
-        for rank in job.ranks:  # how: the ranks' store address, gloo's interface, their agent's pid
-            env = rank.environ()
-            assert (env["MASTER_ADDR"], env["GLOO_SOCKET_IFNAME"]) == ("127.0.0.1", "lo")
-            assert env["GNN_DIST_AGENT_PID"] == str(job.agent.pid)
 
 
 @pytest.mark.timeout(300)

@@ -17,17 +17,35 @@ from .njit import cached_njit
 __all__ = ["keep_mask", "masked_scale", "relu_dropout", "relu_dropout_backward"]
 
 
-@cached_njit(parallel=True)
-def _keep_rows(ids: np.ndarray, base: np.uint64, threshold: np.uint64, out: np.ndarray) -> None:
-    """out bool [N, F]: ``(mix(absorb(base, ids[i]) + mix(j + GOLDEN)) >> 32) >= threshold``."""
-    width = out.shape[1]
+@cached_njit()
+def _column_keys(width: int) -> np.ndarray:
+    """uint64 ``[width]``: each feature's hash, ``mix(j + GOLDEN)``."""
     cols = np.empty(width, dtype=np.uint64)
     for j in range(width):
         cols[j] = mix64(np.uint64(j) + GOLDEN64)
+    return cols
+
+
+@cached_njit()
+def _row_key(base: np.uint64, node_id: np.int64) -> np.uint64:
+    """A row's hash, ``mix(absorb(base, id))``."""
+    return mix64(base + mix64(np.uint64(node_id) + GOLDEN64))
+
+
+@cached_njit()
+def _kept(row: np.uint64, col: np.uint64, threshold: np.uint64) -> bool:
+    """Whether the dropout keeps the element of row hash ``row`` and feature hash ``col``."""
+    return (mix64(row + col) >> np.uint64(32)) >= threshold
+
+
+@cached_njit(parallel=True)
+def _keep_rows(ids: np.ndarray, base: np.uint64, threshold: np.uint64, out: np.ndarray) -> None:
+    """out bool [N, F]: ``(mix(absorb(base, ids[i]) + mix(j + GOLDEN)) >> 32) >= threshold``."""
+    cols = _column_keys(out.shape[1])
     for i in numba.prange(out.shape[0]):
-        row = mix64(base + mix64(np.uint64(ids[i]) + GOLDEN64))
-        for j in range(width):
-            out[i, j] = (mix64(row + cols[j]) >> np.uint64(32)) >= threshold
+        row = _row_key(base, ids[i])
+        for j in range(out.shape[1]):
+            out[i, j] = _kept(row, cols[j], threshold)
 
 
 def keep_mask(row_ids: np.ndarray, base: int, threshold: int, width: int) -> np.ndarray:
@@ -68,16 +86,13 @@ KEPT = np.uint8(1)
 @cached_njit(parallel=True)
 def _relu_dropout(x: np.ndarray, ids: np.ndarray, base: np.uint64, threshold: np.uint64, scale: np.float32,
                   out: np.ndarray, code: np.ndarray) -> None:
-    width = x.shape[1]
-    cols = np.empty(width, dtype=np.uint64)
-    for j in range(width):
-        cols[j] = mix64(np.uint64(j) + GOLDEN64)
+    cols = _column_keys(x.shape[1])
     one = np.float32(1.0)
     zero = np.float32(0.0)
     for i in numba.prange(x.shape[0]):
-        row = mix64(base + mix64(np.uint64(ids[i]) + GOLDEN64))
-        for j in range(width):
-            keep = (mix64(row + cols[j]) >> np.uint64(32)) >= threshold
+        row = _row_key(base, ids[i])
+        for j in range(x.shape[1]):
+            keep = _kept(row, cols[j], threshold)
             v = x[i, j]
             r = zero if v < zero else v          # torch.relu: -0.0 and NaN pass as they are
             out[i, j] = r * (one if keep else zero) * scale

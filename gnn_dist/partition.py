@@ -78,6 +78,8 @@ class LocalPartition:
     ``link_*_rel.npy`` files); None otherwise."""
     _layer: int | None = field(default=None, init=False, repr=False)
     """The layer :meth:`run_layer` is running (its exchange's tag), or None."""
+    maps_before_exchange = True
+    """Its exchange is exact: a narrowing layer's mapped rows travel (:func:`~gnn_dist.nn.part.exchange_then_run`)."""
 
     @functools.cached_property
     def x(self) -> torch.Tensor | None:

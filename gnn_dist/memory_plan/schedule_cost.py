@@ -33,7 +33,8 @@ all the weights. Per layer (:func:`halo_row_bytes`, on :func:`.saved.layer_shape
     h_0 = \begin{cases} 0 & \text{static halo} \\ F_\text{in} b_\text{features} & \text{otherwise}\end{cases}
     \ \text{(a store-fed first layer)}
 
-``w_l`` the layer's input width (``F``; GAT's heads x per-head width, ``F`` too), ``b_rows`` and
+``w_l`` the layer's input width (``F``; GAT's heads x per-head width, ``F`` too; under ``sync`` a
+GCN or GraphSAGE layer that narrows sends its output width, the mapped rows), ``b_rows`` and
 ``b_grads`` the wire bytes of ``--halo-dtype``, else of ``--precision`` (:func:`wire_row_bytes`:
 a quantised row adds its header), ``b_features`` float32's or ``--halo-dtype``'s. The first layer of
 GCN, GraphSAGE, GAT and GIN reads the features, which need no gradient: it sends ``F_in``-wide
@@ -213,19 +214,22 @@ def _per_row(wire: Wire) -> Callable[[int], float]:
 
 
 def halo_row_bytes(shapes: Sequence[LayerShape], *, store_fed: bool, static_halo: bool, wire: Wire,
-                   grad_wire: Wire | None = None, feature_wire: Wire = 4.0) -> tuple[float, ...]:
+                   grad_wire: Wire | None = None, feature_wire: Wire = 4.0, mapped: bool = False) -> tuple[float, ...]:
     """``h_l`` of each layer (:func:`.saved.layer_shapes`): its input's ``w_in``-wide rows forward in
     ``wire`` and their gradients back in ``grad_wire`` (default ``wire``); a store-fed first layer
     (``store_fed``: its input is the features, which need no gradient) sends its ``F_in``-wide rows
     forward only, in ``feature_wire``, and nothing per epoch with the ``static_halo`` cache
-    (fetched once, at the start)."""
+    (fetched once, at the start). ``mapped``: a layer that narrows (``w_out < w_in``) sends its
+    ``w_out``-wide mapped rows and their gradients instead (``sync``, the models'
+    ``exchanges_mapped_rows``)."""
     fwd, feat = _per_row(wire), _per_row(feature_wire)
     back = fwd if grad_wire is None else _per_row(grad_wire)
 
     def row(s: LayerShape) -> float:
         if store_fed and s.index == 0:
             return 0.0 if static_halo else feat(s.w_in)
-        return fwd(s.w_in) + back(s.w_in)
+        w = min(s.w_in, s.w_out) if mapped else s.w_in
+        return fwd(w) + back(w)
     return tuple(row(s) for s in shapes)
 
 
@@ -247,13 +251,15 @@ def workload_row_bytes(workload: Any, sizes: Any, *, staged: bool = False) -> tu
     with the run's static halo and ``--halo-dtype`` (else ``--precision``) wire; ``staged``: the
     layer-parallel trainer's stages, which have no static halo and send rows as computed. Layer 0's
     features travel as float32 (or in ``--halo-dtype``): autocast starts at the first map."""
+    from ..models.spec import model_spec
     from .model import _layers, _store_fed
 
     wire = workload.precision if staged else (workload.halo_dtype or workload.precision)
     features = "fp32" if staged else (workload.halo_dtype or "fp32")
+    mapped = not staged and workload.pipeline == "sync" and model_spec(workload.model).exchanges_mapped_rows
     return halo_row_bytes(_layers(workload, sizes), store_fed=_store_fed(workload),
                           static_halo=workload.static_halo and not staged, wire=wire_row_bytes(wire),
-                          feature_wire=wire_row_bytes(features))
+                          feature_wire=wire_row_bytes(features), mapped=mapped)
 
 
 def _divisors(n: int) -> list[int]:

@@ -184,6 +184,10 @@ class BasicGNN(nn.Module):
 class GCN(BasicGNN):
     """Graph convolutional network: :class:`~gnn_dist.nn.GCNConv` layers (see :class:`BasicGNN`)."""
 
+    exchanges_mapped_rows = True
+    """A layer narrowing its rows (``F_out < F_in``) sends its mapped rows under ``sync`` (the
+    convs' ``narrows``; the planner's halo bytes, :func:`gnn_dist.memory_plan.schedule_cost.halo_row_bytes`)."""
+
     def init_conv(self, in_channels: int, out_channels: int, *, last: bool, **kwargs: Any) -> nn.Module:
         return GCNConv(in_channels, out_channels, **kwargs)
 
@@ -192,6 +196,10 @@ class GCN(BasicGNN):
 class GraphSAGE(BasicGNN):
     """GraphSAGE with mean aggregation: :class:`~gnn_dist.nn.SAGEConv` layers (see :class:`BasicGNN`);
     ``init`` (``--sage-init``) is every layer's initialisation (:data:`~gnn_dist.nn.sage_conv.SAGE_INITS`)."""
+
+    exchanges_mapped_rows = True
+    """A layer narrowing its rows (``F_out < F_in``) sends its mapped rows under ``sync`` (the
+    convs' ``narrows``; the planner's halo bytes, :func:`gnn_dist.memory_plan.schedule_cost.halo_row_bytes`)."""
 
     def init_conv(self, in_channels: int, out_channels: int, *, last: bool, **kwargs: Any) -> nn.Module:
         return SAGEConv(in_channels, out_channels, **kwargs)

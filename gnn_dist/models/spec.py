@@ -69,6 +69,12 @@ class ModelSpec:
         return bool(getattr(self.model_cls, "accepts_layer_input", False))
 
     @property
+    def exchanges_mapped_rows(self) -> bool:
+        """Its layers that narrow their rows send the mapped rows under ``sync``
+        (:func:`gnn_dist.nn.part.exchange_then_run`): what the planner counts as their halo width."""
+        return bool(getattr(self.model_cls, "exchanges_mapped_rows", False))
+
+    @property
     def jk_modes(self) -> tuple[str, ...]:
         """The ``jk`` modes the model takes."""
         return tuple(getattr(self.model_cls, "jk_modes", ("last",)))

@@ -80,6 +80,11 @@ class DecomposableLayer(Protocol):
         """Two partial aggregates of disjoint source groups as one."""
         ...
 
+    # Optional: ``narrows(x) -> bool``, whether :meth:`begin` on rows ``x`` (not ``raw``) maps them
+    # to fewer columns before aggregating them. A schedule whose exchange is exact then maps the
+    # inner rows and exchanges the narrower mapped rows (:func:`gnn_dist.nn.part.exchange_then_run`);
+    # :meth:`transform` is not called. Without it the input rows are exchanged.
+
     def update(self, acc: Any, ctx: Any) -> torch.Tensor:
         """The output ``[D, F']`` from the aggregate of every source (``acc`` is not modified).
 

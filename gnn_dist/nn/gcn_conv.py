@@ -93,6 +93,11 @@ class GCNConv(nn.Module):
         lin_passes = 1 + int(grad and (x_src.requires_grad or self.lin.weight.requires_grad))
         return self.in_channels * agg_passes <= self.out_channels * lin_passes
 
+    def narrows(self, x: torch.Tensor) -> bool:
+        """The linear map comes first (:meth:`aggregates_first`) and narrows the rows: the mapped
+        rows may travel instead."""
+        return self.out_channels < self.in_channels and not self.aggregates_first(x)
+
     # ---------------------------------------------------------------- the layer protocol
     linear_aggregation = True
     """The aggregation is linear and, aggregating first, reads no parameter (``begin(raw=True)``)."""

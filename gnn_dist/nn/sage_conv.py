@@ -86,6 +86,10 @@ class SAGEConv(nn.Module):
     linear_aggregation = True
     """The mean is linear and, on the input rows, reads no parameter (``begin(raw=True)``)."""
 
+    def narrows(self, x: torch.Tensor) -> bool:
+        """``W_2`` comes before the mean (``F_out < F_in``): the mapped rows may travel instead."""
+        return self.out_channels < self.in_channels
+
     def begin(self, block: Block, x_first: torch.Tensor, dropout_key: DropoutKey | None = None, *,
               raw: bool = False) -> tuple[_SAGEContext, torch.Tensor]:
         """Applies ``W_2`` before the mean when it narrows the rows (not when ``raw``)."""

@@ -17,7 +17,10 @@ Modes, per layer ``l`` with ``I`` inner rows, ``S = I + H`` source rows and widt
            heads)
 ``layers`` the region is the conv and its activation (ReLU, dropout), from the layer's exchanged
            rows ``[S, w]``, which are kept: no extra communication. Schedules that exchange before
-           the layer: ``sync``, ``stale`` (its halo rows are last epoch's).
+           the layer: ``sync``, ``stale`` (its halo rows are last epoch's). A layer that narrows
+           its rows under ``sync`` exchanges its mapped rows from inside the layer
+           (:func:`~gnn_dist.nn.part.exchange_then_run`): it runs as in the plain run (it keeps
+           its ``[I, w]`` input and ``[S, w']`` mapped rows, ``w' < w``: no more than a region's input).
 ``all``    the region also holds the exchange, from the inner rows ``[I, w]`` alone: backward
            exchanges the halo rows once more (one more forward exchange per layer, counted in the
            step's bytes; keyed stochastic rounding sends the same rows again). ``sync`` only: a
@@ -45,7 +48,7 @@ from torch.utils.checkpoint import checkpoint
 from ..config.registry import register_check, register_choices
 from ..nn import Block, DropoutKey
 from ..nn.dropout import call_conv
-from ..nn.part import Activation, LayerInput
+from ..nn.part import Activation, LayerInput, maps_before_exchange
 
 __all__ = ["RECOMPUTE_MODES", "RecomputeView", "recompute_error", "with_recompute"]
 
@@ -111,6 +114,9 @@ class RecomputeView:
         if self.mode == "all":
             return _region(lambda x: view.run_layer(index, conv, x, dropout_key=dropout_key, activation=activation),
                            h)
+        if maps_before_exchange(view, conv, h):
+            # its exchanged rows are the mapped ones, inside the layer: run as the plain run does
+            return view.run_layer(index, conv, h, dropout_key=dropout_key, activation=activation)
         return view.run_layer(index, _Recomputed(conv, activation), h, dropout_key=dropout_key, activation=None)
 
     def __repr__(self) -> str:

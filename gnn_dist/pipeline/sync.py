@@ -30,6 +30,10 @@ class SyncPipeline(ExchangeBeforeLayer, Stateless):
         options: the schedule's configuration (unused: ``sync`` has no options of its own).
         subset_fn: boundary sampling, or None.
         transport: the wire dtype and simulated link of the exchanges.
+        maps_before_exchange: a layer that narrows its rows (``F_out < F_in``) maps its inner
+            rows first and the mapped rows travel (:func:`~gnn_dist.nn.part.exchange_then_run`);
+            False: every layer's input rows travel, as under ``overlap`` and ``stale`` (the same
+            rows a peer system sends; the same rows rounded under a lossy wire format).
     """
 
     recompute_modes = ("none", "layers", "all")
@@ -37,8 +41,10 @@ class SyncPipeline(ExchangeBeforeLayer, Stateless):
     name = "sync"
 
     def __init__(self, block: Block, exchanger: HaloExchanger, options: Any = None, *,
-                 subset_fn: SubsetFn | None = None, transport: Transport = EXACT) -> None:
+                 subset_fn: SubsetFn | None = None, transport: Transport = EXACT,
+                 maps_before_exchange: bool = True) -> None:
         self.block = block
+        self.maps_before_exchange = maps_before_exchange
         self.exchanger = exchanger
         self.subset_fn = subset_fn
         self.transport = transport

@@ -4,6 +4,7 @@ against what the layer-parallel trainer sends, and against the recorded benchmar
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -144,20 +145,22 @@ def _graph_record(rank, world_size, path, layers, static_halo, wire):
     return trainer.fit(1)[-1]
 
 
-@pytest.mark.parametrize("layers,static_halo,wire,hidden_row", [(2, True, {}, 2 * 8 * 4), (3, False, {}, 2 * 8 * 4),
-                                                                 (3, False, {"halo_dtype": "int8"}, 2 * (8 + 6))])
-def test_the_model_counts_what_the_graph_trainer_sends(tmp_path, layers, static_halo, wire, hidden_row):
+@pytest.mark.parametrize("layers,static_halo,wire,value_bytes,header", [(2, True, {}, 4, 0), (3, False, {}, 4, 0),
+                                                                     (3, False, {"halo_dtype": "int8"}, 1, 6)])
+def test_the_model_counts_what_the_graph_trainer_sends(tmp_path, layers, static_halo, wire, value_bytes, header):
     """GCN on 2 ranks: layer 0 reads the features (no gradient back; nothing per epoch with the
-    static halo), later layers send 8-wide rows and gradients (int8: a byte a value and a 6-byte
+    static halo), the hidden layers send 8-wide rows and gradients, the output layer (8 -> C
+    classes, narrowing) its C-wide mapped rows and gradients (int8: a byte a value and a 6-byte
     header a row): the predicted graph-sync halo bytes are the recorded ones."""
     folder = write(make_graph(), 2, tmp_path / "two")
     recs = run_ranks(_graph_record, 2, folder, layers, static_halo, wire, timeout=120)
     sizes = sizes_from_meta(load_partition_meta(folder))
     workload = Workload(model="gcn", hidden=8, layers=layers, static_halo=static_halo, **wire)
     rows = workload_row_bytes(workload, sizes[0])
-    F = sizes[0].feature_dim
+    F, C = sizes[0].feature_dim, sizes[0].num_classes
+    assert C < 8
     feature = 0 if static_halo else (F + 6 if wire else F * 4)
-    assert rows == (feature,) + (hidden_row,) * (layers - 1)
+    assert rows == (feature,) + tuple(2 * (w * value_bytes + header) for w in [8] * (layers - 2) + [C])
     model = ScheduleModel(layers, 8, params=0, row_bytes=rows)
     H = sum(s.halo for s in sizes)
     sync = schedule_costs(ScheduleGraph(sum(s.inner for s in sizes), 1, {2: H}), model, 2)[0]
@@ -176,7 +179,9 @@ def test_the_per_layer_rule(tmp_path):
     assert workload_row_bytes(Workload(model="gcnii", hidden=16, layers=3, precision="bf16"), part) == (64,) * 3
     # --halo-dtype int8 on graph sync (the features too, without the static halo); the stages send as computed
     sage = Workload(model="sage", hidden=16, layers=2, static_halo=False, halo_dtype="int8")
-    assert workload_row_bytes(sage, part) == (2 + 6, 2 * (16 + 6))   # a 6-byte header a quantised row
+    # a 6-byte header a quantised row; the output layer (16 -> 2 classes) sends its mapped rows
+    assert workload_row_bytes(sage, part) == (2 + 6, 2 * (part.num_classes + 6)) and part.num_classes == 2
+    assert workload_row_bytes(dataclasses.replace(sage, pipeline="stale"), part) == (2 + 6, 2 * (16 + 6))
     assert workload_row_bytes(sage, part, staged=True) == (8, 128)
     model = ScheduleModel(2, 16, 100, row_bytes=(0, 32), staged_row_bytes=(8, 128))
     graph_sync, layer = schedule_costs(ScheduleGraph(6, 10, {2: 2}), model, 2)

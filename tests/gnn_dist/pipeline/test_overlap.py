@@ -38,16 +38,21 @@ def _build(name: str, in_dim: int, out_dim: int, dropout: float) -> Any:
 
 
 def _train(rank: int, world_size: int, path: str) -> dict:
-    """Every model through the trainer (its first-layer input: the static halo cache), sync and
-    overlap: one step's outputs and local gradients, then the history of ``EPOCHS`` epochs."""
+    """Every model through the trainer (its first-layer input: the static halo cache), sync (its
+    input rows travelling, as overlap's do), overlap and sync as it runs by default (``mapped``: a
+    narrowing layer's mapped rows travel): one step's outputs and local gradients, then the
+    history of ``EPOCHS`` epochs."""
     import gnn_dist
 
     part = gnn_dist.load_partition(path)
     out = {}
     for name in MODELS:
-        for mode in ("sync", "overlap"):
+        for mode in ("sync", "overlap", "mapped"):
             model = _build(name, part.feature_dim, part.num_classes, DROPOUT)
-            trainer = gnn_dist.Trainer(model, part, lr=0.05, weight_decay=5e-4, log_every=0, pipeline=mode)
+            trainer = gnn_dist.Trainer(model, part, lr=0.05, weight_decay=5e-4, log_every=0,
+                                       pipeline="sync" if mode == "mapped" else mode)
+            if mode == "sync":   # the rows overlap sends: every layer's input rows
+                trainer.pipeline.maps_before_exchange = False
             assert trainer.inputs is not None and not trainer.inputs.needs_exchange
             # one forward/backward at the initial weights: outputs and local gradients
             model.train()
@@ -87,7 +92,10 @@ LONELY = 2
 
 def _job(rank: int, world_size: int, paths: dict[str, str], features: np.ndarray) -> dict:
     more = _schedule if world_size == 2 else _variants
+    import gnn_dist
+
     return {"train": _train(rank, world_size, paths["random"]),
+            "classes": gnn_dist.load_partition(paths["random"]).num_classes,
             more.__name__: more(rank, world_size, paths["local"], features)}
 
 
@@ -116,6 +124,38 @@ def test_overlap_equals_sync(request, ranks):
             _assert_same(got, ref, name)
             assert got["acc"] == ref["acc"], name
             assert got["bytes"] == ref["bytes"], name
+
+
+NARROWING = ("gcn", "sage")
+"""The models whose output layer maps its rows to fewer columns (hidden 8, fewer classes) before
+aggregating them (``narrows``): under ``sync`` their mapped rows travel."""
+
+
+@pytest.mark.parametrize("ranks", ["two_ranks", "three_ranks"])
+def test_sync_sends_a_narrowing_layers_mapped_rows_and_trains_the_same(request, ranks):
+    """The mapped rows' exchange computes each halo row's map on its owner: the same logits and the
+    same gradients summed over the ranks (each rank's own share moves with the rows), the same
+    losses and weights, up to the order of float additions; the output layer's bytes shrink by
+    ``F_out / F_in`` (forward and backward), the other layers' do not change."""
+    results = request.getfixturevalue(ranks)
+    for name in MODELS:
+        runs = [(r["train"][(name, "mapped")], r["train"][(name, "sync")]) for r in results]
+        for got, ref in runs:
+            torch.testing.assert_close(got["step"]["logits"], ref["step"]["logits"], rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(got["loss"], ref["loss"], rtol=1e-6, atol=1e-6, err_msg=name)
+            assert got["acc"] == ref["acc"], name
+            for k, v in ref["params"].items():
+                torch.testing.assert_close(got["params"][k], v, rtol=1e-5, atol=1e-6, msg=lambda m, k=k: f"{name} {k}: {m}")
+        for k in runs[0][1]["step"]["grads"]:
+            summed = [sum(run[i]["step"]["grads"][k] for run in runs) for i in (0, 1)]
+            torch.testing.assert_close(*summed, rtol=1e-6, atol=1e-6, msg=lambda m, k=k: f"{name} grad {k}: {m}")
+        for (got, ref), res in zip(runs, results):
+            mapped, plain = got["bytes"][-1], ref["bytes"][-1]   # the last epoch's, per layer
+            assert mapped[:-1] == plain[:-1] and plain[-1] > 0, name
+            if name in NARROWING:
+                assert mapped[-1] * 8 == plain[-1] * res["classes"], (name, mapped, plain)
+            else:
+                assert mapped == plain, name
 
 
 # ------------------------------------------------------------------ the schedule's variants
@@ -262,15 +302,15 @@ def _variants(rank: int, world_size: int, path: str, features: np.ndarray) -> di
     # input runs layer 0 with an exchange, each later layer in chunks (every model); the
     # LayerInput (static) runs through the trainer in test_overlap_equals_sync, its variants here.
     runs = {
-        "sync/tensor": (lambda: SyncPipeline(part.block, ex), "tensor", None),
+        "sync/tensor": (lambda: SyncPipeline(part.block, ex, maps_before_exchange=False), "tensor", None),
         "overlap4/tensor": (lambda: OverlapPipeline(part.block, ex), "tensor", None),
         "overlap0/tensor": (lambda: OverlapPipeline(part.block, ex, chunks(0)), "tensor", None),
-        "sync/static": (lambda: SyncPipeline(part.block, ex), "static", None),
+        "sync/static": (lambda: SyncPipeline(part.block, ex, maps_before_exchange=False), "static", None),
         "overlap1/static": (lambda: OverlapPipeline(part.block, ex, chunks(1)), "static", None),
         "overlap64/static": (lambda: OverlapPipeline(part.block, ex, chunks(64)), "static", None),
-        "sync/static/bns": (lambda: SyncPipeline(part.block, ex, subset_fn=sampler), "static", None),
+        "sync/static/bns": (lambda: SyncPipeline(part.block, ex, subset_fn=sampler, maps_before_exchange=False), "static", None),
         "overlap4/static/bns": (lambda: OverlapPipeline(part.block, ex, subset_fn=sampler), "static", None),
-        "sync/static/bf16": (lambda: SyncPipeline(part.block, ex), "static", torch.bfloat16),
+        "sync/static/bf16": (lambda: SyncPipeline(part.block, ex, maps_before_exchange=False), "static", torch.bfloat16),
         "overlap4/static/bf16": (lambda: OverlapPipeline(part.block, ex), "static", torch.bfloat16),
     }
     every_model = ("sync/tensor", "overlap4/tensor")

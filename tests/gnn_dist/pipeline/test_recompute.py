@@ -147,7 +147,11 @@ def test_recompute_keeps_less_for_backward_and_the_same_gradients(name):
     grads = {}
     for mode in ("none", "layers", "all"):
         kept[mode], grads[mode] = _kept_bytes(copy.deepcopy(model), mode)
-    assert kept["all"] == kept["layers"] < kept["none"]   # one device: no halo rows to keep or not
+    if name == "gat":
+        assert kept["all"] == kept["layers"] < kept["none"]   # one device: no halo rows to keep or not
+    else:   # GCN's output layer narrows (64 -> 4): 'layers' runs it as the plain run does (its
+        # exchanged rows are its mapped ones), 'all' recomputes it from its input
+        assert kept["all"] < kept["layers"] < kept["none"]
     # about one [n, 64] input per layer against the whole forward (ReLU and dropout keep 1 byte an
     # element together: GCN's forward keeps 1.36x what recompute keeps, GAT's ELU 8x)
     assert kept["all"] <= (0.75 if name == "gcn" else 0.5) * kept["none"], kept

@@ -346,7 +346,7 @@ def _resize_partition(config: RunConfig, stages: int, validate: bool) -> tuple[s
     try:
         folder, cut = plan_partition(config.data.data, parts, config.data.repartition_on_resize,
                                      config.trainer.checkpoint.checkpoint_dir)
-    except ValueError as exc:   # an unreadable family or folder, a typed folder
+    except ValueError as exc:   # an unreadable family or folder, one that cannot be re-cut
         raise UsageError(f"{PROG}: error: --data {exc}") from None
     if validate and cut is not None and not Path(folder, "partition.json").is_file():
         return str(cut.source), None

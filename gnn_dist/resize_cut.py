@@ -6,7 +6,9 @@ When the job's graph parts (``WORLD_SIZE`` / stages) have no member in the famil
 ``CHECKPOINT_DIR/partitions/pP`` instead of refusing, with the :class:`ResizeCut` that makes it:
 rank 0, holding the checkpoint folder's run lock (so exactly one process of one job cuts), reads the
 family's largest member (or the folder) back by original ids and cuts it with a streaming method
-(:mod:`partitioners.io.partition_input`: memory-mapped, a part at a time), after one line saying
+(:mod:`partitioners.io.partition_input`: memory-mapped, a part at a time; a typed folder by
+:mod:`partitioners.hetero.partition_input`, its relations, per-type node data and learnable
+types' ids kept), after one line saying
 what it will need (the partitioner's memory estimate, refused like ``gnn-dist partition
 --max-memory`` when over the available memory) and one line with the time it took. The new folder
 has the old one's graph fingerprint (checked), so the resume from the last checkpoint is exact (sync
@@ -83,13 +85,13 @@ class ResizeCut:
     def _cut(self) -> None:
         from partitioners.api import partition_graph
         from partitioners.format import load_partition_meta
-        from partitioners.io.partition_input import input_size, read_partition_input
+        from partitioners.io.partition_input import input_size, read_partition_input, scratch_bytes
         from partitioners.memory import format_bytes, guard_memory
 
         size = input_size(self.source)
         estimate, limit = guard_memory(size, self.method, self.num_parts, refine=False, limit=None,
                                        what=str(self.source), log_estimate=False)
-        scratch = 20 * size.num_edges + size.num_nodes * (size.feature_bytes + size.label_bytes + size.num_masks)
+        scratch = scratch_bytes(size)
         log.info(f"--repartition-on-resize: no partition of {self.num_parts} parts; cutting {self.source} into "
                  f"{self.num_parts} parts with {self.method} into {self.target}: memory {estimate.describe()} "
                  f"(available {format_bytes(limit)}), scratch disk ~{format_bytes(scratch)} beside it")
@@ -135,6 +137,6 @@ def plan_partition(data: str, num_parts: int, method: str, checkpoint_dir: str) 
     elif load_partition_meta(data).num_parts == num_parts:
         return data, None
     source = source_folder(data)
-    input_size(source)   # a typed folder is refused here (one line), before any rank starts
+    input_size(source)   # a folder that cannot be re-cut is refused here (one line), before any rank starts
     target = Path(checkpoint_dir) / PARTITIONS_DIR / member_dir_name(num_parts)
     return str(target), ResizeCut(source, target, num_parts, method)

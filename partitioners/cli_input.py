@@ -178,16 +178,22 @@ def _check_partition_input(args: argparse.Namespace, flags: list[str]) -> None:
     """A partition folder as ``--input``: re-cut as it is (:mod:`.io.partition_input`); the flags
     that would change its graph, or apply again what it already applied, are refused."""
     from .cli_args import UsageError
+    from .cli_typed import typed_flags
     from .io.partition_input import source_folder
     from .format import load_partition_meta
 
     cleaning = [f"--{c.replace('_', '-')}" for c in _CLEANING if getattr(args, c)]
-    given = flags + cleaning + (["--edge-split"] if args.edge_split is not None else [])
+    given = flags + cleaning + [flag for flag, on in typed_flags(args) if on]
+    given += ["--edge-split"] if args.edge_split is not None else []
     if given:
         raise UsageError(f"{given[0]}: --input {args.input} is a partition folder, re-cut with the graph, node "
-                         f"data and split it holds (its cleaning and split were applied when it was first "
-                         f"partitioned); drop {given[0]}, or partition the original input with it")
-    done = load_partition_meta(source_folder(args.input)).raw.get("normalize_features")
+                         f"data and split it holds (its cleaning, split and reverse relations were applied when "
+                         f"it was first partitioned); drop {given[0]}, or partition the original input with it")
+    meta = load_partition_meta(source_folder(args.input))
+    if args.normalize_features is not None and meta.hetero is not None:
+        raise UsageError(f"--normalize-features applies to homogeneous inputs; {args.input} is a typed partition "
+                         f"folder whose per-type features are carried as they are: drop --normalize-features")
+    done = meta.raw.get("normalize_features")
     if args.normalize_features is not None and done is not None:
         raise UsageError(f"--normalize-features {args.normalize_features}: the features of {args.input} are "
                          f"already normalised ({done}, partition.json normalize_features) and are carried as "

@@ -16,9 +16,10 @@ import os
 from typing import Any
 
 from .errors import GraphError
+from .io.partition_input import PARTITION_FORMAT
 
 __all__ = ["OUT_OF_CORE_FORMAT", "add_typed_arguments", "check_typed_request", "input_formats", "is_typed_format",
-           "open_typed_npy_dir_input", "read_typed_input", "typed_dataset", "typed_edge_split",
+           "open_typed_npy_dir_input", "read_typed_input", "typed_dataset", "typed_edge_split", "typed_flags",
            "typed_untrainable_warning"]
 
 _HOMOGENEOUS_FLAGS = {
@@ -79,8 +80,9 @@ def check_typed_request(args: argparse.Namespace, fmt: str | None) -> bool:
         _check_dataset(args)
         return False
     if not is_typed_format(fmt or ""):
-        for flag, on in (("--add-reverse", args.add_reverse), ("--target-type", args.target_type is not None),
-                         ("--target-relation", bool(args.target_relations))):
+        if fmt == PARTITION_FORMAT:   # typed or not: cli_input refuses what would change its graph
+            return False
+        for flag, on in typed_flags(args):
             if on:
                 fix = "; use --symmetrize to add the reverse edges" if flag == "--add-reverse" else ""
                 raise UsageError(f"{flag} applies to typed inputs (--input-format {_typed_names()}); {args.input} "
@@ -102,6 +104,12 @@ def check_typed_request(args: argparse.Namespace, fmt: str | None) -> bool:
     return True
 
 
+def typed_flags(args: argparse.Namespace) -> tuple[tuple[str, bool], ...]:
+    """``(flag, given)`` of the typed-input flags."""
+    return (("--add-reverse", args.add_reverse), ("--target-type", args.target_type is not None),
+            ("--target-relation", bool(args.target_relations)))
+
+
 def _check_dataset(args: argparse.Namespace) -> None:
     from .catalog import dataset_info
     from .cli_args import UsageError
@@ -110,7 +118,7 @@ def _check_dataset(args: argparse.Namespace) -> None:
     if args.add_reverse:
         why = "has its reverse relations already" if typed else "is not typed: --symmetrize is the homogeneous flag"
         raise UsageError(f"--add-reverse applies to typed --input; --dataset {args.dataset} {why}")
-    for flag, on in (("--target-type", args.target_type is not None), ("--target-relation", bool(args.target_relations))):
+    for flag, on in typed_flags(args)[1:]:
         if on and not typed:
             raise UsageError(f"{flag} applies to typed graphs; --dataset {args.dataset} has one node type")
 

@@ -81,6 +81,10 @@ class GraphSize:
     rebalance (:func:`partitioners.hetero.partition.rebalance_typed`) holds their int64 ``[C, N]``
     weights and, when a part is out of bounds, the union's in-adjacency as ``--refine`` does.
     0 for a graph of one type."""
+    num_relations: int = 0
+    """A typed graph's relations ``R``: the writer gathers each part's ``in_degree_rel`` (int64
+    ``[n_p, R]``), edge types and per-type node data whole (:func:`~partitioners.format.writer_memory.write_memory`).
+    0 for a graph of one type."""
 
     @classmethod
     def of(cls, graph: Any) -> "GraphSize":
@@ -95,7 +99,8 @@ class GraphSize:
                    edge_attr_bytes=4 * int(getattr(graph, "edge_feature_dim", 0)),
                    index_bytes=graph.indices.itemsize,
                    on_disk=getattr(graph, "scratch_dir", None) is not None,
-                   typed_criteria=len(graph.num_nodes_dict) + 1 if hasattr(graph, "num_nodes_dict") else 0)
+                   typed_criteria=len(graph.num_nodes_dict) + 1 if hasattr(graph, "num_nodes_dict") else 0,
+                   num_relations=len(graph.edges) if hasattr(graph, "num_nodes_dict") else 0)
 
     def graph_bytes(self) -> int:
         """The Graph's arrays: ``indptr`` int64 ``[N+1]``, ``indices``, weights, node data; 0 for

@@ -33,7 +33,7 @@ def write_memory(size: GraphSize, num_parts: int) -> int:
     chunk being gathered and two queued for the background writer (``3 k`` edge feature rows
     more with edge features), three node-data steps
     (:data:`NODE_DATA_STEP_BYTES`: one gathered, two queued) and the 16 MiB block
-    ``write_array`` copies.
+    ``write_array`` copies; a typed graph's part arrays too (:func:`typed_part_memory`).
     """
     from ..memory import WRITE_BUFFER_BYTES
     from .relabel import CHUNK_EDGES, count_dtype
@@ -47,8 +47,21 @@ def write_memory(size: GraphSize, num_parts: int) -> int:
     relabel_bytes = (14 + 3 * c) * n + halos + 12 * min(n, e_p)
     weights = 8 * n + 16 * n_local if size.weighted else 0  # weighted_degree [N, 2], a part's and its copy
     part_bytes = ((8 + 3 * c) * n + halos + (20 + 3 * c) * n_local + (24 + 3 * size.edge_attr_bytes) * k + weights
-                  + 3 * min(NODE_DATA_STEP_BYTES, n_p * _row_bytes(size)) + WRITE_BUFFER_BYTES)
+                  + 3 * min(NODE_DATA_STEP_BYTES, n_p * _row_bytes(size)) + WRITE_BUFFER_BYTES
+                  + typed_part_memory(size, n_p, n_local, e_p))
     return max(relabel_bytes, part_bytes)
+
+
+def typed_part_memory(size: GraphSize, n_p: int, n_local: int, e_p: int) -> int:
+    """Bytes of one part's typed arrays (:func:`~.hetero.hetero_part_arrays`), held whole until
+    saved: its local rows' original ids and types with their copies (24 B per local row), its
+    inner rows' CSR ranges (40 B each), its edges' positions, their running index and relation
+    ids with its copy (32 B per edge), ``in_degree_rel`` and its copy (``16 R`` B per inner row),
+    and per-type features and labels (a row each, labels twice); 0 for a graph of one type."""
+    if not size.num_relations:
+        return 0
+    per_inner = 40 + 16 * size.num_relations + size.feature_bytes + 2 * size.label_bytes
+    return 24 * n_local + per_inner * n_p + 32 * e_p
 
 
 def _row_bytes(size: GraphSize) -> int:

@@ -222,7 +222,8 @@ def disk_sizes(d: TypedNpyDir, *, add_reverse: bool = False) -> Any:
               for x in d.field("features").values()]
     return GraphSize(num_nodes=n, num_edges=edges, feature_bytes=max(widths, default=0),
                      label_bytes=8 if d.field("labels") else 0, num_masks=max(map(len, d.masks.values()), default=0),
-                     index_bytes=np.dtype(index_dtype(n)).itemsize, on_disk=True, typed_criteria=len(d.counts) + 1)
+                     index_bytes=np.dtype(index_dtype(n)).itemsize, on_disk=True, typed_criteria=len(d.counts) + 1,
+                     num_relations=len(d.edges) * (2 if add_reverse else 1))
 
 
 def read_typed_npy_dir_on_disk(root: str | Path | TypedNpyDir, *, add_reverse: bool = False,

@@ -15,8 +15,9 @@ The graph keeps what the folder recorded about it: node names (``original_names.
 split's pairs, whether it is symmetric, its preprocessing counts, and the provenance keys of
 ``partition.json`` (:data:`CARRIED_KEYS`: the split of the masks, the edge split,
 ``normalize_features``), returned for the new ``partition.json`` with ``repartitioned_from``;
-so the new folder's ``graph_fingerprint`` equals the old one's. A typed folder is refused.
-Torch-free.
+so the new folder's ``graph_fingerprint`` equals the old one's. A typed folder is read back the same
+way into a typed npy-dir of scratch maps (:mod:`partitioners.hetero.partition_input`), which the
+typed out-of-core reader builds, as any ``typed-npy-dir`` input. Torch-free.
 """
 
 from __future__ import annotations
@@ -24,14 +25,15 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
 from ..errors import GraphError
+from .edge_split import LINK_KINDS
 
-__all__ = ["CARRIED_KEYS", "PARTITION_FORMAT", "input_size", "is_partition_input", "read_partition_input",
-           "source_folder"]
+__all__ = ["CARRIED_KEYS", "PARTITION_FORMAT", "LinkPairs", "input_size", "is_partition_input", "part_edge_chunks",
+           "read_partition_input", "scatter_rows", "scratch_bytes", "source_folder"]
 
 PARTITION_FORMAT = "partition"
 """The ``--input-format`` of a partition folder or family."""
@@ -64,20 +66,24 @@ def source_folder(path: str | os.PathLike[str]) -> Path:
 def _meta(path: str | os.PathLike[str]) -> Any:
     from ..format import load_partition_meta
 
-    folder = source_folder(path)
-    meta = load_partition_meta(folder)
-    if meta.hetero is not None:
-        raise GraphError(f"{folder}: a typed (heterogeneous) partition folder cannot be re-cut; partition its "
-                         f"typed input again with the --parts you need")
-    return meta
+    return load_partition_meta(source_folder(path))
 
 
 def input_size(path: str | os.PathLike[str]) -> Any:
     """The :class:`~partitioners.memory.GraphSize` of the graph a folder holds, from ``partition.json``
-    (read out of core: its arrays are memory maps)."""
+    (read out of core: its arrays are memory maps; a typed folder's union graph:
+    :func:`~partitioners.hetero.partition_input.typed_input_size`).
+
+    Raises:
+        GraphError: a typed folder this reader cannot carry (edge weights or features).
+    """
     from ..memory import GraphSize
 
     meta = _meta(path)
+    if meta.hetero is not None:
+        from ..hetero.partition_input import typed_input_size
+
+        return typed_input_size(source_folder(path), meta)
     entries = meta.parts[0].files if meta.parts else {}
 
     def width(name: str) -> int:
@@ -92,12 +98,24 @@ def input_size(path: str | os.PathLike[str]) -> Any:
                      index_bytes=4 if meta.num_nodes < 2**31 - 1 else 8, on_disk=True)
 
 
+def scratch_bytes(size: Any) -> int:
+    """About the scratch disk a re-cut of a folder of ``size`` (:func:`input_size`) needs: the
+    edges read back (20 bytes each; a typed folder's relations 2 ids each, then its union build's
+    CSR, relation ids and payload, 20 more, and ``in_degree_rel``, 8 per node and relation) and
+    the node data."""
+    per_edge = 20 + (2 * size.index_bytes if size.typed_criteria else 0)
+    per_node = size.feature_bytes + size.label_bytes + size.num_masks + 8 * size.num_relations
+    return per_edge * size.num_edges + per_node * size.num_nodes
+
+
 def read_partition_input(path: str | os.PathLike[str], *, scratch_dir: str | os.PathLike[str] | None = None,
                          progress: bool = False) -> tuple[Any, dict[str, Any]]:
-    """``(graph, extra partition.json keys)`` of the folder (or family) ``path`` (module docstring).
+    """``(graph, extra partition.json keys)`` of the folder (or family) ``path`` (module docstring);
+    a typed folder's graph is a :class:`~partitioners.hetero.outofcore.DiskHeteroGraph`.
 
     Raises:
-        GraphError: a typed folder. PartitionFormatError: a folder that fails its checks.
+        GraphError: a typed folder with edge weights or features. PartitionFormatError: a folder
+        that fails its checks.
     """
     from ..format.reader import load_original_names
     from ..graph_checks import check_labels, label_kind_of
@@ -107,6 +125,11 @@ def read_partition_input(path: str | os.PathLike[str], *, scratch_dir: str | os.
     folder = source_folder(path)
     meta = _meta(folder)
     where = Path(scratch_dir) if scratch_dir is not None else Path(tempfile.gettempdir())
+    extra = _provenance(folder, meta)
+    if meta.hetero is not None:
+        from ..hetero.partition_input import read_typed_partition_input
+
+        return read_typed_partition_input(folder, meta, scratch_dir=where, progress=progress), extra
     with Scratch(where) as scratch:
         npy_dir, pairs = _as_npy_dir(folder, meta, scratch)
         labels = npy_dir.node_arrays.get("labels")
@@ -123,10 +146,22 @@ def read_partition_input(path: str | os.PathLike[str], *, scratch_dir: str | os.
     graph.preprocessing = dict(meta.raw.get("preprocessing") or {})
     graph.node_names = load_original_names(folder)
     graph.link_pairs = pairs
-    extra = {key: meta.raw[key] for key in CARRIED_KEYS if meta.raw.get(key) is not None}
+    return graph, extra
+
+
+def _provenance(folder: Path, meta: Any) -> dict[str, Any]:
+    """The new ``partition.json``'s keys carried from the folder's (:data:`CARRIED_KEYS`, a typed
+    folder's :data:`~partitioners.hetero.partition_input.TYPED_CARRIED_KEYS` too) and
+    ``repartitioned_from``."""
+    keys = CARRIED_KEYS
+    if meta.hetero is not None:
+        from ..hetero.partition_input import TYPED_CARRIED_KEYS
+
+        keys += TYPED_CARRIED_KEYS
+    extra = {key: meta.raw[key] for key in keys if meta.raw.get(key) is not None}
     extra["repartitioned_from"] = {"folder": str(folder), "num_parts": meta.num_parts, "method": meta.method,
                                    "graph_fingerprint": meta.graph_fingerprint}
-    return graph, extra
+    return extra
 
 
 def _as_npy_dir(folder: Path, meta: Any, scratch: Any) -> tuple[Any, dict[str, np.ndarray] | None]:
@@ -140,53 +175,93 @@ def _as_npy_dir(folder: Path, meta: Any, scratch: Any) -> tuple[Any, dict[str, n
     weight = scratch.array("edge-weight", np.float32, e) if meta.weighted else None
     attr = scratch.array("edge-attr", np.float32, (e, meta.edge_feature_dim)) if meta.edge_feature_dim else None
     nodes: dict[str, np.ndarray] = {}
-    orig_of = np.empty(n, dtype=np.int64)   # new global id -> original id: the edge split's pairs
-    link: dict[str, list[np.ndarray]] = {}
+    link = LinkPairs(meta)
     at = 0
     for p in range(meta.num_parts):
         part = load_part(folder, p, mmap=True, verify=True)
-        ni, orig = part.num_inner, part.original_ids
-        inner = np.asarray(orig[:ni])
-        lo_id, hi_id = part.global_id_range
-        orig_of[lo_id:hi_id] = inner
+        inner = np.asarray(part.original_ids[:part.num_inner])
+        link.add(part, inner)
         for field in _NODE_FIELDS:
             rows = getattr(part, field)
             if rows is None:
                 continue
             if field not in nodes:
                 nodes[field] = scratch.array(field, rows.dtype, (n, *rows.shape[1:]))
-            step = max(1, _ROW_BYTES // max(1, rows[:1].nbytes))
-            for lo in range(0, ni, step):
-                nodes[field][inner[lo:lo + step]] = rows[lo:lo + step]
+            scatter_rows(nodes[field], inner, rows)
         at = _copy_edges(part, inner, at, src, dst, weight, attr)
-        for kind in ("train", "val", "test"):
-            pairs = getattr(part, f"link_{kind}")
-            if pairs is not None:
-                link.setdefault(kind, []).append(np.asarray(pairs, dtype=np.int64))
     if at != e:
         raise GraphError(f"{folder}: the parts hold {at} edges but partition.json says num_edges = {e}")
-    pairs_out = None
-    if link:
-        pairs_out = {kind: orig_of[np.concatenate(chunks, axis=1)] for kind, chunks in link.items()}
+    pairs_out = link.pairs()
     frozen = {field: scratch.freeze(a) for field, a in nodes.items()}
     return NpyDir(path=folder, src=scratch.freeze(src), dst=scratch.freeze(dst),
                   edge_weight=None if weight is None else scratch.freeze(weight), node_arrays=frozen, meta={},
                   edge_attr=None if attr is None else scratch.freeze(attr)), pairs_out
 
 
-def _copy_edges(part: Any, inner: np.ndarray, at: int, src: np.ndarray, dst: np.ndarray,
-                weight: np.ndarray | None, attr: np.ndarray | None) -> int:
-    """Part ``part``'s edges as original ids into ``src``/``dst`` (and their weights and feature
-    rows) from position ``at``, a chunk at a time; returns the position after them."""
+def scatter_rows(out: np.ndarray, ids: np.ndarray, rows: np.ndarray) -> None:
+    """``out[ids] = rows`` a block of rows at a time (``rows``: a part's memory map)."""
+    step = max(1, _ROW_BYTES // max(1, rows[:1].nbytes))
+    for lo in range(0, ids.size, step):
+        out[ids[lo:lo + step]] = rows[lo:lo + step]
+
+
+def part_edge_chunks(part: Any, inner: np.ndarray) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+    """Part ``part``'s stored edges a chunk at a time: ``(lo, hi, dst, src)``, the chunk's range of
+    the part's CSR and its destinations and sources as original ids (``inner``: the part's inner
+    rows' original ids)."""
     indptr = np.asarray(part.indptr)
     total = int(indptr[-1])
     for lo in range(0, total, _EDGE_CHUNK):
         hi = min(total, lo + _EDGE_CHUNK)
         rows = np.searchsorted(indptr, np.arange(lo, hi), side="right") - 1
-        dst[at + lo:at + hi] = inner[rows]
-        src[at + lo:at + hi] = part.original_ids[np.asarray(part.indices[lo:hi])]
+        yield lo, hi, inner[rows], np.asarray(part.original_ids[np.asarray(part.indices[lo:hi])])
+
+
+def _copy_edges(part: Any, inner: np.ndarray, at: int, src: np.ndarray, dst: np.ndarray,
+                weight: np.ndarray | None, attr: np.ndarray | None) -> int:
+    """Part ``part``'s edges as original ids into ``src``/``dst`` (and their weights and feature
+    rows) from position ``at``; returns the position after them."""
+    total = 0
+    for lo, hi, d, s in part_edge_chunks(part, inner):
+        dst[at + lo:at + hi], src[at + lo:at + hi] = d, s
         if weight is not None:
             weight[at + lo:at + hi] = part.edge_weight[lo:hi]
         if attr is not None:
             attr[at + lo:at + hi] = np.asarray(part.edge_attr[lo:hi]).reshape(hi - lo, -1)
+        total = hi
     return at + total
+
+
+class LinkPairs:
+    """An edge split's pairs gathered part by part (new global ids), returned as original ids;
+    a typed folder's relation ids of the triples with them (``link_*_rel.npy``)."""
+
+    def __init__(self, meta: Any) -> None:
+        # new global id -> original id: the pairs' (only when the folder has a split)
+        self._orig_of = np.zeros(meta.num_nodes, dtype=np.int64) if meta.edge_split is not None else None
+        self._pairs: dict[str, list[np.ndarray]] = {}
+        self._rels: dict[str, list[np.ndarray]] = {}
+
+    def add(self, part: Any, inner: np.ndarray) -> None:
+        """Part ``part``'s pairs (``inner``: its inner rows' original ids)."""
+        if self._orig_of is None:
+            return
+        lo, hi = part.global_id_range
+        self._orig_of[lo:hi] = inner
+        for kind in LINK_KINDS:
+            pairs = getattr(part, f"link_{kind}")
+            if pairs is not None:
+                self._pairs.setdefault(kind, []).append(np.asarray(pairs, dtype=np.int64))
+            rel = (part.typed or {}).get(f"link_{kind}_rel")
+            if rel is not None:
+                self._rels.setdefault(kind, []).append(np.asarray(rel, dtype=np.int32))
+
+    def pairs(self) -> dict[str, np.ndarray] | None:
+        """split -> int64 ``[2, E_s]`` original ids; None without a split."""
+        if self._orig_of is None or not self._pairs:
+            return None
+        return {kind: self._orig_of[np.concatenate(chunks, axis=1)] for kind, chunks in self._pairs.items()}
+
+    def relations(self) -> dict[str, np.ndarray] | None:
+        """split -> int32 ``[E_s]``: each pair's relation id (a typed split); None without."""
+        return {kind: np.concatenate(chunks) for kind, chunks in self._rels.items()} or None

@@ -2,12 +2,11 @@
 original ids (edges, weights, edge features, node data, node names, an edge split's pairs) is the
 graph it was cut from, so a re-cut into another number of parts with another method has the same
 graph fingerprint, passes ``inspect --verify`` and records where it came from; the flags that would
-change the graph or apply a normalisation twice are refused in one line (exit code 2), as is a
-typed folder."""
+change the graph or apply a normalisation twice are refused in one line (exit code 2). A typed
+folder's re-cut: ``test_typed_partition_input.py``."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -111,16 +110,6 @@ def test_flags_that_would_change_the_graph_are_refused(old, tmp_path, capsys, fl
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and says.format(folder) in err[0], err
     assert not (tmp_path / "x").exists()
-
-
-def test_a_typed_folder_is_refused(tmp_path, capsys):
-    typed = tmp_path / "mag"
-    assert main(["partition", "--dataset", "mag-tiny", "--parts", "2", "--out", str(typed), "--no-progress", "-q"]) == 0
-    capsys.readouterr()
-    assert main(["partition", "--input", str(typed), "--parts", "3", "--out", str(tmp_path / "x")]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and f"{typed}: a typed (heterogeneous) partition folder cannot be re-cut" in err[0], err
-    assert json.loads((typed / "partition.json").read_text())["hetero"]
 
 
 @pytest.mark.parametrize("kind, width", [("multilabel", 1), ("multilabel", 3), ("regression", 1), ("regression", 2)])

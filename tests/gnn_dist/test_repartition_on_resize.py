@@ -5,7 +5,7 @@ weights equal the uninterrupted P=2 run's to 1e-5 (sync schedule); the metrics f
 record and the run report say where the partition came from. One process: a cut made by an earlier
 restart is reused after a verify, one that is not the source's cut is refused naming it, a rank
 whose wait runs out names the folder, and the flag without ``--checkpoint-dir`` or on a typed
-folder is one usage line."""
+folder with edge weights is one usage line (a typed run's re-cut: ``test_rgcn_runs.py``)."""
 
 from __future__ import annotations
 
@@ -145,13 +145,18 @@ def test_refusals_are_one_usage_line(runs, tmp_path, monkeypatch, typed):
 
     monkeypatch.setenv("WORLD_SIZE", "3")
     data = runs["root"] / "p2"
-    if typed:
-        from gnn_dist_cli.command import main
+    if typed:   # a typed folder re-cuts (test_rgcn_runs.py), but not with edge weights
+        import numpy as np
 
-        data = tmp_path / "mag"
-        assert main(["partition", "--dataset", "mag-tiny", "--parts", "2", "--out", str(data), "-q",
-                     "--no-progress"]) == 0
-        argv, says = ["--checkpoint-dir", str(tmp_path / "c")], "a typed (heterogeneous) partition folder cannot be re-cut"
+        from partitioners import partition_graph
+        from partitioners.hetero import HeteroGraph
+
+        rel = ("a", "to", "b")
+        weighted = HeteroGraph({"a": 4, "b": 3}, {rel: ([0, 1, 2, 3], [0, 1, 2, 0])},
+                               edge_weights={rel: np.full(4, 0.5, np.float32)})
+        data = tmp_path / "typed"
+        partition_graph(weighted, 2, "random", data)
+        argv, says = ["--checkpoint-dir", str(tmp_path / "c")], "a typed partition folder with edge weights cannot be re-cut"
     else:
         argv, says = [], "--repartition-on-resize: ldg writes the cut into CHECKPOINT_DIR/partitions/pP: add --checkpoint-dir"
     with pytest.raises(UsageError) as err:

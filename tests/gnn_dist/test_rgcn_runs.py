@@ -6,7 +6,8 @@
   homogeneous folder);
 - a checkpointed run resumed in fresh processes continues exactly as the uninterrupted one, also
   on another cut of the same graph with another number of ranks (the learnable rows and their
-  Adam moments are saved by id), with ``--select best-val`` (the best epoch's rows too);
+  Adam moments are saved by id), with ``--select best-val`` (the best epoch's rows too), and on
+  the cut ``--repartition-on-resize`` makes from the P=2 folder for 3 ranks (a typed re-cut);
 - every schedule and wire format trains it: stale, boundary sampling, compressed halos,
   recomputation.
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from gnn_dist.train import main
+from partitioners.format import load_partition_meta
 from mp_utils import run_ranks
 from train_helpers import run_train_jobs
 
@@ -74,26 +76,33 @@ def losses(path: Path) -> list[float]:
     return [r["train_loss"] for r in map(json.loads, path.read_text().splitlines()) if "epoch" in r and "event" not in r]
 
 
-def test_resume_is_exact_on_the_same_and_on_another_cut(folders, tmp_path):
+def test_resume_is_exact_on_the_same_and_on_another_cut(folders, tmp_path, monkeypatch):
     def job(parts: int, epochs: int, name: str, *extra: str) -> list[str]:
         return ["--data", str(folders / f"mag{parts}"), *RGCN, "--epochs", str(epochs), "--select", "best-val",
                 "--checkpoint-dir", str(tmp_path / name), "--checkpoint-every", "3",
                 "--metrics", str(tmp_path / f"{name}.jsonl"), *extra]
 
     assert run_ranks(run_train_jobs, 2, [job(2, 6, "straight"), job(2, 3, "cut")], timeout=240) == [[None, None]] * 2
-    (tmp_path / "other").mkdir()
-    for f in (tmp_path / "cut").glob("checkpoint-*"):
-        (tmp_path / "other" / f.name).write_bytes(f.read_bytes())
-    (tmp_path / "other" / "latest").write_text("checkpoint-000003.pt\n")
-    (tmp_path / "other.jsonl").write_bytes((tmp_path / "cut.jsonl").read_bytes())
+    for other in ("other", "recut"):
+        (tmp_path / other).mkdir()
+        for f in (tmp_path / "cut").glob("checkpoint-*"):
+            (tmp_path / other / f.name).write_bytes(f.read_bytes())
+        (tmp_path / other / "latest").write_text("checkpoint-000003.pt\n")
+        (tmp_path / f"{other}.jsonl").write_bytes((tmp_path / "cut.jsonl").read_bytes())
     assert run_ranks(run_train_jobs, 2, [job(2, 6, "cut", "--resume")], timeout=240) == [[None]] * 2
-    assert run_ranks(run_train_jobs, 3, [job(3, 6, "other", "--resume", "--resume-any-partition")],
-                     timeout=240) == [[None]] * 3
+    monkeypatch.setenv("WORLD_SIZE", "3")   # as torchrun sets it: --repartition-on-resize cuts mag2 for 3 ranks
+    assert run_ranks(run_train_jobs, 3, [job(3, 6, "other", "--resume", "--resume-any-partition"),
+                                         job(2, 6, "recut", "--resume", "--repartition-on-resize")],
+                     timeout=240) == [[None, None]] * 3
     straight = losses(tmp_path / "straight.jsonl")
     assert len(straight) == 6 and straight[3:] != straight[:3]
-    for name in ("cut", "other"):
+    for name in ("cut", "other", "recut"):
         got = losses(tmp_path / f"{name}.jsonl")
         assert len(got) == 6 and all(math.isclose(a, b, rel_tol=1e-5) for a, b in zip(got, straight)), (name, got)
+    recut = load_partition_meta(tmp_path / "recut" / "partitions" / "p3")   # a typed ldg cut of mag2's graph
+    assert (recut.num_parts, recut.method, recut.hetero["relations"]) == \
+        (3, "ldg", load_partition_meta(folders / "mag2").hetero["relations"])
+    assert recut.graph_fingerprint == load_partition_meta(folders / "mag2").graph_fingerprint
 
 
 SCHEDULES = {"stale": ["--pipeline", "stale"], "sampled": ["--boundary-sample-rate", "0.5"],

@@ -141,7 +141,7 @@ def _as_typed_npy_dir(folder: Path, meta: Any, scratch: Any) -> tuple[Any, Any]:
         if t.get("labelled"):
             data[t["name"]]["labels"] = scratch.array(f"labels-{t['name']}", np.int64, t["count"])
     target = sec["target_type"]
-    for m in meta.masks:   # the union's masks are the target type's
+    for m in meta.masks if target is not None else ():   # the union's masks are the target type's
         data[target][m.removesuffix("_mask.npy")] = scratch.array(m, np.bool_, types[names.index(target)]["count"])
     link = LinkPairs(meta)
     at = np.zeros(len(rels), dtype=np.int64)
@@ -155,7 +155,11 @@ def _as_typed_npy_dir(folder: Path, meta: Any, scratch: Any) -> tuple[Any, Any]:
             local = _local_ids(folder, p, inner[sel] - off[i], t)
             for key, file in (("features", features_file(t["name"])), ("labels", labels_file(t["name"]))):
                 if key in data[t["name"]]:
-                    scatter_rows(data[t["name"]][key], local, part.typed[file.removesuffix(".npy")])
+                    rows = part.typed[file.removesuffix(".npy")]
+                    if rows.shape[0] != local.size:
+                        raise GraphError(f"{folder}: part {p}'s {file} has {rows.shape[0]} rows but its "
+                                         f"node_type.npy {local.size} inner rows of type {t['name']!r}")
+                    scatter_rows(data[t["name"]][key], local, rows)
             if t["name"] == target:
                 for kind in _MASK_KINDS:
                     if kind in data[target]:

@@ -100,9 +100,9 @@ def input_size(path: str | os.PathLike[str]) -> Any:
 
 def scratch_bytes(size: Any) -> int:
     """About the scratch disk a re-cut of a folder of ``size`` (:func:`input_size`) needs: the
-    edges read back (20 bytes each; a typed folder's relations 2 ids each, then its union build's
-    CSR, relation ids and payload, 20 more, and ``in_degree_rel``, 8 per node and relation) and
-    the node data."""
+    edges read back and built (20 bytes each; a typed folder: its relations' two ids each, then the
+    typed union build's CSR, payload and relation ids, about 20 more, and ``in_degree_rel``, 8 per
+    node and relation) and the node data."""
     per_edge = 20 + (2 * size.index_bytes if size.typed_criteria else 0)
     per_node = size.feature_bytes + size.label_bytes + size.num_masks + 8 * size.num_relations
     return per_edge * size.num_edges + per_node * size.num_nodes

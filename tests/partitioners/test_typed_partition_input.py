@@ -150,3 +150,18 @@ def test_the_estimate_counts_the_typed_write_arrays(tmp_path):
     n_p, e_p = -(-2 * 71 // 3), -(-2 * 250 // 3)
     grew = write_memory(size, 3) - write_memory(plain, 3)
     assert grew == typed_part_memory(size, n_p, 71, e_p) > (16 * 3 + 12) * n_p + 32 * e_p
+
+
+def test_a_tampered_typed_part_is_one_line(tmp_path, capsys):
+    """The parts' checksums are verified before any edge is split by relation."""
+    write_typed_npy_dir(tmp_path / "typed", _graph())
+    partition_graph(read_hetero(tmp_path / "typed", "typed-npy-dir"), 2, "random", tmp_path / "p2")
+    target = tmp_path / "p2" / "part-00001" / "edge_type.npy"
+    raw = bytearray(target.read_bytes())
+    raw[-1] ^= 1   # another relation id for the last edge
+    target.write_bytes(bytes(raw))
+    code = main(["partition", "--input", str(tmp_path / "p2"), "--parts", "3", "--out", str(tmp_path / "x"),
+                 "--no-progress"])
+    err = [line for line in capsys.readouterr().err.strip().splitlines() if "error" in line.lower()]
+    assert code != EXIT_OK and len(err) == 1 and "edge_type.npy" in err[0], err
+    assert not (tmp_path / "x").exists() and scratch_left(tmp_path) == []

@@ -121,6 +121,7 @@ def test_a_recut_equals_a_direct_cut_of_the_input(tmp_path, make_input, method):
 def test_flags_that_would_change_the_typed_graph_are_refused(tmp_path, capsys, flags, says):
     write_typed_npy_dir(tmp_path / "typed", _graph())
     partition_graph(read_hetero(tmp_path / "typed", "typed-npy-dir"), 2, "random", tmp_path / "p2")
+    capsys.readouterr()   # the cut's log lines (logging set up by an earlier main)
     code = main(["partition", "--input", str(tmp_path / "p2"), "--parts", "3", "--out", str(tmp_path / "x"), *flags])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == EXIT_USAGE and len(err) == 1 and says.format(tmp_path / "p2") in err[0], err
@@ -134,6 +135,7 @@ def test_a_weighted_typed_folder_is_one_line(tmp_path, capsys):
     partition_graph(weighted, 2, "random", tmp_path / "p2")
     with pytest.raises(GraphError, match="a typed partition folder with edge weights cannot be re-cut"):
         input_size(tmp_path / "p2")
+    capsys.readouterr()
     code = main(["partition", "--input", str(tmp_path / "p2"), "--parts", "3", "--out", str(tmp_path / "x")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == EXIT_USAGE and len(err) == 1 and "edge weights cannot be re-cut" in err[0], err

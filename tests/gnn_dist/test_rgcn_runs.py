@@ -103,6 +103,7 @@ def test_resume_is_exact_on_the_same_and_on_another_cut(folders, tmp_path, monke
     assert (recut.num_parts, recut.method, recut.hetero["relations"]) == \
         (3, "ldg", load_partition_meta(folders / "mag2").hetero["relations"])
     assert recut.graph_fingerprint == load_partition_meta(folders / "mag2").graph_fingerprint
+    assert [p.name for p in (tmp_path / "recut" / "partitions").iterdir()] == ["p3"]   # no scratch left
 
 
 SCHEDULES = {"stale": ["--pipeline", "stale"], "sampled": ["--boundary-sample-rate", "0.5"],

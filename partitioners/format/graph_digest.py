@@ -8,7 +8,9 @@ destination, source, weight and edge features; a row by its original id, the fil
 to and its bytes), and the words of each kind are summed modulo ``2**64``: a multiset hash, so
 duplicate edges count twice and no order of the parts, chunks or rows matters. The fingerprint
 is the sha256 of a header (counts, dtypes, label kind, the input's node names, a typed graph's
-``hetero`` section) and those sums. It tells "the same graph cut again" from "another graph"; it
+``hetero`` section) and those sums. A typed folder's (scheme :data:`TYPED_SCHEME`) also folds each
+edge's relation id into its word and adds the per-type rows (``features-TYPE.npy``,
+``labels-TYPE.npy``) by original id; a node's type is its original id's range in the header. It tells "the same graph cut again" from "another graph"; it
 is not a cryptographic commitment (a 64-bit sum can be forged on purpose, not by accident).
 
 Nothing here loads the graph: :class:`GraphDigest` takes the chunks the writer gathers anyway.
@@ -22,7 +24,22 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GraphDigest", "HEADER_KEYS", "graph_header", "row_words"]
+__all__ = ["GraphDigest", "HEADER_KEYS", "SCHEME_FIELD", "TYPED_SCHEME", "fingerprint_scheme", "graph_header",
+           "row_words"]
+
+SCHEME_FIELD = "graph_fingerprint_scheme"
+"""``partition.json``'s record of how ``graph_fingerprint`` was computed (absent: scheme 1)."""
+TYPED_SCHEME = 2
+"""The scheme of typed folders whose fingerprint covers each edge's relation and the per-type
+node data; typed folders written before it, and every homogeneous folder, are scheme 1 (no field:
+homogeneous fingerprints are unchanged)."""
+_STEP_BYTES = 1 << 24
+"""Bytes of rows hashed at once by :meth:`GraphDigest.add_rows` (bounds its temporaries)."""
+
+
+def fingerprint_scheme(meta: dict[str, Any]) -> int:
+    """The scheme of a folder's ``graph_fingerprint`` from its ``partition.json`` fields (``raw``)."""
+    return int(meta.get(SCHEME_FIELD, 1))
 
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -72,9 +89,12 @@ class GraphDigest:
             self.sums[kind] = (self.sums.get(kind, 0) + int(words.sum(dtype=np.uint64))) % (1 << 64)
 
     def add_edges(self, dst: np.ndarray, src: np.ndarray, weight: np.ndarray | None = None,
-                  attr: np.ndarray | None = None) -> None:
-        """Edges ``src -> dst`` (original ids), with their weights and feature rows if any."""
+                  attr: np.ndarray | None = None, relation: np.ndarray | None = None) -> None:
+        """Edges ``src -> dst`` (original ids), with their weights, feature rows and (a typed
+        graph's) relation ids if any."""
         h = _mix(_ids(dst, _tag("edges.dst")) ^ np.asarray(src).astype(np.uint64))
+        if relation is not None:
+            h = _mix(h ^ _ids(relation, _tag("edges.relation")))
         if weight is not None:
             h = _mix(h ^ np.ascontiguousarray(weight, dtype=np.float32).view(np.uint32).astype(np.uint64))
         if attr is not None:
@@ -83,8 +103,10 @@ class GraphDigest:
 
     def add_rows(self, name: str, ids: np.ndarray, chunk: np.ndarray) -> None:
         """Rows of the node data ``name`` (``features.npy``, ``labels.npy``, a mask) of the nodes
-        ``ids`` (original ids)."""
-        self._add(name, _mix(_ids(ids, _tag(name)) + row_words(chunk)))
+        ``ids`` (original ids), a few MiB at a time."""
+        step = max(1, _STEP_BYTES // max(1, chunk[:1].nbytes))
+        for lo in range(0, len(ids), step):
+            self._add(name, _mix(_ids(ids[lo:lo + step], _tag(name)) + row_words(chunk[lo:lo + step])))
 
     def add_pairs(self, name: str, pairs: np.ndarray) -> None:
         """Node pairs ``[2, n]`` (original ids) of the set ``name`` (an edge split's ``train``)."""

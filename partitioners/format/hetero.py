@@ -42,7 +42,7 @@ from ..errors import PartitionFormatError
 
 __all__ = ["HETERO_MINOR_VERSION", "NODE_TYPE", "EDGE_TYPE", "IN_DEGREE_REL", "HETERO_FILES",
            "HeteroFolderData", "parse_hetero", "hetero_layout", "hetero_part_problems",
-           "hetero_part_arrays", "check_part_type_counts"]
+           "hetero_part_arrays", "check_part_type_counts", "edge_positions", "add_type_rows_digest"]
 
 HETERO_MINOR_VERSION = 3
 """The minor version of typed folders (the ``hetero`` section and the files below)."""
@@ -237,17 +237,34 @@ def hetero_part_problems(sec: dict[str, Any], part_id: int, a: dict[str, np.ndar
     return []
 
 
+def edge_positions(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """int64: the positions in a CSR (``indptr``) of the in-edges of ``rows``, row by row."""
+    rows = np.asarray(rows, dtype=np.int64)
+    starts = np.asarray(indptr[rows], dtype=np.int64)
+    lens = np.asarray(indptr[rows + 1], dtype=np.int64) - starts
+    first = np.zeros(lens.size, dtype=np.int64)
+    np.cumsum(lens[:-1], out=first[1:])
+    return np.repeat(starts - first, lens) + np.arange(int(lens.sum()), dtype=np.int64)
+
+
+def add_type_rows_digest(digest: Any, sec: dict[str, Any], inner_ids: np.ndarray, inner_type: np.ndarray,
+                         arrays: dict[str, np.ndarray]) -> None:
+    """Add a part's per-type node data (``features-TYPE.npy``, ``labels-TYPE.npy`` in ``arrays``)
+    to ``digest`` (a :class:`~.graph_digest.GraphDigest`), each row by its original id:
+    ``inner_ids``/``inner_type`` are the original id and type id of the part's inner rows."""
+    for i, t in enumerate(sec["node_types"]):
+        names = [f for f in (features_file(t["name"]), labels_file(t["name"])) if f in arrays]
+        ids = np.asarray(inner_ids)[np.asarray(inner_type) == i] if names else None
+        for name in names:
+            digest.add_rows(name, ids, np.asarray(arrays[name]))
+
+
 def hetero_part_arrays(data: HeteroFolderData, indptr: np.ndarray, inner: np.ndarray,
                        halo: np.ndarray) -> dict[str, np.ndarray]:
     """The typed files of a part whose inner rows are the original ids ``inner`` (local order)
     and halo rows ``halo``; ``indptr`` is the union graph's."""
     rows = np.concatenate([inner, halo]).astype(np.int64)
-    starts = np.asarray(indptr[inner], dtype=np.int64)
-    lens = np.asarray(indptr[inner + 1], dtype=np.int64) - starts
-    total = int(lens.sum())
-    first = np.zeros(lens.size, dtype=np.int64)
-    np.cumsum(lens[:-1], out=first[1:])
-    idx = np.repeat(starts - first, lens) + np.arange(total, dtype=np.int64)
+    idx = edge_positions(indptr, inner)
     out = {NODE_TYPE: data.node_type[rows].astype(np.int32),
            EDGE_TYPE: data.edge_type[idx].astype(np.int32),
            IN_DEGREE_REL: np.ascontiguousarray(data.in_degree_rel[inner].astype(np.int64))}

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import PartitionFormatError
 from .family import FAMILY_FILE
+from .graph_digest import SCHEME_FIELD, TYPED_SCHEME
 from .hetero import HETERO_FILES, HETERO_MINOR_VERSION, check_part_type_counts, parse_hetero, type_files
 from .typed_split import TYPED_SPLIT_MINOR_VERSION, parse_typed_split, typed_split_files
 from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, FORMAT_MINOR_VERSION, FORMAT_NAME, FORMAT_VERSION,
@@ -131,6 +132,11 @@ class PartitionMeta:
     graph_fingerprint: str | None = None
     """The digest of the graph by original node ids, the same for every partition of the graph
     (:mod:`.graph_digest`); None in folders written before it existed."""
+    graph_fingerprint_scheme: int = 1
+    """How ``graph_fingerprint`` was computed: 2 (``graph_fingerprint_scheme`` in partition.json)
+    for a typed folder whose fingerprint covers each edge's relation and the per-type node data,
+    1 otherwise (every homogeneous folder, typed folders written before scheme 2): fingerprints of
+    different schemes cannot be compared."""
 
     @property
     def masks(self) -> tuple[str, ...]:
@@ -360,6 +366,7 @@ def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> Part
     if split is not None and (not isinstance(split, dict) or not isinstance(split.get("kind"), str)):
         raise _err(meta_path, f"field split must be an object with a string 'kind', or null, got {split!r}")
     graph_fingerprint = _graph_fingerprint(raw, meta_path)
+    scheme = _fingerprint_scheme(raw, hetero, meta_path)
     name = raw.get("name") or ""
     if not isinstance(name, str):
         raise _err(meta_path, f"field name must be a string, got {type(name).__name__} {name!r}")
@@ -370,7 +377,7 @@ def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> Part
                          method_params=method_params, seed=seed, name=str(name), quality=quality,
                          files=files, parts=parts, raw=raw, split=split, minor_version=minor_version,
                          edge_feature_dim=edge_feature_dim, edge_split=edge_split, hetero=hetero,
-                         graph_fingerprint=graph_fingerprint)
+                         graph_fingerprint=graph_fingerprint, graph_fingerprint_scheme=scheme)
 
 
 def _graph_fingerprint(raw: dict[str, Any], meta_path: Path) -> str | None:
@@ -381,6 +388,17 @@ def _graph_fingerprint(raw: dict[str, Any], meta_path: Path) -> str | None:
     if not isinstance(value, str) or len(value) != 64 or value.strip("0123456789abcdef"):
         raise _err(meta_path, f"field graph_fingerprint = {value!r}: expected 64 lowercase hex digits (a sha256) "
                               f"or null; re-partition the graph, or delete the field to read the folder without it")
+    return value
+
+
+def _fingerprint_scheme(raw: dict[str, Any], hetero: dict[str, Any] | None, meta_path: Path) -> int:
+    """``graph_fingerprint_scheme`` checked: absent (scheme 1), or 2 in a typed folder."""
+    if SCHEME_FIELD not in raw:
+        return 1
+    value = raw[SCHEME_FIELD]
+    if hetero is None or type(value) is not int or value != TYPED_SCHEME:
+        raise _err(meta_path, f"field {SCHEME_FIELD} = {value!r}: expected {TYPED_SCHEME} in a typed folder (a hetero "
+                              f"section) and absent otherwise; re-partition the graph")
     return value
 
 

@@ -1,6 +1,7 @@
 """``gnn-dist inspect --verify``'s check of ``graph_fingerprint``: the digest recomputed from the
 parts' stored data (:mod:`.graph_digest`, by original ids: every inner row's node data, every
-stored edge, the edge split's pairs and a typed split's relations) is the one ``partition.json`` records."""
+stored edge, the edge split's pairs and a typed split's relations; a scheme-2 typed folder's edge
+relations and per-type rows too) is the one ``partition.json`` records."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .graph_digest import GraphDigest, graph_header
+from .graph_digest import TYPED_SCHEME, GraphDigest, graph_header
+from .hetero import EDGE_TYPE, NODE_TYPE, add_type_rows_digest
 from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, INDICES, INDPTR, LABELS, LINK_FILES, MASKS, META_FILE,
                      ORIGINAL_IDS)
 from .meta import PartitionMeta
@@ -25,6 +27,9 @@ def _add_part(digest: GraphDigest, meta: PartitionMeta, p: int, a: dict[str, np.
     """Part ``p``'s inner rows, in-edges and link pairs (``orig_of``: new global id -> original id)."""
     ni = meta.parts[p].num_inner
     orig = np.asarray(a[ORIGINAL_IDS])
+    typed = meta.graph_fingerprint_scheme == TYPED_SCHEME
+    if typed:
+        add_type_rows_digest(digest, meta.hetero, orig[:ni], np.asarray(a[NODE_TYPE])[:ni], a)
     for name in (FEATURES, LABELS, *MASKS):
         if name in a:
             for lo in range(0, ni, _ROWS):
@@ -35,7 +40,8 @@ def _add_part(digest: GraphDigest, meta: PartitionMeta, p: int, a: dict[str, np.
         hi = min(dst.size, lo + _ROWS)
         weight = np.asarray(a[EDGE_WEIGHT][lo:hi]) if EDGE_WEIGHT in a else None
         attr = np.asarray(a[EDGE_ATTR][lo:hi]) if EDGE_ATTR in a else None
-        digest.add_edges(dst[lo:hi], orig[np.asarray(a[INDICES][lo:hi])], weight, attr)
+        relation = np.asarray(a[EDGE_TYPE][lo:hi]) if typed else None
+        digest.add_edges(dst[lo:hi], orig[np.asarray(a[INDICES][lo:hi])], weight, attr, relation)
     pairs = {kind: orig_of[np.asarray(a[name], dtype=np.int64)] for kind, name in LINK_FILES.items() if name in a}
     rels = {kind: np.asarray(a[LINK_REL_FILES[kind]]) for kind in pairs if LINK_REL_FILES[kind] in a}
     add_link_digest(digest, pairs, rels or None)

@@ -46,8 +46,9 @@ from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, FORMAT_MINOR_VERSION, FOR
                      HOTNESS, IN_DEGREE, INDICES, INDPTR, LABELS, MASKS, META_FILE, NODE_MAP_FILE,
                      ORIGINAL_IDS, ORIGINAL_NAMES_FILE, OUT_DEGREE, SELF_LOOPS, SEND_INDEX,
                      SEND_OFFSETS, TOOL_NAME, WEIGHTED_DEGREE, local_index_dtype, part_dir_name)
-from .graph_digest import GraphDigest, graph_header
-from .hetero import HETERO_MINOR_VERSION, HeteroFolderData, hetero_part_arrays
+from .graph_digest import SCHEME_FIELD, TYPED_SCHEME, GraphDigest, graph_header
+from .hetero import (HETERO_MINOR_VERSION, NODE_TYPE, HeteroFolderData, add_type_rows_digest, edge_positions,
+                     hetero_part_arrays)
 from .meta import FileEntry
 from .typed_split import TYPED_SPLIT_MINOR_VERSION, add_link_digest, link_part_arrays
 from ..quality import check_assignment, quality_report
@@ -61,7 +62,7 @@ log = logging.getLogger(__name__)
 _RESERVED_KEYS = frozenset({
     "format", "version", "minor_version", "edge_feature_dim", "created_by", "num_parts", "num_nodes", "num_edges", "method",
     "method_params", "seed", "feature_dim", "feature_dtype", "num_classes", "label_kind",
-    "weighted", "quality", "files", "parts", "hetero", "graph_fingerprint"})
+    "weighted", "quality", "files", "parts", "hetero", "graph_fingerprint", SCHEME_FIELD})
 """Keys of partition.json that ``extra_meta`` may not set (they describe the data)."""
 
 
@@ -129,13 +130,15 @@ def _install(tmp: Path, out: Path, overwrite: bool) -> None:
 
 
 def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_all: np.ndarray,
-                local_of: np.ndarray, weighted_degree: np.ndarray | None, digest: GraphDigest) -> dict[str, Any]:
+                local_of: np.ndarray, weighted_degree: np.ndarray | None, digest: GraphDigest,
+                relation_of: np.ndarray | None) -> dict[str, Any]:
     """Write ``part-XXXXX/`` for part ``p``; return its ``parts[p]`` entry of partition.json.
 
     ``halo_offsets_all[q]`` is part q's halo_offsets; ``local_of`` is an all ``-1`` scratch
     ``[N]`` array, left all ``-1`` again. The part's edge arrays and node data are gathered and
     written in chunks (:class:`~.npyio.ArrayStream`): nothing of size ``E_p`` or ``N_p * F``
-    exists in memory. Each chunk of edges and node data is also added to ``digest``.
+    exists in memory. Each chunk of edges and node data is also added to ``digest`` (a typed
+    graph's edges with their relation ids, ``relation_of``: the union CSR's ``edge_type``).
     """
     from ._kernels import gather_row_counts  # numba: imported by the writer, not by readers
 
@@ -161,7 +164,7 @@ def _write_part(graph: Graph, rl: Relabeling, p: int, tmp: Path, halo_offsets_al
     num_local_edges = int(indptr[-1])
     del indptr
     files.update(_write_part_edges(graph, tmp, pdir, inner, in_degree[:ni], local_of,
-                                   num_local_edges, local_index_dtype(ni + nh), rows, digest))
+                                   num_local_edges, local_index_dtype(ni + nh), rows, digest, relation_of))
     local_of[rows] = -1
 
     save(HALO_OFFSETS, halo_offsets_all[p])
@@ -208,10 +211,10 @@ def _stream(tmp: Path, pdir: str, name: str, dtype: Any, shape: tuple[int, ...])
 
 def _write_part_edges(graph: Graph, tmp: Path, pdir: str, inner: np.ndarray, in_degree: np.ndarray,
                       local_of: np.ndarray, num_edges: int, index_dtype: Any, rows: np.ndarray,
-                      digest: GraphDigest) -> dict[str, FileEntry]:
+                      digest: GraphDigest, relation_of: np.ndarray | None) -> dict[str, FileEntry]:
     """Stream the in-edges of a part's ``inner`` rows (in-degrees ``in_degree``) into its
     ``indices.npy`` (local ids by ``local_of``; ``rows`` maps them back to original ids for
-    ``digest``) and, when the graph has them, ``edge_weight.npy`` and ``edge_attr.npy``, in node
+    ``digest``, with the edges' ids in ``relation_of`` when given) and, when the graph has them, ``edge_weight.npy`` and ``edge_attr.npy``, in node
     chunks of about :data:`~.relabel.CHUNK_EDGES` edges; return their entries."""
     from ._kernels import gather_edge_rows, gather_part_edges  # numba: imported by the writer, not by readers
 
@@ -243,7 +246,9 @@ def _write_part_edges(graph: Graph, tmp: Path, pdir: str, inner: np.ndarray, in_
                 attrs = np.empty((count, attr_dim), dtype=np.float32)
                 gather_edge_rows(indptr_all, nodes, attrs_all, attrs)
                 out_a.write(attrs)
-            digest.add_edges(np.repeat(nodes, in_degree[lo:hi]), rows[indices], weights if weighted else None, attrs)
+            relation = None if relation_of is None else np.asarray(relation_of[edge_positions(indptr_all, nodes)])
+            digest.add_edges(np.repeat(nodes, in_degree[lo:hi]), rows[indices], weights if weighted else None, attrs,
+                             relation)
     files = {INDICES: out_idx.entry}
     if out_w is not None:
         files[EDGE_WEIGHT] = out_w.entry
@@ -369,24 +374,26 @@ def _write_parts(graph: Graph, rl: Relabeling, num_parts: int, tmp: Path, links:
     type_counts = []
     with npyio.background_io():  # hashing, writing and fsync overlap the next gathers
         for p in tqdm(range(num_parts), desc="write parts", unit="part", disable=not progress):
-            parts.append(_write_part(graph, rl, p, tmp, halo_offsets_all, local_of, wdeg, digest))
+            parts.append(_write_part(graph, rl, p, tmp, halo_offsets_all, local_of, wdeg, digest,
+                                     None if hetero is None else hetero.edge_type))
             for name, pairs in (links[p] if links else {}).items():
                 entry = npyio.save_array(tmp, f"{part_dir_name(p)}/{name}", pairs)
                 parts[p]["files"][name] = entry.to_json()
             if hetero is not None:
-                type_counts.append(_write_typed(graph, rl, p, tmp, hetero, parts[p]["files"]))
+                type_counts.append(_write_typed(graph, rl, p, tmp, hetero, parts[p]["files"], digest))
     return parts, type_counts
 
 
 def _write_typed(graph: Graph, rl: Relabeling, p: int, tmp: Path, hetero: HeteroFolderData,
-                 files: dict[str, Any]) -> list[int]:
-    """Write part ``p``'s typed arrays (:func:`hetero_part_arrays`), recording them in ``files``;
-    returns its count of inner nodes per node type."""
+                 files: dict[str, Any], digest: GraphDigest) -> list[int]:
+    """Write part ``p``'s typed arrays (:func:`hetero_part_arrays`), recording them in ``files``
+    and their per-type rows in ``digest``; returns its count of inner nodes per node type."""
     inner = rl.order[rl.starts[p]:rl.starts[p + 1]].astype(np.int64)
     typed = hetero_part_arrays(hetero, plain(graph.indptr), inner, rl.order[rl.halos[p]].astype(np.int64))
     for name, arr in typed.items():
         files[name] = npyio.save_array(tmp, f"{part_dir_name(p)}/{name}", arr).to_json()
-    return np.bincount(typed["node_type.npy"][:inner.size], minlength=len(hetero.section["node_types"])).tolist()
+    add_type_rows_digest(digest, hetero.section, inner, typed[NODE_TYPE][:inner.size], typed)
+    return np.bincount(typed[NODE_TYPE][:inner.size], minlength=len(hetero.section["node_types"])).tolist()
 
 
 def _record_times(quality: dict[str, Any], stage_times: dict[str, float], t0: float) -> None:
@@ -463,6 +470,7 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
         if hetero is not None:
             meta["minor_version"] = HETERO_MINOR_VERSION if link_rels is None else TYPED_SPLIT_MINOR_VERSION
             meta["hetero"] = _jsonable({**hetero.section, "part_type_counts": type_counts})
+            meta[SCHEME_FIELD] = TYPED_SCHEME
         meta["graph_fingerprint"] = digest.hexdigest(graph_header(meta, graph.node_names))
         meta.update(quality=quality, files=top_files, parts=parts)
         _write_meta_file(tmp, meta)

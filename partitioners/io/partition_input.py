@@ -153,6 +153,8 @@ def _provenance(folder: Path, meta: Any) -> dict[str, Any]:
     """The new ``partition.json``'s keys carried from the folder's (:data:`CARRIED_KEYS`, a typed
     folder's :data:`~partitioners.hetero.partition_input.TYPED_CARRIED_KEYS` too) and
     ``repartitioned_from``."""
+    from ..format.graph_digest import SCHEME_FIELD
+
     keys = CARRIED_KEYS
     if meta.hetero is not None:
         from ..hetero.partition_input import TYPED_CARRIED_KEYS
@@ -161,6 +163,8 @@ def _provenance(folder: Path, meta: Any) -> dict[str, Any]:
     extra = {key: meta.raw[key] for key in keys if meta.raw.get(key) is not None}
     extra["repartitioned_from"] = {"folder": str(folder), "num_parts": meta.num_parts, "method": meta.method,
                                    "graph_fingerprint": meta.graph_fingerprint}
+    if meta.graph_fingerprint_scheme != 1:
+        extra["repartitioned_from"][SCHEME_FIELD] = meta.graph_fingerprint_scheme
     return extra
 
 

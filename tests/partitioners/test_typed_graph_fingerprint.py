@@ -1,0 +1,113 @@
+"""A typed folder's graph fingerprint (scheme 2) covers the typed graph: one edge's relation, one
+row of a type's features or one label changes it; another cut, a re-cut of the folder and the
+out-of-core writer keep it. Older typed folders (scheme 1) still verify. In-process, tiny graphs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gnn_dist_cli.command import EXIT_OK, main
+from partitioners import partition_graph
+from partitioners.errors import PartitionFormatError
+from partitioners.format import load_partition_meta, verify_partition
+from partitioners.format.graph_digest import SCHEME_FIELD, TYPED_SCHEME, GraphDigest
+from partitioners.hetero import HeteroGraph
+from typed_inputs import write_typed_npy_dir
+
+_P, _A = 30, 12
+
+
+def _parts(change: str = "") -> dict:
+    """Two relations between papers (so an edge can change relation alone), features on two
+    types, labels and a split on the target type; ``change`` alters one value."""
+    rng = np.random.default_rng(3)
+    cites = (rng.integers(0, _P, 50), rng.integers(0, _P, 50))
+    extends = (rng.integers(0, _P, 20), rng.integers(0, _P, 20))
+    if change == "relation":   # the first `cites` edge becomes an `extends` edge
+        extends = (np.append(extends[0], cites[0][0]), np.append(extends[1], cites[1][0]))
+        cites = (cites[0][1:], cites[1][1:])
+    x_author = rng.standard_normal((_A, 3)).astype(np.float32)
+    x_paper = rng.standard_normal((_P, 2)).astype(np.float32)
+    y = rng.integers(0, 3, _P)
+    if change == "feature":
+        x_author[4, 1] += 0.5
+    if change == "label":
+        y[7] = (y[7] + 1) % 3
+    return dict(num_nodes={"paper": _P, "author": _A},
+                edges={("author", "writes", "paper"): (rng.integers(0, _A, 40), rng.integers(0, _P, 40)),
+                       ("paper", "cites", "paper"): cites, ("paper", "extends", "paper"): extends},
+                features={"paper": x_paper, "author": x_author}, labels={"paper": y},
+                masks={"paper": {"train": np.arange(_P) < 20}})
+
+
+def _graph(change: str = "") -> HeteroGraph:
+    p = _parts(change)
+    return HeteroGraph(p.pop("num_nodes"), p.pop("edges"), **p)
+
+
+def _fingerprint(out: Path, graph: HeteroGraph | None = None, parts: int = 2, method: str = "random") -> str:
+    if graph is not None:
+        partition_graph(graph, parts, method, out, seed=1)
+    meta = load_partition_meta(out)
+    assert meta.graph_fingerprint_scheme == TYPED_SCHEME and meta.raw[SCHEME_FIELD] == TYPED_SCHEME
+    assert verify_partition(out) == []   # --verify recomputes it, relations and per-type rows included
+    return str(meta.graph_fingerprint)
+
+
+def test_one_relation_feature_row_or_label_changes_the_fingerprint(tmp_path):
+    base = _fingerprint(tmp_path / "base", _graph())
+    prints = {change: _fingerprint(tmp_path / change, _graph(change)) for change in ("relation", "feature", "label")}
+    assert base not in prints.values() and len(set(prints.values())) == 3, prints
+
+
+def test_another_cut_a_recut_and_the_out_of_core_writer_keep_it(tmp_path):
+    want = _fingerprint(tmp_path / "p2", _graph())
+    assert _fingerprint(tmp_path / "p3", _graph(), parts=3) == want
+    assert main(["-q", "partition", "--input", str(tmp_path / "p2"), "--parts", "3", "--method", "random",
+                 "--out", str(tmp_path / "r3"), "--no-progress"]) == EXIT_OK
+    assert _fingerprint(tmp_path / "r3") == want
+    assert load_partition_meta(tmp_path / "r3").raw["repartitioned_from"][SCHEME_FIELD] == TYPED_SCHEME
+    write_typed_npy_dir(tmp_path / "typed", _graph())
+    assert main(["-q", "partition", "--input", str(tmp_path / "typed"), "--parts", "2", "--method", "random",
+                 "--out", str(tmp_path / "disk"), "--no-progress"]) == EXIT_OK
+    assert _fingerprint(tmp_path / "disk") == want
+
+
+def _edit_meta(folder: Path, **fields) -> None:
+    path = folder / "partition.json"
+    raw = json.loads(path.read_text())
+    for key, value in fields.items():
+        if value is None:
+            raw.pop(key)
+        else:
+            raw[key] = value
+    path.write_text(json.dumps(raw))
+
+
+def test_a_scheme_1_typed_folder_is_checked_the_old_way(tmp_path, monkeypatch):
+    """A typed folder written before scheme 2 (no field, the digest without relations and per-type
+    rows) still verifies; the new digest differs from it."""
+    partition_graph(_graph(), 2, "random", tmp_path / "p2", seed=1)
+    new = load_partition_meta(tmp_path / "p2").graph_fingerprint
+    _edit_meta(tmp_path / "p2", **{SCHEME_FIELD: None})
+    assert load_partition_meta(tmp_path / "p2").graph_fingerprint_scheme == 1
+    computed: list[str] = []
+    hexdigest = GraphDigest.hexdigest
+    monkeypatch.setattr(GraphDigest, "hexdigest", lambda self, header: computed.append(hexdigest(self, header))
+                        or computed[-1])
+    assert len(verify_partition(tmp_path / "p2")) == 1   # the scheme-2 value, recomputed as scheme 1
+    assert computed[-1] != new
+    _edit_meta(tmp_path / "p2", graph_fingerprint=computed[-1])   # as an older writer recorded it
+    assert verify_partition(tmp_path / "p2") == []
+
+
+@pytest.mark.parametrize("value", [1, 3, "2", True])
+def test_a_bad_scheme_is_one_line_naming_the_field(tmp_path, value):
+    partition_graph(_graph(), 2, "random", tmp_path / "p2", seed=1)
+    _edit_meta(tmp_path / "p2", **{SCHEME_FIELD: value})
+    with pytest.raises(PartitionFormatError, match=f"field {SCHEME_FIELD} = .*expected {TYPED_SCHEME} in a typed"):
+        load_partition_meta(tmp_path / "p2")

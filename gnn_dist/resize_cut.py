@@ -27,6 +27,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = ["PARTITIONS_DIR", "RESIZE_METHODS", "ResizeCut", "plan_partition"]
 
@@ -58,10 +59,26 @@ class ResizeCut:
             self._wait(timeout_s)
         return str(self.target)
 
-    def _source_fingerprint(self) -> str | None:
+    def _other_graph(self, cut: Any) -> str | None:
+        """Why the cut (its :class:`~partitioners.format.PartitionMeta`) is not known to hold the
+        source's graph, or None. Fingerprints of different schemes (a typed source cut before
+        scheme 2) cannot be compared: then the cut's ``repartitioned_from`` record must name the
+        source's fingerprint, and one warning says the graph was not verified by its digest."""
         from partitioners.format import load_partition_meta
 
-        return load_partition_meta(self.source).graph_fingerprint
+        source = load_partition_meta(self.source)
+        want, got = source.graph_fingerprint, cut.graph_fingerprint
+        if source.graph_fingerprint_scheme == cut.graph_fingerprint_scheme:
+            return None if got == want else f"graph fingerprint {str(got)[:16]}..., not {str(want)[:16]}..."
+        recorded = (cut.raw.get("repartitioned_from") or {}).get("graph_fingerprint")
+        if recorded != want:
+            return f"cut from graph fingerprint {str(recorded)[:16]}..., not {str(want)[:16]}..."
+        log.warning(f"--repartition-on-resize: {self.source}'s graph fingerprint is of scheme "
+                    f"{source.graph_fingerprint_scheme} and {self.target}'s of scheme {cut.graph_fingerprint_scheme} "
+                    f"(a typed folder cut before scheme 2): the cut is not verified by its digest, and a checkpoint "
+                    f"of the source resumes on it only with --resume-any-partition; re-cut the source once with "
+                    f"`gnn-dist partition --input` to avoid it")
+        return None
 
     def _cut_or_reuse(self) -> None:
         from partitioners.format import load_partition_meta, verify_partition
@@ -70,10 +87,9 @@ class ResizeCut:
         if (self.target / META_FILE).is_file():
             problems = verify_partition(self.target)
             meta = load_partition_meta(self.target) if not problems else None
-            if meta is None or meta.num_parts != self.num_parts or \
-                    meta.graph_fingerprint != self._source_fingerprint():
-                found = problems[0] if problems else (f"{meta.num_parts} parts, graph fingerprint "
-                                                      f"{str(meta.graph_fingerprint)[:16]}...")
+            other = None if meta is None else self._other_graph(meta)
+            if meta is None or meta.num_parts != self.num_parts or other is not None:
+                found = problems[0] if problems else f"{meta.num_parts} parts, {other or 'the same graph'}"
                 raise ValueError(f"--repartition-on-resize: {self.target} is not a {self.num_parts}-part cut of "
                                  f"{self.source} ({found}); remove it and restart: it is cut again")
             log.info(f"--repartition-on-resize: reusing {self.target} ({self.num_parts} parts, cut earlier with "
@@ -100,10 +116,10 @@ class ResizeCut:
         graph, extra = read_partition_input(self.source, scratch_dir=self.target.parent)
         read_s = time.perf_counter() - t0
         partition_graph(graph, self.num_parts, self.method, self.target, read_time_s=read_s, extra_meta=extra)
-        got, want = load_partition_meta(self.target).graph_fingerprint, self._source_fingerprint()
-        if got != want:   # never train on a cut of another graph
-            raise ValueError(f"--repartition-on-resize: {self.target}'s graph fingerprint {str(got)[:16]}... is "
-                             f"not {self.source}'s ({str(want)[:16]}...); report it, and re-partition by hand")
+        other = self._other_graph(load_partition_meta(self.target))
+        if other is not None:   # never train on a cut of another graph
+            raise ValueError(f"--repartition-on-resize: {self.target} holds {other} ({self.source}'s); report it, "
+                             f"and re-partition by hand")
         log.info(f"--repartition-on-resize: cut {self.target} ({self.num_parts} parts, {self.method}) in "
                  f"{time.perf_counter() - t0:.1f}s (read {read_s:.1f}s)")
 

@@ -107,6 +107,7 @@ class CheckpointManager:
         self.rank = get_rank()
         self.fingerprint = partition_fingerprint(part.meta)
         self.graph_fingerprint: str | None = getattr(part.meta, "graph_fingerprint", None)
+        self.graph_fingerprint_scheme: int = getattr(part.meta, "graph_fingerprint_scheme", 1)
         self.resized: dict[str, Any] | None = None
         """After a resume on another world size: the metrics file's resize record."""
         if config.checkpoint_dir is not None:
@@ -157,6 +158,8 @@ class CheckpointManager:
                  "model_info": model_info(model), "world_size": get_world_size(),
                  "partition": self.fingerprint, "graph_fingerprint": self.graph_fingerprint, "history": trainer.history,
                  "selection": trainer.selection.state_dict()}
+        if self.graph_fingerprint_scheme != 1:   # recorded when not 1: a homogeneous run's state is as before
+            state["graph_fingerprint_scheme"] = self.graph_fingerprint_scheme
         if rows is None:
             return state
         selection = state["selection"]
@@ -270,7 +273,8 @@ class CheckpointManager:
     def _check_partition(self, saved: _Saved) -> str | None:
         """None: the same partition; the line of a resume on another cut of the same graph
         (:func:`check_same_data`); or a refusal (a warning under ``resume_any_partition``)."""
-        mine = DataIdentity(self.fingerprint, self.graph_fingerprint, int(self.part.num_parts))
+        mine = DataIdentity(self.fingerprint, self.graph_fingerprint, int(self.part.num_parts),
+                            self.graph_fingerprint_scheme)
         found = check_same_data(DataIdentity.of_state(saved.state), mine, str(self.part.path),
                                 any_partition=self.config.resume_any_partition, path=saved.path)
         if found is None:

@@ -210,16 +210,19 @@ def check_applies(state: dict[str, Any], model: torch.nn.Module, optimizer: torc
 class DataIdentity:
     """What a checkpoint records of the data it was trained on, and what a resume compares:
     the partition folder's fingerprint (its files), the graph fingerprint (the graph by original
-    node ids, the same for every cut; None for folders written before it existed) and the number
-    of parts."""
+    node ids, the same for every cut; None for folders written before it existed), the number
+    of parts and how the graph fingerprint was computed (``graph_fingerprint_scheme``: 2 for typed
+    folders whose fingerprint covers relations and per-type data, 1 otherwise)."""
 
     partition: str | None
     graph: str | None
     num_parts: int | None
+    scheme: int = 1
 
     @classmethod
     def of_state(cls, state: dict[str, Any]) -> "DataIdentity":
-        return cls(state.get("partition"), state.get("graph_fingerprint"), state.get("world_size"))
+        return cls(state.get("partition"), state.get("graph_fingerprint"), state.get("world_size"),
+                   state.get("graph_fingerprint_scheme", 1))
 
 
 def check_same_data(saved: DataIdentity, mine: DataIdentity, where: str, *, any_partition: bool,
@@ -229,14 +232,21 @@ def check_same_data(saved: DataIdentity, mine: DataIdentity, where: str, *, any_
     does, for another cut of the same graph (equal graph fingerprints: the weights, optimizer and
     every replicated state apply as they are, so the run continues exactly). Raises
     :class:`~gnn_dist.checkpoints.format.CheckpointError` (one line naming both) for another
-    graph, or another partition when either side has no graph fingerprint, unless
+    graph, for graph fingerprints of different schemes (which cannot be compared: a typed folder
+    cut before scheme 2 and one cut after), or another partition when either side has no graph
+    fingerprint, unless
     ``any_partition``: then ``(warning, False)``."""
     if saved.partition == mine.partition:
         return None
     if saved.graph is not None and saved.graph == mine.graph:
         return (f"resumed a P={saved.num_parts} run's checkpoint on P={mine.num_parts} ({where}), same graph "
                 f"fingerprint {mine.graph[:16]}...", True)
-    if saved.graph is not None and mine.graph is not None:
+    if saved.graph is not None and mine.graph is not None and saved.scheme != mine.scheme:
+        what = (f"the checkpoint's graph fingerprint {saved.graph[:16]}... ({saved.num_parts} parts) is of scheme "
+                f"{saved.scheme} and this run's {where} holds one of scheme {mine.scheme} ({mine.num_parts} parts): "
+                f"typed folders cut before scheme 2 have a fingerprint that does not cover relations and per-type "
+                f"data, so the two cannot be compared and the graph is not verified")
+    elif saved.graph is not None and mine.graph is not None:
         what = (f"the checkpoint was written for another graph (graph fingerprint {saved.graph[:16]}..., "
                 f"{saved.num_parts} parts); this run's {where} holds graph fingerprint {mine.graph[:16]}... "
                 f"({mine.num_parts} parts)")

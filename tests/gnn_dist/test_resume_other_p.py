@@ -280,3 +280,24 @@ def test_folders_without_a_graph_fingerprint_keep_the_old_refusal(tmp_path, capl
     with caplog.at_level("WARNING", logger="gnn_dist"):
         assert gcn_trainer(part, None, resume_any_partition=True).resume(str(tmp_path / "ckpt"))
     assert "resuming it anyway (--resume-any-partition)" in caplog.text
+
+
+def test_graph_fingerprints_of_different_schemes_are_not_compared():
+    """A checkpoint of a typed folder cut before scheme 2 (its state has no scheme: 1) on a typed
+    folder cut after: one line saying the fingerprints cannot be compared, not "another graph";
+    resumed with a warning under --resume-any-partition."""
+    from gnn_dist.checkpoints import CheckpointError
+    from gnn_dist.checkpoints.resume import DataIdentity, check_same_data
+
+    saved = DataIdentity.of_state({"partition": "a" * 64, "graph_fingerprint": "b" * 64, "world_size": 4})
+    mine = DataIdentity("c" * 64, "d" * 64, 2, 2)
+    with pytest.raises(CheckpointError) as err:
+        check_same_data(saved, mine, "typed-2", any_partition=False, path="ckpt")
+    message = str(err.value)
+    assert "\n" not in message and "another graph" not in message and "cannot be compared" in message
+    assert "scheme 1" in message and "scheme 2" in message and "--resume-any-partition" in message
+    line, same_graph = check_same_data(saved, mine, "typed-2", any_partition=True, path="ckpt")
+    assert not same_graph and "resuming it anyway" in line
+    assert check_same_data(DataIdentity.of_state({"partition": "a" * 64, "graph_fingerprint": "d" * 64,
+                                                  "world_size": 4, "graph_fingerprint_scheme": 2}),
+                           mine, "typed-2", any_partition=False, path="ckpt")[1]

@@ -5,6 +5,7 @@ out-of-core writer keep it. Older typed folders (scheme 1) still verify. In-proc
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -88,21 +89,45 @@ def _edit_meta(folder: Path, **fields) -> None:
     path.write_text(json.dumps(raw))
 
 
-def test_a_scheme_1_typed_folder_is_checked_the_old_way(tmp_path, monkeypatch):
-    """A typed folder written before scheme 2 (no field, the digest without relations and per-type
-    rows) still verifies; the new digest differs from it."""
-    partition_graph(_graph(), 2, "random", tmp_path / "p2", seed=1)
-    new = load_partition_meta(tmp_path / "p2").graph_fingerprint
-    _edit_meta(tmp_path / "p2", **{SCHEME_FIELD: None})
-    assert load_partition_meta(tmp_path / "p2").graph_fingerprint_scheme == 1
+def _as_scheme_1(folder: Path, monkeypatch) -> str:
+    """Make ``folder`` a typed folder as written before scheme 2: no field, and the digest without
+    relations and per-type rows (the one ``--verify`` recomputes for it); returns that digest."""
+    _edit_meta(folder, **{SCHEME_FIELD: None})
+    assert load_partition_meta(folder).graph_fingerprint_scheme == 1
     computed: list[str] = []
     hexdigest = GraphDigest.hexdigest
-    monkeypatch.setattr(GraphDigest, "hexdigest", lambda self, header: computed.append(hexdigest(self, header))
-                        or computed[-1])
-    assert len(verify_partition(tmp_path / "p2")) == 1   # the scheme-2 value, recomputed as scheme 1
-    assert computed[-1] != new
-    _edit_meta(tmp_path / "p2", graph_fingerprint=computed[-1])   # as an older writer recorded it
+    with monkeypatch.context() as m:
+        m.setattr(GraphDigest, "hexdigest", lambda self, header: computed.append(hexdigest(self, header))
+                  or computed[-1])
+        assert len(verify_partition(folder)) == 1   # the scheme-2 value, recomputed as scheme 1
+    _edit_meta(folder, graph_fingerprint=computed[-1])
+    return computed[-1]
+
+
+def test_a_scheme_1_typed_folder_is_checked_the_old_way(tmp_path, monkeypatch):
+    partition_graph(_graph(), 2, "random", tmp_path / "p2", seed=1)
+    new = load_partition_meta(tmp_path / "p2").graph_fingerprint
+    assert _as_scheme_1(tmp_path / "p2", monkeypatch) != new
     assert verify_partition(tmp_path / "p2") == []
+
+
+def test_a_resize_cut_of_a_scheme_1_typed_folder_warns_and_is_reused(tmp_path, monkeypatch, caplog):
+    from gnn_dist.resize_cut import ResizeCut
+
+    partition_graph(_graph(), 2, "random", tmp_path / "p2", seed=1)
+    old = _as_scheme_1(tmp_path / "p2", monkeypatch)
+    cut = ResizeCut(tmp_path / "p2", tmp_path / "ckpt" / "partitions" / "p3", 3, "random")
+    with caplog.at_level(logging.INFO, logger="gnn_dist"):
+        assert cut.make(0, 5) == str(cut.target)
+        meta = load_partition_meta(cut.target)
+        assert meta.graph_fingerprint_scheme == TYPED_SCHEME and meta.graph_fingerprint != old
+        assert meta.raw["repartitioned_from"]["graph_fingerprint"] == old
+        assert "is of scheme 1" in caplog.text and "--resume-any-partition" in caplog.text
+        assert cut.make(0, 5) == str(cut.target)
+    assert f"reusing {cut.target}" in caplog.text
+    _edit_meta(tmp_path / "p2", graph_fingerprint="0" * 64)   # another source: the cut is not reused
+    with pytest.raises(ValueError, match=r"is not a 3-part cut of .*cut from graph fingerprint"):
+        cut.make(0, 5)
 
 
 @pytest.mark.parametrize("value", [1, 3, "2", True])

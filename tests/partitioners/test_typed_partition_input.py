@@ -76,7 +76,8 @@ def test_the_graph_read_back_is_the_typed_graph_that_was_cut(tmp_path, monkeypat
         {k: m.tolist() for k, m in g.masks["paper"].items()}
     meta = load_partition_meta(tmp_path / "p2")
     assert extra["repartitioned_from"] == {"folder": str(tmp_path / "p2"), "num_parts": 2, "method": "metis",
-                                           "graph_fingerprint": meta.graph_fingerprint}
+                                           "graph_fingerprint": meta.graph_fingerprint,
+                                           "graph_fingerprint_scheme": 2}
     size = input_size(tmp_path / "p2")
     assert (size.num_nodes, size.num_edges, size.feature_bytes, size.num_relations, size.typed_criteria) == \
         (71, 500, 12, 6, 4)

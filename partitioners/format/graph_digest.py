@@ -8,10 +8,11 @@ destination, source, weight and edge features; a row by its original id, the fil
 to and its bytes), and the words of each kind are summed modulo ``2**64``: a multiset hash, so
 duplicate edges count twice and no order of the parts, chunks or rows matters. The fingerprint
 is the sha256 of a header (counts, dtypes, label kind, the input's node names, a typed graph's
-``hetero`` section) and those sums. A typed folder's (scheme :data:`TYPED_SCHEME`) also folds each
-edge's relation id into its word and adds the per-type rows (``features-TYPE.npy``,
-``labels-TYPE.npy``) by original id; a node's type is its original id's range in the header. It tells "the same graph cut again" from "another graph"; it
-is not a cryptographic commitment (a 64-bit sum can be forged on purpose, not by accident).
+``hetero`` section) and those sums. A typed folder's (scheme :data:`TYPED_SCHEME`) also folds
+each edge's relation id into its word and adds the per-type rows (``features-TYPE.npy``,
+``labels-TYPE.npy``) by original id; a node's type is its original id's range in the header.
+It tells "the same graph cut again" from "another graph"; it is not a cryptographic commitment
+(a 64-bit sum can be forged on purpose, not by accident).
 
 Nothing here loads the graph: :class:`GraphDigest` takes the chunks the writer gathers anyway.
 """
@@ -24,8 +25,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GraphDigest", "HEADER_KEYS", "SCHEME_FIELD", "TYPED_SCHEME", "fingerprint_scheme", "graph_header",
-           "row_words"]
+__all__ = ["GraphDigest", "HEADER_KEYS", "SCHEME_FIELD", "TYPED_SCHEME", "graph_header", "row_words"]
 
 SCHEME_FIELD = "graph_fingerprint_scheme"
 """``partition.json``'s record of how ``graph_fingerprint`` was computed (absent: scheme 1)."""
@@ -35,11 +35,6 @@ node data; typed folders written before it, and every homogeneous folder, are sc
 homogeneous fingerprints are unchanged)."""
 _STEP_BYTES = 1 << 24
 """Bytes of rows hashed at once by :meth:`GraphDigest.add_rows` (bounds its temporaries)."""
-
-
-def fingerprint_scheme(meta: dict[str, Any]) -> int:
-    """The scheme of a folder's ``graph_fingerprint`` from its ``partition.json`` fields (``raw``)."""
-    return int(meta.get(SCHEME_FIELD, 1))
 
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

@@ -214,8 +214,10 @@ def _write_part_edges(graph: Graph, tmp: Path, pdir: str, inner: np.ndarray, in_
                       digest: GraphDigest, relation_of: np.ndarray | None) -> dict[str, FileEntry]:
     """Stream the in-edges of a part's ``inner`` rows (in-degrees ``in_degree``) into its
     ``indices.npy`` (local ids by ``local_of``; ``rows`` maps them back to original ids for
-    ``digest``, with the edges' ids in ``relation_of`` when given) and, when the graph has them, ``edge_weight.npy`` and ``edge_attr.npy``, in node
-    chunks of about :data:`~.relabel.CHUNK_EDGES` edges; return their entries."""
+    ``digest``, with the edges' relation ids in ``relation_of``, a typed graph's ``edge_type`` in
+    the union CSR's order, when given) and, when the graph has them, ``edge_weight.npy`` and
+    ``edge_attr.npy``, in node chunks of about :data:`~.relabel.CHUNK_EDGES` edges; return their
+    entries."""
     from ._kernels import gather_edge_rows, gather_part_edges  # numba: imported by the writer, not by readers
 
     def stream(name: str, dtype: Any, shape: tuple[int, ...]) -> npyio.ArrayStream:

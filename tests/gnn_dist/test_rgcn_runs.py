@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from gnn_dist.checkpoints import load_checkpoint
 from gnn_dist.train import main
 from partitioners.format import load_partition_meta
 from mp_utils import run_ranks
@@ -103,6 +104,8 @@ def test_resume_is_exact_on_the_same_and_on_another_cut(folders, tmp_path, monke
     assert (recut.num_parts, recut.method, recut.hetero["relations"]) == \
         (3, "ldg", load_partition_meta(folders / "mag2").hetero["relations"])
     assert recut.graph_fingerprint == load_partition_meta(folders / "mag2").graph_fingerprint
+    saved = load_checkpoint(tmp_path / "cut" / "checkpoint-000003.pt")   # a typed run records its scheme
+    assert (saved["graph_fingerprint"], saved["graph_fingerprint_scheme"]) == (recut.graph_fingerprint, 2)
     assert [p.name for p in (tmp_path / "recut" / "partitions").iterdir()] == ["p3"]   # no scratch left
 
 

@@ -5,10 +5,12 @@ with its saved-tensor formula, ``register_adapter``) through the stock command l
 - ``sync`` on 2 ranks with ``--save-model``; ``overlap`` on 2 ranks gives the same losses every
   epoch (1e-5); ``stale`` with ``--recompute layers`` trains (its first epoch is exact);
   ``--parallel layer --stages 2`` on a 1-part folder gives the 2-part sync run's losses (the run
-  is exact whatever the cut); ``gnn-dist predict --import`` writes every node's prediction.
+  is exact whatever the cut), its data, import, model and epochs named by a ``--config`` file
+  only (the ``import`` list loads as ``--import`` does, and ``data.data`` is enough for
+  ``gnn-dist train``: one job for both); ``gnn-dist predict --import`` writes every node's
+  prediction.
 - ``--import`` errors (a missing file, a module that raises, an unknown model without it) are
-  one line, exit code 2; the ``import`` list of a ``--config`` file loads the same way, and the
-  file's ``data.data`` is enough for ``gnn-dist train``.
+  one line, exit code 2.
 - A model registered without a formula is planned with the generic bound, with one warning; the
   bound is above the built-in layers' own formulas.
 
@@ -110,10 +112,17 @@ def test_stale_with_recomputation_trains(folders, sync_run):
     assert not np.allclose(got[1:], sync_run[1:], rtol=1e-7, atol=0)   # then last epoch's halo rows
 
 
-def test_layer_parallel_stages_train_the_sync_runs_losses(folders, sync_run):
-    r = run_gnn_dist("train", "--data", "tiny-1", *FLAGS, "--parallel", "layer", "--stages", "2",
-                     "--metrics", "layer.jsonl", cwd=folders)
+def test_layer_parallel_stages_from_a_config_file_train_the_sync_runs_losses(folders, sync_run):
+    """One job for two claims: ``--parallel layer --stages 2`` on the 1-part folder trains the
+    2-part sync run's losses, and a ``--config`` file's ``import`` list and ``data.data`` (no
+    ``--data``, no ``--import``) are all ``gnn-dist train`` needs: the model, its width and the
+    epochs come from the file too, or the losses would differ."""
+    (folders / "run.toml").write_text(f'import = ["{EXAMPLE}"]\nepochs = {EPOCHS}\n[data]\ndata = "tiny-1"\n'
+                                      f'[model]\nmodel = "graphconv"\nhidden = 16\n')
+    r = run_gnn_dist("train", "--config", "run.toml", "--seed", "1", "--timeout", "60", "--parallel", "layer",
+                     "--stages", "2", "--metrics", "layer.jsonl", cwd=folders)
     assert r.returncode == 0, r.stderr[-3000:]
+    assert f'"epochs": {EPOCHS}' in r.stderr
     np.testing.assert_allclose(losses(folders / "layer.jsonl"), sync_run, rtol=1e-5, atol=1e-6)
 
 
@@ -125,14 +134,6 @@ def test_predict_loads_the_users_model(folders, sync_run):
         assert z["node_ids"].shape == (1000,) and z["probabilities"].shape == (1000, 4)
     r = run_gnn_dist("predict", "--data", "tiny-2", "--model-file", "model.gdm", "--out", "pred2.npz", cwd=folders)
     assert r.returncode == 2 and "graphconv" in r.stderr and "--import" in r.stderr, r.stderr[-2000:]
-
-
-def test_a_config_file_names_the_data_and_the_import(folders):
-    (folders / "run.toml").write_text(f'import = ["{EXAMPLE}"]\nepochs = 1\n[data]\ndata = "tiny-1"\n'
-                                      f'[model]\nmodel = "graphconv"\nhidden = 8\n')
-    r = run_gnn_dist("train", "--config", "run.toml", "--timeout", "60", cwd=folders)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert '"epochs": 1' in r.stderr
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -308,6 +308,6 @@ def run_in_group(body: Callable[[Any], None], *, rank: int, verbose: bool = Fals
 
 
 if __name__ == "__main__":
-    from .distributed.process_exit import exit_process
+    from partitioners.process_exit import exit_process
 
     exit_process(main())   # without the 1-2 s of interpreter teardown (see the module)

@@ -1,7 +1,7 @@
 """``python -m gnn_dist_cli``: the ``gnn-dist`` command."""
 
-import sys
+from partitioners.process_exit import exit_process
 
 from .command import main
 
-sys.exit(main())
+exit_process(main())   # without the interpreter's teardown (see partitioners/process_exit.py)

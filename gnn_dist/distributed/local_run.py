@@ -371,6 +371,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from .process_exit import exit_process
+    from partitioners.process_exit import exit_process
 
     exit_process(main())   # without the 1-2 s of interpreter teardown (see the module)

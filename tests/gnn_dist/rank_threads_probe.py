@@ -43,4 +43,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from partitioners.process_exit import exit_process
+
+    exit_process(main())   # as gnn_dist.train's own __main__ ends

@@ -73,7 +73,7 @@ def test_main_trains_and_writes_metrics(folders, tmp_path):
 def test_module_entry_point_runs_as_a_script(folders, tmp_path, monkeypatch):
     """``python -m gnn_dist.train ...`` (the module torchrun runs), in-process via runpy; its
     ``exit_process`` (``os._exit``: the end of this pytest worker) as ``sys.exit``."""
-    import gnn_dist.distributed.process_exit as process_exit
+    import partitioners.process_exit as process_exit
     import gnn_dist.train  # noqa: F401  (as the earlier tests do: runpy's warning whatever the order)
 
     monkeypatch.setattr(process_exit, "exit_process", sys.exit)

@@ -1,4 +1,4 @@
-"""gnn_dist/distributed/process_exit.py: a finished ``__main__`` ends with its code, its non-daemon
+"""partitioners/process_exit.py: a finished ``__main__`` ends with its code, its non-daemon
 threads joined, its atexit hooks run and its buffered output written, but without the module
 teardown (a ``__del__`` of a module global, which only that teardown runs, never runs); under a
 profiler it exits the usual way."""
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = textwrap.dedent("""
     import atexit, os, sys, threading, time
-    from gnn_dist.distributed.process_exit import exit_process
+    from partitioners.process_exit import exit_process
 
     class Teardown:
         def __del__(self, write=os.write):   # sys.stdout may be gone by then: the fd itself

@@ -1,16 +1,19 @@
-"""End a finished rank or agent without the interpreter's teardown.
+"""End a finished command, rank or agent without the interpreter's teardown.
 
 A process that imported torch spends 1-2 s of CPU after its last line in Python's finalization
 (clearing every module and collecting the garbage of torch, and of ``torch._dynamo`` and sympy,
-which the optimizer's first step imports): the job's end waits for it, rank after rank, then
-the agent. :func:`exit_process` does what matters of that teardown (the non-daemon threads are
-joined, the ``atexit`` hooks run: the run locks, ``weakref.finalize``, torch's; ``sys.stdout``,
-``sys.stderr`` and the logging handlers are flushed) and ends the process with ``os._exit``.
+which the optimizer's first step imports), and one that imported numpy, scipy and numba (a
+``gnn-dist`` command) a few tenths: a job's end waits for it, rank after rank, then the agent,
+then the command. :func:`exit_process` does what matters of that teardown (the non-daemon
+threads are joined, the ``atexit`` hooks run: the run locks, ``weakref.finalize``, torch's,
+logging's; ``sys.stdout`` and ``sys.stderr`` are flushed) and ends the process with
+``os._exit``. Torch-free, so the command (``gnn_dist_cli``) and the runtime share it.
 
-Only for a ``__main__`` that is done (``gnn_dist.train``, ``gnn_dist.predict``, the agent): an
-uncaught exception still goes the usual way (its traceback, torch's error file); so does every
-exit under a profiler or a tracer (``python -m cProfile``, a debugger), which may still have
-work to do after ``__main__`` returns.
+Only for a ``__main__`` that is done (``python -m gnn_dist_cli``, ``gnn_dist.train``,
+``gnn_dist.predict``, the agent ``gnn_dist.distributed.local_run``): an uncaught exception still
+goes the usual way (its traceback, torch's error file); so does every exit under a profiler or a
+tracer (``python -m cProfile``, a debugger), which may still have work to do after ``__main__``
+returns.
 """
 
 from __future__ import annotations

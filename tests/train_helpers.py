@@ -69,7 +69,10 @@ def run_tree(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
         [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
     env["PATH"] = os.pathsep.join([command_dir(), str(Path(sys.executable).parent), env.get("PATH", "")])
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+    # the launch variables, and the thread variables a rank's import of gnn_dist.train may have set in
+    # this worker (a user's shell has only OMP_NUM_THREADS, above: the ranks default the others)
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+                 "NUMBA_NUM_THREADS", "OMP_WAIT_POLICY", "KMP_BLOCKTIME"):
         env.pop(name, None)
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)

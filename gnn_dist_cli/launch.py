@@ -255,9 +255,22 @@ def run_torchrun(cmd: Sequence[str], env: Mapping[str, str], *, verbose: bool = 
             reader = threading.Thread(target=_pump, args=(proc.stderr, filt), daemon=True,
                                       name="gnn-dist-torchrun-stderr")
             reader.start()
+
+        def announce() -> None:
+            """Say once that a signal came and what is done with it (also when torchrun ended
+            within the poll interval after it: the signal still ended the job)."""
+            nonlocal announced
+            if forwarder.signum is not None and not announced:
+                announced = True
+                tree.record()
+                log.warning(f"got {signal.Signals(forwarder.signum).name}: stopping torchrun "
+                            f"(pid {proc.pid}) and its ranks, at most {grace_s:g} s (send it again "
+                            f"to kill them now)")
+
         while True:
             try:
                 returncode = proc.wait(timeout=_POLL_S)
+                announce()
                 break
             except subprocess.TimeoutExpired:
                 pass
@@ -265,12 +278,7 @@ def run_torchrun(cmd: Sequence[str], env: Mapping[str, str], *, verbose: bool = 
             if now >= next_record:
                 tree.record()
                 next_record = now + TRACK_INTERVAL_S
-            if forwarder.signum is not None and not announced:
-                announced = True
-                tree.record()
-                log.warning(f"got {signal.Signals(forwarder.signum).name}: stopping torchrun "
-                            f"(pid {proc.pid}) and its ranks, at most {grace_s:g} s (send it again "
-                            f"to kill them now)")
+            announce()
             if not killed and forwarder.received_at is not None and (
                     forwarder.repeated or now - forwarder.received_at >= grace_s):
                 killed = True

@@ -282,9 +282,14 @@ def _sparse_factor(x: torch.Tensor, nonzero: tuple[torch.Tensor, torch.Tensor], 
     return factor
 
 
+def takes_dropout_key(conv: Any) -> bool:
+    """Whether ``conv`` is handed the layer's dropout key (``uses_dropout_key``: GAT's attention dropout)."""
+    return bool(getattr(conv, "uses_dropout_key", False))
+
+
 def call_conv(conv: torch.nn.Module, block: Any, x_src: torch.Tensor, key: DropoutKey | None) -> torch.Tensor:
     """``conv(block, x_src)``, with ``dropout_key=key`` for layers that take one
-    (``uses_dropout_key``: GAT's attention dropout)."""
-    if getattr(conv, "uses_dropout_key", False):
+    (:func:`takes_dropout_key`)."""
+    if takes_dropout_key(conv):
         return conv(block, x_src, dropout_key=key)
     return conv(block, x_src)

@@ -32,7 +32,7 @@ from torch import nn
 
 from .block import Block
 from .decomposable import is_decomposable
-from .dropout import DropoutKey, call_conv
+from .dropout import DropoutKey, call_conv, takes_dropout_key
 
 __all__ = ["Activation", "LayerInput", "PartLike", "FullGraph", "exchange_then_run", "maps_before_exchange"]
 
@@ -111,7 +111,7 @@ def _map_exchange_aggregate(part: PartLike, conv: Any, h: torch.Tensor, dropout_
     """The layer's :func:`~gnn_dist.nn.decomposable.propagate` with the exchange between the map
     and the aggregation: ``begin`` on the inner rows (the destinations), the exchange of their
     mapped rows, then one aggregation over the whole block."""
-    key = dropout_key if getattr(conv, "uses_dropout_key", False) else None
+    key = dropout_key if takes_dropout_key(conv) else None   # as call_conv hands it
     ctx, z_inner = conv.begin(part.block, h, key)
     return conv.update(conv.aggregate(part.block, part.exchange(z_inner), ctx, whole=True), ctx)
 

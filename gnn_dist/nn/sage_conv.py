@@ -94,7 +94,7 @@ class SAGEConv(nn.Module):
               raw: bool = False) -> tuple[_SAGEContext, torch.Tensor]:
         """Applies ``W_2`` before the mean when it narrows the rows (not when ``raw``)."""
         check_first(block, x_first, self.in_channels, self)
-        map_first = not raw and self.out_channels < self.in_channels
+        map_first = not raw and self.narrows(x_first)
         root = None
         if map_first and x_first.shape[0] == block.num_dst:
             # the rows are the destinations': one product for both weights reads them once

@@ -208,6 +208,7 @@ class HaloExchanger:
         self.row_ids = None if row_ids is None else row_ids.detach().to(torch.int64)
         self._send_index_cpu = index
         self._send_index: dict[torch.device, torch.Tensor] = {}
+        self._sent: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
         self.totals = ExchangeStats()
         """Every exchange since construction (or :meth:`reset_stats`)."""
         self._recorders: list[ExchangeStats] = [self.totals]
@@ -283,34 +284,41 @@ class HaloExchanger:
                             transport=EXACT).wait()
 
     def start_backward(self, grad_halo: torch.Tensor, *, tag: Any = None, subset: HaloSubset | None = None,
-                       transport: Transport = EXACT, into: torch.Tensor | None = None) -> HaloHandle:
+                       transport: Transport = EXACT, into: torch.Tensor | None = None,
+                       sent_rows_only: bool = False) -> HaloHandle:
         """Start sending the halo rows' gradients ``grad_halo [N_halo, F...]`` back to their
         owners; the handle's ``wait()`` returns ``[N_in, F...]``: the gradients received from the
         readers, summed into the rows that were sent (0 elsewhere), or, with ``into`` (``[N_in,
         F...]``, not modified), summed into a copy of ``into``: the inner rows' own gradient plus
-        the readers', with no zero-filled ``[N_in, F...]`` and no pass to add it. With ``subset``
-        only its rows travel, multiplied by ``recv_scale`` (the transpose of :meth:`start` with the
-        same subset). A collective."""
+        the readers', with no zero-filled ``[N_in, F...]`` and no pass to add it; or, with
+        ``sent_rows_only``, ``[B, F...]``: only the rows of :meth:`sent_rows_on` (the distinct
+        sent rows, ascending), the others being 0 (the same sums, in the same order). With
+        ``subset`` only its rows travel, multiplied by ``recv_scale`` (the transpose of
+        :meth:`start` with the same subset). A collective."""
         if grad_halo.ndim < 1 or grad_halo.shape[0] != self.num_halo:
             raise ValueError(f"start_backward expects {self.num_halo} rows (num_halo), got a tensor "
                              f"of shape {tuple(grad_halo.shape)}")
+        if into is not None and sent_rows_only:
+            raise ValueError("start_backward: into and sent_rows_only exclude each other")
         g = grad_halo.detach()
-        out_shape = (self.num_inner, *g.shape[1:])
+        out_dtype, device = g.dtype, g.device
+        positions = self._sent_positions_on(device) if sent_rows_only else self._index_on(device)
+        out_rows = int(self.sent_rows_on(device).numel()) if sent_rows_only else self.num_inner
+        out_shape = (out_rows, *g.shape[1:])
         if into is not None and tuple(into.shape) != out_shape:
             raise ValueError(f"start_backward: into has shape {tuple(into.shape)}, expected {out_shape}")
         if self.world_size == 1:
             return self._finished_handle(g.new_zeros(out_shape) if into is None else into.detach().clone(), tag)
-        out_dtype, device = g.dtype, g.device
         if subset is None:
             send, send_counts, recv_counts = g.contiguous(), self.halo_counts, self.send_counts
-            rows = self._index_on(device)
+            rows = positions
             halo_rows = None
         else:
             scale = subset.recv_scale.to(device=device, dtype=out_dtype)
             halo_rows = subset.recv_pos.to(device)
             send = g.index_select(0, halo_rows) * scale.view(-1, *[1] * (g.dim() - 1))
             send_counts, recv_counts = subset.recv_counts, subset.send_counts
-            rows = self._index_on(device)[subset.send_pos.to(device)]
+            rows = positions[subset.send_pos.to(device)]
 
         def finish(recv: torch.Tensor) -> torch.Tensor:
             out = recv.new_zeros(out_shape, dtype=out_dtype) if into is None else into.detach().clone()
@@ -374,6 +382,22 @@ class HaloExchanger:
             idx = self._send_index_cpu.to(device)
             self._send_index[device] = idx
         return idx
+
+    def sent_rows_on(self, device: torch.device) -> torch.Tensor:
+        """int64 ``[B]`` on ``device``: the distinct inner rows this rank sends, ascending (a row
+        read by several ranks is in ``send_index`` once per reader); cached per device."""
+        return self._sent_on(device)[0]
+
+    def _sent_positions_on(self, device: torch.device) -> torch.Tensor:
+        """int64 ``[S]``: each ``send_index`` entry's position in :meth:`sent_rows_on`."""
+        return self._sent_on(device)[1]
+
+    def _sent_on(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        got = self._sent.get(device)
+        if got is None:
+            rows, positions = torch.unique(self._send_index_cpu, sorted=True, return_inverse=True)
+            got = self._sent[device] = (rows.to(device), positions.to(device))
+        return got
 
     def _check_with_peers(self) -> None:
         device = comm_device(self.group)

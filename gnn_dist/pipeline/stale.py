@@ -13,7 +13,9 @@ Schedule for layer ``l`` at epoch ``t`` (``t`` counts the steps of this pipeline
   ``cat(h, buffer)``; start sending this epoch's ``h`` (waited for at ``t + 1``).
 - ``t >= 1``, backward: likewise for gradients: the inner rows get ``grad[:I]`` plus the buffer
   of halo-gradient contributions of epoch ``t - 1``; this epoch's halo gradients start their way
-  back to the owners.
+  back to the owners. The buffer holds only the ``B`` rows this rank sends (the others' are 0),
+  added into a copy of ``grad[:I]`` at those rows: the same sums as a zero-filled ``[I, F]``
+  buffer, without filling, adding and (with smoothing) averaging ``I`` rows.
 
 Smoothing (``gamma``, PipeGCN's "-GF" variant with Adam-style bias correction): the buffer holds
 ``m_n = gamma * m_{n-1} + (1 - gamma) * x_n`` (``m_0 = 0``) divided by ``1 - gamma ** n``, for
@@ -29,7 +31,7 @@ earlier does not change a value: the same updates run in the same order), so a p
 from it takes the next step exactly as this one would. The state is per rank (its halo rows).
 Size per rank: ``sum over exchanging layers l of (H + B) * F_l * itemsize`` bytes, ``H`` halo
 rows, ``B <= min(I, S)`` the distinct rows this rank sends (``S`` = ``len(send_index)``): the
-gradient buffer is ``[I, F]`` but zero outside those rows, so only they are kept. Over all
+gradient buffer is ``[B, F]``, the rows of ``HaloExchanger.sent_rows_on``. Over all
 ranks ``sum B <= sum S = sum H``: at most ``2 * (total halo rows) * F * layers * itemsize``,
 and the halo rows' original ids (``halo_ids``, int64 ``[H]``).
 
@@ -143,8 +145,9 @@ class _StaleExchange(torch.autograd.Function):
 
     Forward: ``halo`` = the layer's feature buffer (after folding in the exchange started last
     epoch); then start sending ``h``. First step: a blocking exchange fills the buffer.
-    Backward: ``grad_h = grad[:I] + grad buffer`` (the previous epoch's contributions, folded in
-    after waiting); then start sending ``grad[I:]``. First step: blocking. The halo rows are data,
+    Backward: ``grad_h = grad[:I]`` plus the grad buffer (the previous epoch's contributions to
+    the ``B`` sent rows, folded in after waiting) at those rows; then start sending
+    ``grad[I:]``. First step: blocking. The halo rows are data,
     not a function of ``h``: their gradients only travel to the owners.
     """
 
@@ -171,7 +174,8 @@ class _StaleExchange(torch.autograd.Function):
         state: _LayerState = ctx.state
         n = ex.num_inner
         grad = grad.contiguous()
-        send = ex.start_backward(grad[n:], tag=ctx.tag, subset=ctx.subset, transport=ctx.transport)
+        send = ex.start_backward(grad[n:], tag=ctx.tag, subset=ctx.subset, transport=ctx.transport,
+                                 sent_rows_only=True)
         if ctx.first or (state.grads.value is None and state.pending_grads is None):
             contrib = state.grads.update(send.wait())
         else:
@@ -179,7 +183,9 @@ class _StaleExchange(torch.autograd.Function):
             contrib = state.grads.value
             state.pending_grads = send
         assert contrib is not None
-        return grad[:n] + contrib.to(grad.dtype), None, None, None, None, None, None
+        # one addition per element at the sent rows, as grad[:n] + a zero-filled [I, F] buffer
+        grad_h = grad[:n].clone().index_add_(0, ex.sent_rows_on(grad.device), contrib.to(grad.dtype))
+        return grad_h, None, None, None, None, None, None
 
 
 @register_schedule("stale")
@@ -216,11 +222,12 @@ class StalePipeline(ExchangeBeforeLayer):
     @staticmethod
     def held_rows(*, inner: int, halo: int, send: int, smoothing: float | None) -> tuple[int, int]:
         """The planner's rows per exchanged layer (:class:`~.base.Pipeline`): kept, the feature
-        buffer's ``H`` halo rows and the gradient buffer's ``I`` inner rows (twice with a moving
-        average: its sum and its value), and the received gradients summed into ``I`` rows before
-        they replace the buffer; on the wire at the backward's peak, this step's feature exchange
+        buffer's ``H`` halo rows and the gradient buffer's ``B <= min(I, S)`` sent rows (``S``:
+        ``send``; twice with a moving average: its sum and its value), and the received gradients
+        summed into ``B`` rows before they replace the buffer; on the wire at the backward's peak, this step's feature exchange
         and its gradients' both in flight, ``2 (R + H)``."""
-        return (halo + inner) * (2 if smoothing else 1) + inner, 2 * (send + halo)
+        sent = min(inner, send)
+        return (halo + sent) * (2 if smoothing else 1) + sent, 2 * (send + halo)
 
     def begin_step(self, epoch: int) -> "StalePipeline":
         self._layers.reset(epoch)
@@ -250,29 +257,17 @@ class StalePipeline(ExchangeBeforeLayer):
             state.settle_features()
             state.settle_grads()
 
-    def _sent_rows(self) -> torch.Tensor:
-        """int64 ``[B]`` (block device): the distinct inner rows this rank sends, the only rows
-        where a gradient buffer can be non-zero."""
-        return torch.unique(self.exchanger.send_index).to(self.block.device)
-
     def state_dict(self) -> dict[str, Any]:
         """This rank's state: ``{"steps": int, "layers": {layer: {"features": ..., "grads": ...}}}``.
 
         A collective when exchanges are in flight: it waits for them first (:meth:`flush`), so
         the buffers hold exactly what the next step would read. ``features`` is the layer's
-        :class:`EMABuffer` state (``m`` ``[H, F]``); ``grads`` likewise with ``m`` cut to the sent
-        rows ``[B, F]`` (see the module docstring). Tensors stay on their device.
+        :class:`EMABuffer` state (``m`` ``[H, F]``); ``grads`` likewise (``m`` ``[B, F]``, the sent
+        rows; see the module docstring). Tensors stay on their device.
         """
         self.flush()
-        rows = self._sent_rows()
-        layers: dict[int, dict[str, Any]] = {}
-        for layer, state in sorted(self._states.items()):
-            grads = state.grads.state_dict()
-            m = grads["m"]
-            if m is not None:
-                assert not m.index_fill(0, rows, 0).any(), "a halo-gradient buffer is non-zero outside the sent rows"
-                grads["m"] = m.index_select(0, rows)
-            layers[layer] = {"features": state.features.state_dict(), "grads": grads}
+        layers = {layer: {"features": state.features.state_dict(), "grads": state.grads.state_dict()}
+                  for layer, state in sorted(self._states.items())}
         halo_ids = self.exchanger.row_ids
         return {"steps": self._steps, "layers": layers,
                 "halo_ids": None if halo_ids is None else halo_ids[self.exchanger.num_inner:].cpu()}
@@ -290,12 +285,11 @@ class StalePipeline(ExchangeBeforeLayer):
                              f"{type(saved).__name__})")
         self.flush()
         ex, device = self.exchanger, self.block.device
-        rows = self._sent_rows()
         states: dict[int, _LayerState] = {}
         for layer, entry in saved.items():
             layer_state = _LayerState(self.smoothing)
             for name, buffer, num_rows in (("features", layer_state.features, ex.num_halo),
-                                           ("grads", layer_state.grads, rows.numel())):
+                                           ("grads", layer_state.grads, ex.sent_rows_on(device).numel())):
                 buf = dict(entry[name])
                 m = buf.get("m")
                 if m is not None:
@@ -303,10 +297,7 @@ class StalePipeline(ExchangeBeforeLayer):
                         raise ValueError(f"layer {layer} {name}: saved buffer of shape "
                                          f"{tuple(getattr(m, 'shape', ()))} does not fit this rank's "
                                          f"{num_rows} rows")
-                    m = m.to(device)
-                    if name == "grads":
-                        m = m.new_zeros((ex.num_inner, *m.shape[1:])).index_copy_(0, rows, m)
-                    buf["m"] = m
+                    buf["m"] = m.to(device)
                 buffer.load_state_dict(buf)
             states[int(layer)] = layer_state
         self._states, self._steps = states, steps

@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 from partitioners import __version__
 from partitioners.cli_args import (BALANCE_CRITERIA, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE,
@@ -32,6 +32,7 @@ from partitioners.cli_inspect import cmd_inspect
 from partitioners.cli_partition import add_partition_verb, cmd_partition
 from partitioners.errors import PartitionFormatError
 from partitioners.log_format import CliFormatter
+from partitioners.process_exit import exit_process
 
 from .launch_verbs import (LOOPBACK_ENV, LOOPBACK_RDZV_BACKEND, add_launch_verbs, cmd_predict, cmd_train,
                            train_command, train_env)
@@ -261,5 +262,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
 
 
+def console_main() -> NoReturn:
+    """The ``gnn-dist`` command (the installed script and ``python -m gnn_dist_cli``): :func:`main`,
+    ended without the interpreter's teardown (:func:`~partitioners.process_exit.exit_process`)."""
+    exit_process(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

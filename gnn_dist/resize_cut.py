@@ -11,7 +11,8 @@ family's largest member (or the folder) back by original ids and cuts it with a 
 types' ids kept), after one line saying
 what it will need (the partitioner's memory estimate, refused like ``gnn-dist partition
 --max-memory`` when over the available memory) and one line with the time it took. The new folder
-has the old one's graph fingerprint (checked), so the resume from the last checkpoint is exact (sync
+has the old one's graph fingerprint (checked; a typed source cut before fingerprint scheme 2 by
+the new folder's scheme-1 digest), so the resume from the last checkpoint is exact (sync
 and overlap schedules). The other ranks wait for the finished folder (it appears whole: written
 beside it and renamed) for ``--timeout`` seconds at most, then fail with one line naming it. A
 folder cut by an earlier restart is reused once ``inspect --verify``'s checks pass on it (its
@@ -62,22 +63,27 @@ class ResizeCut:
     def _other_graph(self, cut: Any) -> str | None:
         """Why the cut (its :class:`~partitioners.format.PartitionMeta`) is not known to hold the
         source's graph, or None. Fingerprints of different schemes (a typed source cut before
-        scheme 2) cannot be compared: then the cut's ``repartitioned_from`` record must name the
-        source's fingerprint, and one warning says the graph was not verified by its digest."""
+        scheme 2) are compared by scheme 1 (the cut's ``scheme_1_graph_fingerprint``); a cut
+        without it (written before it existed) must name the source's fingerprint in its
+        ``repartitioned_from`` record, and one warning says the graph was not verified by its digest."""
         from partitioners.format import load_partition_meta
 
         source = load_partition_meta(self.source)
         want, got = source.graph_fingerprint, cut.graph_fingerprint
         if source.graph_fingerprint_scheme == cut.graph_fingerprint_scheme:
             return None if got == want else f"graph fingerprint {str(got)[:16]}..., not {str(want)[:16]}..."
+        common = source.graph_print.compare(cut.graph_print)
+        if common is not None:
+            scheme, want, got = common
+            return None if got == want else f"graph fingerprint by scheme {scheme} {got[:16]}..., not {want[:16]}..."
         recorded = (cut.raw.get("repartitioned_from") or {}).get("graph_fingerprint")
         if recorded != want:
             return f"cut from graph fingerprint {str(recorded)[:16]}..., not {str(want)[:16]}..."
         log.warning(f"--repartition-on-resize: {self.source}'s graph fingerprint is of scheme "
                     f"{source.graph_fingerprint_scheme} and {self.target}'s of scheme {cut.graph_fingerprint_scheme} "
-                    f"(a typed folder cut before scheme 2): the cut is not verified by its digest, and a checkpoint "
-                    f"of the source resumes on it only with --resume-any-partition; re-cut the source once with "
-                    f"`gnn-dist partition --input` to avoid it")
+                    f"(a typed folder cut before scheme 2) and the cut, made by an older gnn-dist, has no scheme-1 "
+                    f"digest: it is not verified by its digest, and a checkpoint of the source resumes on it only "
+                    f"with --resume-any-partition; remove {self.target} and restart to cut it again")
         return None
 
     def _cut_or_reuse(self) -> None:

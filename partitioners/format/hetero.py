@@ -256,7 +256,7 @@ def add_type_rows_digest(digest: Any, sec: dict[str, Any], inner_ids: np.ndarray
         names = [f for f in (features_file(t["name"]), labels_file(t["name"])) if f in arrays]
         ids = np.asarray(inner_ids)[np.asarray(inner_type) == i] if names else None
         for name in names:
-            digest.add_rows(name, ids, np.asarray(arrays[name]))
+            digest.add_rows(name, ids, np.asarray(arrays[name]), per_type=True)
 
 
 def hetero_part_arrays(data: HeteroFolderData, indptr: np.ndarray, inner: np.ndarray,

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import PartitionFormatError
 from .family import FAMILY_FILE
-from .graph_digest import SCHEME_FIELD, TYPED_SCHEME
+from .graph_digest import SCHEME_1_FIELD, SCHEME_FIELD, TYPED_SCHEME, GraphPrint
 from .hetero import HETERO_FILES, HETERO_MINOR_VERSION, check_part_type_counts, parse_hetero, type_files
 from .typed_split import TYPED_SPLIT_MINOR_VERSION, parse_typed_split, typed_split_files
 from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, FORMAT_MINOR_VERSION, FORMAT_NAME, FORMAT_VERSION,
@@ -137,6 +137,16 @@ class PartitionMeta:
     for a typed folder whose fingerprint covers each edge's relation and the per-type node data,
     1 otherwise (every homogeneous folder, typed folders written before scheme 2): fingerprints of
     different schemes cannot be compared."""
+    scheme_1_graph_fingerprint: str | None = None
+    """A scheme-2 typed folder's digest of its graph by scheme 1 (``scheme_1_graph_fingerprint`` in
+    partition.json): the ``graph_fingerprint`` a typed folder of the same graph cut before scheme 2
+    recorded, which compares the two (:attr:`graph_print`); None in other folders and in typed
+    folders written before it."""
+
+    @property
+    def graph_print(self) -> GraphPrint:
+        """The graph fingerprint with its scheme and, when recorded, the scheme-1 digest."""
+        return GraphPrint(self.graph_fingerprint, self.graph_fingerprint_scheme, self.scheme_1_graph_fingerprint)
 
     @property
     def masks(self) -> tuple[str, ...]:
@@ -367,6 +377,7 @@ def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> Part
         raise _err(meta_path, f"field split must be an object with a string 'kind', or null, got {split!r}")
     graph_fingerprint = _graph_fingerprint(raw, meta_path)
     scheme = _fingerprint_scheme(raw, hetero, meta_path)
+    scheme_1 = _scheme_1_fingerprint(raw, scheme, meta_path)
     name = raw.get("name") or ""
     if not isinstance(name, str):
         raise _err(meta_path, f"field name must be a string, got {type(name).__name__} {name!r}")
@@ -377,17 +388,28 @@ def parse_meta(folder: str | Path, meta_path: Path, raw: dict[str, Any]) -> Part
                          method_params=method_params, seed=seed, name=str(name), quality=quality,
                          files=files, parts=parts, raw=raw, split=split, minor_version=minor_version,
                          edge_feature_dim=edge_feature_dim, edge_split=edge_split, hetero=hetero,
-                         graph_fingerprint=graph_fingerprint, graph_fingerprint_scheme=scheme)
+                         graph_fingerprint=graph_fingerprint, graph_fingerprint_scheme=scheme,
+                         scheme_1_graph_fingerprint=scheme_1)
 
 
-def _graph_fingerprint(raw: dict[str, Any], meta_path: Path) -> str | None:
-    """``graph_fingerprint`` checked: 64 lowercase hex digits, or absent/null (older folders)."""
-    value = raw.get("graph_fingerprint")
+def _graph_fingerprint(raw: dict[str, Any], meta_path: Path, key: str = "graph_fingerprint") -> str | None:
+    """``graph_fingerprint`` (or ``key``) checked: 64 lowercase hex digits, or absent/null (older folders)."""
+    value = raw.get(key)
     if value is None:
         return None
     if not isinstance(value, str) or len(value) != 64 or value.strip("0123456789abcdef"):
-        raise _err(meta_path, f"field graph_fingerprint = {value!r}: expected 64 lowercase hex digits (a sha256) "
+        raise _err(meta_path, f"field {key} = {value!r}: expected 64 lowercase hex digits (a sha256) "
                               f"or null; re-partition the graph, or delete the field to read the folder without it")
+    return value
+
+
+def _scheme_1_fingerprint(raw: dict[str, Any], scheme: int, meta_path: Path) -> str | None:
+    """``scheme_1_graph_fingerprint`` checked: a digest in a scheme-2 folder (which has a
+    ``graph_fingerprint``), or absent/null."""
+    value = _graph_fingerprint(raw, meta_path, SCHEME_1_FIELD)
+    if value is not None and (scheme == 1 or raw.get("graph_fingerprint") is None):
+        raise _err(meta_path, f"field {SCHEME_1_FIELD} is only recorded beside a graph_fingerprint of scheme "
+                              f"{TYPED_SCHEME} ({SCHEME_FIELD}); re-partition the graph, or delete the field")
     return value
 
 

@@ -1,7 +1,8 @@
 """``gnn-dist inspect --verify``'s check of ``graph_fingerprint``: the digest recomputed from the
 parts' stored data (:mod:`.graph_digest`, by original ids: every inner row's node data, every
 stored edge, the edge split's pairs and a typed split's relations; a scheme-2 typed folder's edge
-relations and per-type rows too) is the one ``partition.json`` records."""
+relations and per-type rows too) is the one ``partition.json`` records, and so is the scheme-1
+digest a scheme-2 folder records beside it (``scheme_1_graph_fingerprint``), from the same pass."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .graph_digest import TYPED_SCHEME, GraphDigest, graph_header
+from .graph_digest import SCHEME_1_FIELD, TYPED_SCHEME, GraphDigest, graph_header
 from .hetero import EDGE_TYPE, NODE_TYPE, add_type_rows_digest
 from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, INDICES, INDPTR, LABELS, LINK_FILES, MASKS, META_FILE,
                      ORIGINAL_IDS)
@@ -50,18 +51,25 @@ def _add_part(digest: GraphDigest, meta: PartitionMeta, p: int, a: dict[str, np.
 def graph_fingerprint_problems(root: Path, meta: PartitionMeta, parts: list[dict[str, np.ndarray]],
                                names: np.ndarray | None) -> list[str]:
     """One problem when the recomputed digest is not ``meta.graph_fingerprint`` (none without
-    the field). ``parts`` are every part's checked arrays; ``names`` ``original_names.npy``."""
+    the field), one when the scheme-1 digest is not ``meta.scheme_1_graph_fingerprint`` (when
+    recorded). ``parts`` are every part's checked arrays; ``names`` ``original_names.npy``."""
     if meta.graph_fingerprint is None:
         return []
     orig_of = np.empty(meta.num_nodes, dtype=np.int64)
     starts = meta.part_starts()
     for p, a in enumerate(parts):
         orig_of[starts[p]:starts[p + 1]] = np.asarray(a[ORIGINAL_IDS])[:meta.parts[p].num_inner]
-    digest = GraphDigest()
+    digest = GraphDigest(scheme_1=meta.scheme_1_graph_fingerprint is not None)
     for p, a in enumerate(parts):
         _add_part(digest, meta, p, a, orig_of)
-    got = digest.hexdigest(graph_header(meta.raw, names))
-    if got == meta.graph_fingerprint:
-        return []
-    return [f"{root / META_FILE}: field graph_fingerprint = {meta.graph_fingerprint[:16]}... is not the digest "
-            f"of the parts' data ({got[:16]}...): the data or the field was modified; re-partition the graph"]
+    header = graph_header(meta.raw, names)
+    recorded = [("graph_fingerprint", meta.graph_fingerprint, digest)]
+    if digest.scheme_1 is not None:
+        recorded.append((SCHEME_1_FIELD, meta.scheme_1_graph_fingerprint, digest.scheme_1))
+    problems = []
+    for field, want, computed in recorded:
+        got = computed.hexdigest(header)
+        if got != want:
+            problems.append(f"{root / META_FILE}: field {field} = {str(want)[:16]}... is not the digest of the "
+                            f"parts' data ({got[:16]}...): the data or the field was modified; re-partition the graph")
+    return problems

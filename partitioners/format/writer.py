@@ -46,7 +46,7 @@ from .layout import (EDGE_ATTR, EDGE_WEIGHT, FEATURES, FORMAT_MINOR_VERSION, FOR
                      HOTNESS, IN_DEGREE, INDICES, INDPTR, LABELS, MASKS, META_FILE, NODE_MAP_FILE,
                      ORIGINAL_IDS, ORIGINAL_NAMES_FILE, OUT_DEGREE, SELF_LOOPS, SEND_INDEX,
                      SEND_OFFSETS, TOOL_NAME, WEIGHTED_DEGREE, local_index_dtype, part_dir_name)
-from .graph_digest import SCHEME_FIELD, TYPED_SCHEME, GraphDigest, graph_header
+from .graph_digest import SCHEME_1_FIELD, SCHEME_FIELD, TYPED_SCHEME, GraphDigest, graph_header
 from .hetero import (HETERO_MINOR_VERSION, NODE_TYPE, HeteroFolderData, add_type_rows_digest, edge_positions,
                      hetero_part_arrays)
 from .meta import FileEntry
@@ -62,7 +62,7 @@ log = logging.getLogger(__name__)
 _RESERVED_KEYS = frozenset({
     "format", "version", "minor_version", "edge_feature_dim", "created_by", "num_parts", "num_nodes", "num_edges", "method",
     "method_params", "seed", "feature_dim", "feature_dtype", "num_classes", "label_kind",
-    "weighted", "quality", "files", "parts", "hetero", "graph_fingerprint", SCHEME_FIELD})
+    "weighted", "quality", "files", "parts", "hetero", "graph_fingerprint", SCHEME_FIELD, SCHEME_1_FIELD})
 """Keys of partition.json that ``extra_meta`` may not set (they describe the data)."""
 
 
@@ -456,7 +456,7 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
         quality = _quality(graph, a, num_parts, rl, given, stage_times, method_params)
         del a
         top_files = {NODE_MAP_FILE: npyio.save_array(tmp, NODE_MAP_FILE, rl.node_map).to_json()}
-        digest = GraphDigest()
+        digest = GraphDigest(scheme_1=hetero is not None)   # a typed graph's scheme-1 digest too
         links = _split_files(link_pairs, link_rels, rl, digest)
         rl.node_map = np.zeros(0, dtype=np.int64)  # not needed any more
         if graph.node_names is not None:
@@ -473,7 +473,10 @@ def write_partition(graph: Graph, assignment: Any, num_parts: int, out_dir: str 
             meta["minor_version"] = HETERO_MINOR_VERSION if link_rels is None else TYPED_SPLIT_MINOR_VERSION
             meta["hetero"] = _jsonable({**hetero.section, "part_type_counts": type_counts})
             meta[SCHEME_FIELD] = TYPED_SCHEME
-        meta["graph_fingerprint"] = digest.hexdigest(graph_header(meta, graph.node_names))
+        header = graph_header(meta, graph.node_names)
+        meta["graph_fingerprint"] = digest.hexdigest(header)
+        if digest.scheme_1 is not None:
+            meta[SCHEME_1_FIELD] = digest.scheme_1.hexdigest(header)
         meta.update(quality=quality, files=top_files, parts=parts)
         _write_meta_file(tmp, meta)
         _install(tmp, out, overwrite)

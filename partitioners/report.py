@@ -96,8 +96,11 @@ def describe_lines(meta: PartitionMeta, verbose: bool = False) -> list[str]:
         f"(sizes and sha256 recorded in partition.json)",
     ]
     if meta.graph_fingerprint is not None:
-        lines.insert(3, f"graph fingerprint: {meta.graph_fingerprint} (by original node ids: the same for every "
-                        f"partition of this graph)")
+        lines.insert(3, f"graph fingerprint: {meta.graph_fingerprint} (scheme {meta.graph_fingerprint_scheme}; "
+                        f"by original node ids: the same for every partition of this graph)")
+    if meta.scheme_1_graph_fingerprint is not None:
+        lines.insert(4, f"graph fingerprint by scheme 1: {meta.scheme_1_graph_fingerprint} (what a typed folder of "
+                        f"this graph cut before scheme 2 records; without relations and per-type data)")
     if meta.split is not None:
         lines.insert(3, f"split: {json.dumps(meta.split, sort_keys=True)}")
     if meta.edge_split is not None:

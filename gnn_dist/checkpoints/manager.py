@@ -10,7 +10,8 @@ collective for a peer that has given up.
 A checkpoint is tied to its data: it records the partition folder's fingerprint (every file's
 sha256, :func:`~gnn_dist.partition.partition_fingerprint`) and the graph fingerprint
 (``partition.json``'s ``graph_fingerprint``: the graph by original node ids, the same for every
-cut). A resume onto another cut of the same graph (any number of parts) continues exactly, with
+cut; a typed folder's scheme, and its scheme-1 digest, which compares it with a typed folder or
+checkpoint of before scheme 2: :func:`~.resume.check_same_data`). A resume onto another cut of the same graph (any number of parts) continues exactly, with
 one line saying so; onto another graph, or another partition when a folder has no graph
 fingerprint, it is refused, naming both, unless ``resume_any_partition``. A stateful schedule
 (``stale``) also has every rank write its state to its own rank file before rank 0 writes the
@@ -34,6 +35,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import torch
+
+from partitioners.format.graph_digest import SCHEME_1_FIELD
 
 from .. import run_lock
 from ..atomic_file import all_ranks_write
@@ -108,6 +111,7 @@ class CheckpointManager:
         self.fingerprint = partition_fingerprint(part.meta)
         self.graph_fingerprint: str | None = getattr(part.meta, "graph_fingerprint", None)
         self.graph_fingerprint_scheme: int = getattr(part.meta, "graph_fingerprint_scheme", 1)
+        self.scheme_1_graph_fingerprint: str | None = getattr(part.meta, "scheme_1_graph_fingerprint", None)
         self.resized: dict[str, Any] | None = None
         """After a resume on another world size: the metrics file's resize record."""
         if config.checkpoint_dir is not None:
@@ -160,6 +164,8 @@ class CheckpointManager:
                  "selection": trainer.selection.state_dict()}
         if self.graph_fingerprint_scheme != 1:   # recorded when not 1: a homogeneous run's state is as before
             state["graph_fingerprint_scheme"] = self.graph_fingerprint_scheme
+        if self.scheme_1_graph_fingerprint is not None:   # a scheme-2 folder's: resumes on an older cut too
+            state[SCHEME_1_FIELD] = self.scheme_1_graph_fingerprint
         if rows is None:
             return state
         selection = state["selection"]
@@ -274,7 +280,7 @@ class CheckpointManager:
         """None: the same partition; the line of a resume on another cut of the same graph
         (:func:`check_same_data`); or a refusal (a warning under ``resume_any_partition``)."""
         mine = DataIdentity(self.fingerprint, self.graph_fingerprint, int(self.part.num_parts),
-                            self.graph_fingerprint_scheme)
+                            self.graph_fingerprint_scheme, self.scheme_1_graph_fingerprint)
         found = check_same_data(DataIdentity.of_state(saved.state), mine, str(self.part.path),
                                 any_partition=self.config.resume_any_partition, path=saved.path)
         if found is None:

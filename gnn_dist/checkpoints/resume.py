@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from partitioners.format.graph_digest import SCHEME_1_FIELD, GraphPrint
+
 from ..config import RESUME_MODES, CheckpointConfig, TrainerConfig
 from .files import latest_checkpoint, load_checkpoint
 from .format import CheckpointError
@@ -211,18 +213,24 @@ class DataIdentity:
     """What a checkpoint records of the data it was trained on, and what a resume compares:
     the partition folder's fingerprint (its files), the graph fingerprint (the graph by original
     node ids, the same for every cut; None for folders written before it existed), the number
-    of parts and how the graph fingerprint was computed (``graph_fingerprint_scheme``: 2 for typed
-    folders whose fingerprint covers relations and per-type data, 1 otherwise)."""
+    of parts, how the graph fingerprint was computed (``graph_fingerprint_scheme``: 2 for typed
+    folders whose fingerprint covers relations and per-type data, 1 otherwise) and a scheme-2
+    typed folder's scheme-1 digest of its graph (``scheme_1_graph_fingerprint``, None without)."""
 
     partition: str | None
     graph: str | None
     num_parts: int | None
     scheme: int = 1
+    scheme_1: str | None = None
 
     @classmethod
     def of_state(cls, state: dict[str, Any]) -> "DataIdentity":
         return cls(state.get("partition"), state.get("graph_fingerprint"), state.get("world_size"),
-                   state.get("graph_fingerprint_scheme", 1))
+                   state.get("graph_fingerprint_scheme", 1), state.get(SCHEME_1_FIELD))
+
+    @property
+    def graph_print(self) -> GraphPrint:
+        return GraphPrint(self.graph, self.scheme, self.scheme_1)
 
 
 def check_same_data(saved: DataIdentity, mine: DataIdentity, where: str, *, any_partition: bool,
@@ -230,26 +238,33 @@ def check_same_data(saved: DataIdentity, mine: DataIdentity, where: str, *, any_
     """Whether a checkpoint trained on ``saved`` may resume on ``mine`` (the partition folder
     ``where``): None for the same partition; ``(line, True)``, the line saying what the resume
     does, for another cut of the same graph (equal graph fingerprints: the weights, optimizer and
-    every replicated state apply as they are, so the run continues exactly). Raises
+    every replicated state apply as they are, so the run continues exactly). Fingerprints of
+    different schemes (a typed folder cut before scheme 2 and one cut after) are compared by
+    scheme 1 when the newer side records its scheme-1 digest, and the line says the graph was
+    verified by the older scheme, which does not cover relations or per-type data. Raises
     :class:`~gnn_dist.checkpoints.format.CheckpointError` (one line naming both) for another
-    graph, for graph fingerprints of different schemes (which cannot be compared: a typed folder
-    cut before scheme 2 and one cut after), or another partition when either side has no graph
-    fingerprint, unless
+    graph, for fingerprints of different schemes that cannot be compared (the newer side has no
+    scheme-1 digest), or another partition when either side has no graph fingerprint, unless
     ``any_partition``: then ``(warning, False)``."""
     if saved.partition == mine.partition:
         return None
-    if saved.graph is not None and saved.graph == mine.graph:
+    both = saved.graph is not None and mine.graph is not None
+    common = saved.graph_print.compare(mine.graph_print) if both else None
+    by = f" by scheme {common[0]}" if common is not None and saved.scheme != mine.scheme else ""
+    if common is not None and common[1] == common[2]:
+        note = by and (f" (verified by the older scheme's fingerprint, which does not cover relations or per-type "
+                       f"data: the checkpoint's is of scheme {saved.scheme}, this folder's of scheme {mine.scheme})")
         return (f"resumed a P={saved.num_parts} run's checkpoint on P={mine.num_parts} ({where}), same graph "
-                f"fingerprint {mine.graph[:16]}...", True)
-    if saved.graph is not None and mine.graph is not None and saved.scheme != mine.scheme:
+                f"fingerprint{by} {common[2][:16]}...{note}", True)
+    if common is not None:
+        what = (f"the checkpoint was written for another graph (graph fingerprint{by} {common[1][:16]}..., "
+                f"{saved.num_parts} parts); this run's {where} holds graph fingerprint{by} {common[2][:16]}... "
+                f"({mine.num_parts} parts)")
+    elif both:
         what = (f"the checkpoint's graph fingerprint {saved.graph[:16]}... ({saved.num_parts} parts) is of scheme "
                 f"{saved.scheme} and this run's {where} holds one of scheme {mine.scheme} ({mine.num_parts} parts): "
                 f"typed folders cut before scheme 2 have a fingerprint that does not cover relations and per-type "
                 f"data, so the two cannot be compared and the graph is not verified")
-    elif saved.graph is not None and mine.graph is not None:
-        what = (f"the checkpoint was written for another graph (graph fingerprint {saved.graph[:16]}..., "
-                f"{saved.num_parts} parts); this run's {where} holds graph fingerprint {mine.graph[:16]}... "
-                f"({mine.num_parts} parts)")
     else:
         what = (f"the checkpoint was written for another partition (fingerprint {str(saved.partition)[:16]}..., "
                 f"{saved.num_parts} parts); this run's {where} has fingerprint {str(mine.partition)[:16]}... "

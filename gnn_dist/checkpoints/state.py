@@ -306,6 +306,8 @@ def check_state(state: dict[str, Any], path: str | os.PathLike) -> None:
         c.string("graph_fingerprint", state["graph_fingerprint"], optional=True)
     if "graph_fingerprint_scheme" in state:
         c.integer("graph_fingerprint_scheme", state["graph_fingerprint_scheme"], minimum=1)
+    if "scheme_1_graph_fingerprint" in state:
+        c.string("scheme_1_graph_fingerprint", state["scheme_1_graph_fingerprint"], optional=True)
     _check_history(c, state.get("history", []))
     _check_selection(c, state.get("selection"))
     _check_pipeline_state(c, state.get("pipeline_state"))

@@ -355,6 +355,7 @@ FORMAT_CASES = {   # field: (value, the field as the message names it); refused 
     "halo_widths": ("adaptive", "halo_widths"),
     "graph_fingerprint": (7, "graph_fingerprint"),
     "graph_fingerprint_scheme": ("2", "graph_fingerprint_scheme"),
+    "scheme_1_graph_fingerprint": (7, "scheme_1_graph_fingerprint"),
     "model_info.hidden_dim": ([8], "model_info.hidden_dim"),
 }
 APPLY_CASES = {   # field: (value, named); refused against this run's model, optimizer and config

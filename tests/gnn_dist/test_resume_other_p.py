@@ -301,3 +301,54 @@ def test_graph_fingerprints_of_different_schemes_are_not_compared():
     assert check_same_data(DataIdentity.of_state({"partition": "a" * 64, "graph_fingerprint": "d" * 64,
                                                   "world_size": 4, "graph_fingerprint_scheme": 2}),
                            mine, "typed-2", any_partition=False, path="ckpt")[1]
+
+
+_OLD, _NEW, _OTHER = "b" * 64, "d" * 64, "e" * 64
+"""A typed graph's scheme-1 digest, its scheme-2 fingerprint, and another graph's scheme-1 digest."""
+_SCHEME_1 = "scheme_1_graph_fingerprint"
+
+
+def _checkpoint(**fields: Any) -> Any:
+    from gnn_dist.checkpoints.resume import DataIdentity
+
+    return DataIdentity.of_state({"partition": "a" * 64, "world_size": 4, **fields})
+
+
+@pytest.mark.parametrize("saved, other, mine", [
+    # a checkpoint of a folder cut before scheme 2, on a new folder that records the scheme-1 digest
+    ({"graph_fingerprint": _OLD}, {"graph_fingerprint": _OTHER}, (_NEW, 2, _OLD)),
+    # a new run's checkpoint (it records its folder's scheme-1 digest) on a folder cut before scheme 2
+    ({"graph_fingerprint": _NEW, "graph_fingerprint_scheme": 2, _SCHEME_1: _OLD},
+     {"graph_fingerprint": _NEW, "graph_fingerprint_scheme": 2, _SCHEME_1: _OTHER}, (_OLD, 1, None)),
+])
+def test_fingerprints_of_different_schemes_are_compared_by_scheme_1_when_recorded(saved, other, mine):
+    """Equal scheme-1 digests: resumed with no flag, the line saying the graph was verified by the
+    older scheme's fingerprint; different ones (``other``): another graph, in one line."""
+    from gnn_dist.checkpoints import CheckpointError
+    from gnn_dist.checkpoints.resume import DataIdentity, check_same_data
+
+    folder = DataIdentity("c" * 64, mine[0], 2, mine[1], mine[2])
+    line, same_graph = check_same_data(_checkpoint(**saved), folder, "typed-2", any_partition=False, path="ckpt")
+    assert same_graph and "\n" not in line
+    assert f"same graph fingerprint by scheme 1 {_OLD[:16]}... (verified by the older scheme's fingerprint, which " \
+           f"does not cover relations or per-type data" in line
+    with pytest.raises(CheckpointError) as err:
+        check_same_data(_checkpoint(**other), folder, "typed-2", any_partition=False, path="ckpt")
+    message = str(err.value)
+    assert "\n" not in message and "cannot be compared" not in message
+    assert f"written for another graph (graph fingerprint by scheme 1 {_OTHER[:16]}..." in message
+    assert f"holds graph fingerprint by scheme 1 {_OLD[:16]}..." in message and "--resume-any-partition" in message
+
+
+def test_fingerprints_of_one_scheme_are_compared_by_it_alone():
+    """Two scheme-2 fingerprints that differ are another graph even when their scheme-1 digests
+    agree (the graphs differ in a relation or per-type data); equal ones need no scheme 1."""
+    from gnn_dist.checkpoints import CheckpointError
+    from gnn_dist.checkpoints.resume import DataIdentity, check_same_data
+
+    saved = _checkpoint(graph_fingerprint=_OTHER, graph_fingerprint_scheme=2, **{_SCHEME_1: _OLD})
+    with pytest.raises(CheckpointError, match=rf"written for another graph \(graph fingerprint {_OTHER[:16]}"):
+        check_same_data(saved, DataIdentity("c" * 64, _NEW, 2, 2, _OLD), "typed-2", any_partition=False, path="ckpt")
+    line, same_graph = check_same_data(saved, DataIdentity("c" * 64, _OTHER, 2, 2, None), "typed-2",
+                                       any_partition=False, path="ckpt")
+    assert same_graph and "scheme" not in line

@@ -6,7 +6,9 @@
   homogeneous folder);
 - a checkpointed run resumed in fresh processes continues exactly as the uninterrupted one, also
   on another cut of the same graph with another number of ranks (the learnable rows and their
-  Adam moments are saved by id), with ``--select best-val`` (the best epoch's rows too), and on
+  Adam moments are saved by id; the checkpoint as a run on a typed folder cut before fingerprint
+  scheme 2 wrote it, verified by the folder's scheme-1 digest), with ``--select best-val`` (the
+  best epoch's rows too), and on
   the cut ``--repartition-on-resize`` makes from the P=2 folder for 3 ranks (a typed re-cut);
 - every schedule and wire format trains it: stale, boundary sampling, compressed halos,
   recomputation.
@@ -21,9 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from gnn_dist.checkpoints import load_checkpoint
+from gnn_dist.checkpoints import load_checkpoint, save_checkpoint
 from gnn_dist.train import main
 from partitioners.format import load_partition_meta
+from partitioners.format.graph_digest import SCHEME_1_FIELD
 from mp_utils import run_ranks
 from train_helpers import run_train_jobs
 
@@ -90,9 +93,15 @@ def test_resume_is_exact_on_the_same_and_on_another_cut(folders, tmp_path, monke
             (tmp_path / other / f.name).write_bytes(f.read_bytes())
         (tmp_path / other / "latest").write_text("checkpoint-000003.pt\n")
         (tmp_path / f"{other}.jsonl").write_bytes((tmp_path / "cut.jsonl").read_bytes())
+    # "other" resumes a checkpoint as a run on a typed folder cut before fingerprint scheme 2 wrote
+    # it (the graph's scheme-1 digest, no scheme): mag3 records that digest, so no flag is needed
+    older = load_checkpoint(tmp_path / "other" / "checkpoint-000003.pt")
+    del older["graph_fingerprint_scheme"], older[SCHEME_1_FIELD]
+    older["graph_fingerprint"] = load_partition_meta(folders / "mag2").scheme_1_graph_fingerprint
+    save_checkpoint(tmp_path / "other", 3, older)
     assert run_ranks(run_train_jobs, 2, [job(2, 6, "cut", "--resume")], timeout=240) == [[None]] * 2
     monkeypatch.setenv("WORLD_SIZE", "3")   # as torchrun sets it: --repartition-on-resize cuts mag2 for 3 ranks
-    assert run_ranks(run_train_jobs, 3, [job(3, 6, "other", "--resume", "--resume-any-partition"),
+    assert run_ranks(run_train_jobs, 3, [job(3, 6, "other", "--resume"),
                                          job(2, 6, "recut", "--resume", "--repartition-on-resize")],
                      timeout=240) == [[None, None]] * 3
     straight = losses(tmp_path / "straight.jsonl")
@@ -105,7 +114,8 @@ def test_resume_is_exact_on_the_same_and_on_another_cut(folders, tmp_path, monke
         (3, "ldg", load_partition_meta(folders / "mag2").hetero["relations"])
     assert recut.graph_fingerprint == load_partition_meta(folders / "mag2").graph_fingerprint
     saved = load_checkpoint(tmp_path / "cut" / "checkpoint-000003.pt")   # a typed run records its scheme
-    assert (saved["graph_fingerprint"], saved["graph_fingerprint_scheme"]) == (recut.graph_fingerprint, 2)
+    assert (saved["graph_fingerprint"], saved["graph_fingerprint_scheme"], saved[SCHEME_1_FIELD]) == \
+        (recut.graph_fingerprint, 2, recut.scheme_1_graph_fingerprint)
     assert [p.name for p in (tmp_path / "recut" / "partitions").iterdir()] == ["p3"]   # no scratch left
 
 

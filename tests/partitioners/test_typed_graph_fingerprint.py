@@ -123,12 +123,18 @@ def test_a_scheme_1_typed_folder_is_checked_the_old_way(tmp_path, monkeypatch):
     assert verify_partition(tmp_path / "p2") == []
 
 
-def test_a_new_typed_folder_records_what_an_older_cut_of_its_graph_recorded(tmp_path, monkeypatch):
+def test_a_new_typed_folder_records_what_an_older_cut_of_its_graph_recorded(tmp_path, monkeypatch, capsys):
     """The scheme-1 digest a new cut records is the fingerprint of an older (scheme-1) cut of the
-    same graph, for any number of parts, method and the out-of-core writer."""
+    same graph, for any number of parts, method and the out-of-core writer; inspect shows both."""
     partition_graph(_graph(), 2, "random", tmp_path / "old", seed=1)
     old = _as_scheme_1(tmp_path / "old", monkeypatch)
-    assert _fingerprints(tmp_path / "p3", _graph(), parts=3, method="ldg")[1] == old
+    new, scheme_1 = _fingerprints(tmp_path / "p3", _graph(), parts=3, method="ldg")
+    assert scheme_1 == old
+    capsys.readouterr()
+    assert main(["inspect", str(tmp_path / "p3")]) == EXIT_OK and main(["inspect", str(tmp_path / "old")]) == EXIT_OK
+    shown = capsys.readouterr().err
+    assert f"graph fingerprint: {new} (scheme 2;" in shown and f"graph fingerprint by scheme 1: {old}" in shown
+    assert f"graph fingerprint: {old} (scheme 1;" in shown and shown.count("by scheme 1:") == 1
     write_typed_npy_dir(tmp_path / "typed", _graph())
     assert main(["-q", "partition", "--input", str(tmp_path / "typed"), "--parts", "2", "--method", "random",
                  "--out", str(tmp_path / "disk"), "--no-progress"]) == EXIT_OK

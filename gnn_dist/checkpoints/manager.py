@@ -11,9 +11,10 @@ A checkpoint is tied to its data: it records the partition folder's fingerprint 
 sha256, :func:`~gnn_dist.partition.partition_fingerprint`) and the graph fingerprint
 (``partition.json``'s ``graph_fingerprint``: the graph by original node ids, the same for every
 cut; a typed folder's scheme, and its scheme-1 digest, which compares it with a typed folder or
-checkpoint of before scheme 2: :func:`~.resume.check_same_data`). A resume onto another cut of the same graph (any number of parts) continues exactly, with
-one line saying so; onto another graph, or another partition when a folder has no graph
-fingerprint, it is refused, naming both, unless ``resume_any_partition``. A stateful schedule
+checkpoint of before scheme 2: :func:`~.resume.check_same_data`). A resume onto another cut of
+the same graph (any number of parts) continues exactly, with one line saying so; onto another
+graph, or another partition when a folder has no graph fingerprint, it is refused, naming both,
+unless ``resume_any_partition``. A stateful schedule
 (``stale``) also has every rank write its state to its own rank file before rank 0 writes the
 main file; that state is restored for the same schedule and smoothing: as it is on the same
 partition, and placed by original node id on another cut of the same graph when the schedule

@@ -136,7 +136,7 @@ class PartitionMeta:
     """How ``graph_fingerprint`` was computed: 2 (``graph_fingerprint_scheme`` in partition.json)
     for a typed folder whose fingerprint covers each edge's relation and the per-type node data,
     1 otherwise (every homogeneous folder, typed folders written before scheme 2): fingerprints of
-    different schemes cannot be compared."""
+    different schemes are compared only by the scheme-1 digest a scheme-2 side records beside its own."""
     scheme_1_graph_fingerprint: str | None = None
     """A scheme-2 typed folder's digest of its graph by scheme 1 (``scheme_1_graph_fingerprint`` in
     partition.json): the ``graph_fingerprint`` a typed folder of the same graph cut before scheme 2

@@ -143,6 +143,18 @@ def _first_checkpoint(ckpt: Path, deadline: float) -> None:
     pytest.fail("no checkpoint was written in time")
 
 
+def _told_to_stop(proc: psutil.Process) -> bool:
+    """Whether the stopped rank ``proc`` has a termination signal pending (its agent's stop, which
+    it handles once continued) or is gone: ``/proc/PID/status``' pending masks (Linux)."""
+    try:
+        text = Path(f"/proc/{proc.pid}/status").read_text()
+    except OSError:
+        return True
+    bits = (1 << (signal.SIGTERM - 1)) | (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGKILL - 1))
+    pending = [int(line.split()[1], 16) for line in text.splitlines() if line.startswith(("ShdPnd:", "SigPnd:"))]
+    return any(mask & bits for mask in pending) or "\nState:\tZ" in text
+
+
 def _signal(procs: list[psutil.Process], sig: int) -> None:
     for proc in procs:
         try:
@@ -255,7 +267,8 @@ def test_a_lost_node_resizes_the_job_and_the_result_is_the_uninterrupted_one(tmp
 
 def test_a_node_joining_resizes_the_job_up_and_the_result_is_the_uninterrupted_one(tmp_path, straight):
     """Node 0's ranks are stopped (SIGSTOP) from its first checkpoint until node 1 waits in the
-    rendezvous, so the job cannot end before node 1 comes, however slow this machine is."""
+    rendezvous and node 0's agent has told them to stop, so the job cannot end before the
+    membership change, however slow this machine is."""
     family, straight_model = straight
     port = free_port()
     cli = _cli(port, "scale-up-test", family, tmp_path, last_call_s=1)
@@ -277,7 +290,13 @@ def test_a_node_joining_resizes_the_job_up_and_the_result_is_the_uninterrupted_o
         if second.poll() is not None:
             pytest.fail(f"node 1 ended before it joined (code {second.poll()}):\n"
                         f"{(tmp_path / 'node1.log').read_text(errors='replace')[-3000:]}")
-        _signal(paused, signal.SIGCONT)   # the agent has told them (or will) to stop: a membership change
+        # Continued only once node 0's agent has told them to stop (a membership change): continued
+        # earlier, they may finish the run before the agent's next look at the rendezvous.
+        while not all(_told_to_stop(p) for p in paused) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not all(_told_to_stop(p) for p in paused):
+            pytest.fail("node 0's agent never stopped its ranks for the node waiting to join")
+        _signal(paused, signal.SIGCONT)
     except BaseException:
         for proc in (first, second):
             if proc is not None and proc.poll() is None:

@@ -222,10 +222,11 @@ class StalePipeline(ExchangeBeforeLayer):
     @staticmethod
     def held_rows(*, inner: int, halo: int, send: int, smoothing: float | None) -> tuple[int, int]:
         """The planner's rows per exchanged layer (:class:`~.base.Pipeline`): kept, the feature
-        buffer's ``H`` halo rows and the gradient buffer's ``B <= min(I, S)`` sent rows (``S``:
-        ``send``; twice with a moving average: its sum and its value), and the received gradients
-        summed into ``B`` rows before they replace the buffer; on the wire at the backward's peak, this step's feature exchange
-        and its gradients' both in flight, ``2 (R + H)``."""
+        buffer's ``H`` halo rows and the gradient buffer's ``B <= min(I, R)`` sent rows (``R``:
+        ``send``, a row once per reader; twice with a moving average: its sum and its value), and
+        the received gradients summed into ``B`` rows before they replace the buffer; on the wire
+        at the backward's peak, this step's feature exchange and its gradients' both in flight,
+        ``2 (R + H)``."""
         sent = min(inner, send)
         return (halo + sent) * (2 if smoothing else 1) + sent, 2 * (send + halo)
 

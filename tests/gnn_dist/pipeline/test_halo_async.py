@@ -40,6 +40,10 @@ def _check(rank: int, world_size: int) -> dict[str, Any]:
     own = grad[:ex.num_inner].clone()
     out["into_grad"] = ex.start_backward(grad[ex.num_inner:], tag=0, into=own).wait()
     out["into_kept"] = torch.equal(own, grad[:ex.num_inner])
+    # sent_rows_only: the same sums, only at the distinct sent rows (a row several peers read once)
+    full = ex.start_backward(grad[ex.num_inner:], tag=0).wait()
+    out["sent_rows"] = (ex.sent_rows_on(grad.device), full, ex.send_index,
+                        ex.start_backward(grad[ex.num_inner:], tag=0, sent_rows_only=True).wait())
     out["bytes_by_tag"] = dict(ex.bytes_by_tag)
     out["handle_done"] = handle.done and handle.wait() is out["async_halo"]
     # wire dtypes: bytes as sent, values rounded to the wire type, compute dtype kept
@@ -78,6 +82,12 @@ def test_async_exchange(world_size: int) -> None:
         torch.testing.assert_close(res["into_grad"], res["sync_grad"], rtol=0, atol=0)
         torch.testing.assert_close(res["async_grad"], res["sync_grad"], rtol=1e-12, atol=1e-12)
         assert res["into_kept"]
+        sent, full, send_index, compact = res["sent_rows"]
+        assert torch.equal(sent, torch.unique(send_index))
+        torch.testing.assert_close(compact, full[sent], rtol=0, atol=0)
+        assert not full.index_fill(0, sent, 0).any()   # nothing outside the sent rows
+        if world_size == 3:
+            assert sent.numel() < send_index.numel(), "no row read by two peers: the sums are not tested"
         assert res["handle_done"]
         if res["halo_ids"].size or world_size > 1:
             assert set(res["bytes_by_tag"]) <= {0}
